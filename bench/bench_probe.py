@@ -1,0 +1,127 @@
+"""Benchmarks for `kprobe probe`, as ratios against peers measured in the same run.
+
+    python bench/bench_probe.py [--runs 5] [--timeout 2]
+
+1. Side by side on the lab's three-brokers cluster: `kprobe probe` versus what people do by
+   hand, `kcat -L` then `nc -z -w T` on each advertised endpoint (Debian's kcat and netcat),
+   healthy (CLIENT listener) and with one blackholed endpoint (BLACKHOLED listener).
+2. Concurrency: the resolve+connect phase over 200 endpoints, half of them blackholed, after a
+   real metadata fetch; reported as wall time / connect timeout (the floor is 1.0). The 200
+   endpoints are local listening sockets and blackholes: a real 200-broker cluster does not fit
+   on a 2-core machine, and the metadata step's cost does not depend on the endpoint count.
+3. Start-up: `kprobe --help` and the import of the probe path, next to the bare interpreter.
+
+Results print as a Markdown table to paste into docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+from kprobe.lab import start_lab
+from kprobe.lab.base import Blackhole
+from kprobe.models import Endpoint
+from kprobe.probe import probe_endpoints
+from kprobe.resolve import Resolver
+from kprobe.wire import fetch_metadata
+
+
+def timed(cmd: list[str] | str, runs: int, shell: bool = False) -> float:
+    """Median wall time of a command, in seconds."""
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(cmd, shell=shell, capture_output=True, check=False)
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def manual_loop(bootstrap: str, timeout: float) -> str:
+    """The by-hand check: kcat -L, then nc -z on every `broker N at host:port` line."""
+    return (
+        f"kcat -b {bootstrap} -L -m {timeout:g} | "
+        "sed -n 's/^  broker [0-9]* at \\([^ ]*\\).*/\\1/p' | "
+        f"while IFS=: read -r h p; do nc -z -w {timeout:g} \"$h\" \"$p\"; done"
+    )
+
+
+def side_by_side(runs: int, timeout: float) -> list[tuple[str, float, float]]:
+    rows = []
+    kprobe = [sys.executable, "-m", "kprobe", "probe", "--timeout", f"{timeout:g}", "--no-color"]
+    with start_lab("three-brokers") as lab:
+        for label, listener in (("healthy (3 endpoints)", "CLIENT"), ("1 of 3 blackholed", "BLACKHOLED")):
+            bootstrap = lab.real_endpoint(listener, 0)
+            ours = timed([*kprobe, "-b", bootstrap], runs)
+            theirs = timed(manual_loop(bootstrap, timeout), runs, shell=True)
+            rows.append((label, ours, theirs))
+    return rows
+
+
+def concurrency(timeout: float, count: int = 200) -> tuple[float, float]:
+    """Seconds for metadata + 200-endpoint resolve/connect, and the ratio to the timeout."""
+    listeners, holes = [], []
+    try:
+        for i in range(count // 2):
+            sock = socket.socket()
+            sock.bind((f"127.0.1.{1 + i % 250}", 0))
+            sock.listen(64)
+            listeners.append(sock)
+            holes.append(Blackhole(f"127.0.2.{1 + i % 250}"))
+        endpoints = [Endpoint(i, *s.getsockname()[:2], advertised_by=("bench",)) for i, s in enumerate(listeners)]
+        endpoints += [Endpoint(1000 + i, h.host, h.port, advertised_by=("bench",)) for i, h in enumerate(holes)]
+        with start_lab("listeners") as lab:
+            ip, port = lab.real_endpoint("LISTENER_FRED").rsplit(":", 1)
+            started = time.perf_counter()
+            fetch_metadata(ip, int(port), timeout=timeout)
+            results = probe_endpoints(endpoints, Resolver(timeout=timeout), timeout=timeout,
+                                      deadline=time.monotonic() + 10 * timeout)
+            elapsed = time.perf_counter() - started
+        assert sum(r.status == "reachable" for r in results) == count // 2
+        assert sum(r.status == "unreachable" for r in results) == count // 2
+        return elapsed, elapsed / timeout
+    finally:
+        for sock in listeners:
+            sock.close()
+        for hole in holes:
+            hole.close()
+
+
+def startup(runs: int) -> list[tuple[str, float]]:
+    python = [sys.executable, "-c", "pass"]
+    imports = [sys.executable, "-c", "import kprobe.cli, kprobe.probe, kprobe.report.text"]
+    help_cmd = [sys.executable, "-m", "kprobe", "--help"]
+    return [("python -c pass", timed(python, runs)), ("import of the probe path", timed(imports, runs)),
+            ("kprobe --help", timed(help_cmd, runs))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--timeout", type=float, default=2.0)
+    args = parser.parse_args()
+    for tool in ("kcat", "nc"):
+        if not shutil.which(tool):
+            sys.exit(f"bench needs {tool}: apt-get install kcat netcat-openbsd")
+    print(f"# kprobe benchmarks ({os.cpu_count()} cores, timeout {args.timeout:g}s, median of {args.runs})\n")
+    print("| case | kprobe probe | kcat -L + nc -z loop | kprobe - loop | loop / kprobe |")
+    print("| --- | --- | --- | --- | --- |")
+    for label, ours, theirs in side_by_side(args.runs, args.timeout):
+        print(f"| {label} | {ours:.3f}s | {theirs:.3f}s | {ours - theirs:+.3f}s | {theirs / ours:.2f}x |")
+    elapsed, ratio = concurrency(args.timeout)
+    print(f"\n200 endpoints, 100 blackholed: {elapsed:.3f}s = {ratio:.2f} x the connect timeout "
+          f"(a sequential nc loop: about {100 * args.timeout + 100 * 0.001:.0f}s = ~100 x)\n")
+    print("| start-up | median |")
+    print("| --- | --- |")
+    for label, seconds in startup(args.runs * 2):
+        print(f"| {label} | {seconds * 1000:.0f} ms |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""The `kprobe` command: parse, call the library, print, exit with a meaningful code.
+
+Errors become one line and an exit code here and only here. Heavy modules are imported inside
+commands, so `kprobe --help` stays fast and `kprobe probe` never imports pyspark.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kprobe import __version__
+from kprobe.errors import EXIT_INTERRUPTED, EXIT_USAGE, KprobeError, UsageError
+
+if TYPE_CHECKING:
+    from kprobe.models import Report
+    from kprobe.probe import ProbeRun
+
+app = typer.Typer(
+    name="kprobe",
+    help="Why a Kafka client that reaches the bootstrap broker still fails: probe every advertised "
+    "endpoint from here.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+lab_app = typer.Typer(help="Real Kafka brokers on loopback, in classic listener set-ups.", no_args_is_help=True)
+app.add_typer(lab_app, name="lab")
+
+# Typer either vendors click or uses the installed one: take its exception classes from typer.
+_CLICK_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+STATUS_EXIT = {"ok": 0, "gap": 1, "failed": 3, "interrupted": EXIT_INTERRUPTED}
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kprobe {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = None,
+) -> None:
+    """kprobe: tells a Kafka user, from where they stand, why a client that reaches the bootstrap
+    broker still fails.
+    """
+
+
+def _use_color(no_color: bool) -> bool:
+    return not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Temporary file, fsync, rename: the report appears whole or not at all."""
+    from kprobe.report.files import write_atomic
+
+    write_atomic(path, text)
+
+
+@app.command()
+def probe(
+    bootstrap: Annotated[
+        list[str],
+        typer.Option("--bootstrap", "-b", envvar="KPROBE_BOOTSTRAP",
+                     help="Bootstrap address: host:port, host, [v6]:port or PROTOCOL://host:port; "
+                     "comma lists and repeats allowed."),
+    ] = [],  # noqa: B006 - typer reads the default, never mutates it
+    prop: Annotated[list[str], typer.Option("-X", help="librdkafka property key=value (repeatable).")] = [],  # noqa: B006
+    prop_file: Annotated[
+        list[str], typer.Option("-F", envvar="KPROBE_CONFIG", help="librdkafka properties file, as kcat reads it.")
+    ] = [],  # noqa: B006
+    nameserver: Annotated[
+        list[str],
+        typer.Option("--nameserver", "-n", envvar="KPROBE_NAMESERVER",
+                     help="Resolve through this DNS server (IP[:PORT]) with dnspython only: what a host "
+                     "on that network would see."),
+    ] = [],  # noqa: B006
+    timeout: Annotated[str, typer.Option("--timeout", "-m", envvar="KPROBE_TIMEOUT",
+                                         help="Per-request timeout (connect, metadata, DNS query).")] = "5s",
+    deadline: Annotated[str, typer.Option("--deadline", envvar="KPROBE_DEADLINE",
+                                          help="Deadline for the whole run.")] = "30s",
+    json_out: Annotated[bool, typer.Option("--json", "-J", help="Print the JSON report.")] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write the JSON report to this file, atomically.")
+    ] = None,
+    vantage: Annotated[
+        str | None,
+        typer.Option("--vantage", envvar="KPROBE_VANTAGE", help="Name of this vantage point (default: hostname)."),
+    ] = None,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colours, even on a terminal.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Progress and client log lines on stderr.")] = False,
+) -> None:
+    """Bootstrap against each address separately, then resolve and connect to every endpoint the
+    brokers advertise, from here. Exit 0 no gap, 1 gap, 2 bad input, 3 no bootstrap answered,
+    130 interrupted.
+    """
+    from kprobe.config import parse_addresses, parse_duration, parse_nameserver, parse_properties
+    from kprobe.probe import ProbeOptions, ProbeRun
+
+    addresses = parse_addresses(bootstrap)
+    props = parse_properties(prop, prop_file)
+    options = ProbeOptions(
+        bootstraps=addresses,
+        props=props,
+        nameservers=[parse_nameserver(n) for n in nameserver],
+        timeout=parse_duration(timeout, "--timeout"),
+        deadline=parse_duration(deadline, "--deadline"),
+        vantage=vantage,
+    )
+    if output is not None:
+        _check_writable(output)
+    from kprobe.config import security_from
+
+    for address in addresses:
+        security_from(props, address)  # a bad security.protocol is a usage error, before any I/O
+    run = ProbeRun(options)
+    report = _run_interruptibly(run)
+    _emit(report, json_out=json_out, output=output, color=_use_color(no_color))
+    raise typer.Exit(STATUS_EXIT[report.status])
+
+
+def _check_writable(path: Path) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"cannot write -o {path}: it is a directory, give a file name")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write -o {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"cannot write -o {path}: no permission to write in {parent}")
+
+
+def _run_interruptibly(run: ProbeRun) -> Report:
+    """Run in a worker thread so Ctrl-C can stop waiting and print what is known."""
+    box: list[Report | BaseException] = []
+
+    def work() -> None:
+        try:
+            box.append(run.run())
+        except BaseException as exc:  # surfaced in the main thread
+            box.append(exc)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        run.interrupted = True
+        return run.report()
+    result = box[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def _emit(report: Report, *, json_out: bool, output: Path | None, color: bool) -> None:
+    from kprobe.report import json_report, text
+
+    if output is not None:
+        _write_atomically(output, json_report.render(report))
+    sys.stdout.write(json_report.render(report) if json_out else text.render(report, color=color))
+    sys.stdout.flush()
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the report (kprobe.report/v1)."""
+    from kprobe.report.json_report import schema_text
+
+    sys.stdout.write(schema_text())
+
+
+@app.command()
+def demo(
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colours, even on a terminal.")] = False,
+) -> None:
+    """Start the `listeners` lab (the LISTENER_BOB / FRED / ALICE broker), probe it through each
+    listener as a client on the Docker host would, print the reports, stop the lab.
+    """
+    from kprobe.demo import run_demo
+
+    run_demo(color=_use_color(no_color))
+
+
+@lab_app.command("list")
+def lab_list() -> None:
+    """The scenarios, one line each."""
+    from kprobe.lab.scenarios import SCENARIOS
+
+    width = max(len(name) for name in SCENARIOS)
+    for name, scenario in SCENARIOS.items():
+        typer.echo(f"{name:<{width}}  {scenario.summary}")
+
+
+@lab_app.command("up")
+def lab_up(
+    scenario: Annotated[str, typer.Argument(help="Scenario name (see `kprobe lab list`).")],
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="Start in the background; stop with `kprobe lab down`.")
+    ] = False,
+    backend: Annotated[
+        str | None, typer.Option("--backend", envvar="KPROBE_LAB_BACKEND", help="native, docker or auto.")
+    ] = None,
+) -> None:
+    """Start a scenario's brokers and DNS views and print how to reach them."""
+    from kprobe.lab import choose_backend, get_scenario
+    from kprobe.lab.supervisor import run_foreground, start_detached
+
+    get_scenario(scenario)
+    chosen = choose_backend(backend)
+    if detach:
+        for line in start_detached(scenario, chosen):
+            typer.echo(line)
+        return
+    run_foreground(scenario, chosen)
+
+
+@lab_app.command("down")
+def lab_down() -> None:
+    """Stop the lab started with `kprobe lab up --detach`."""
+    from kprobe.lab.supervisor import stop_detached
+
+    typer.echo(stop_detached())
+
+
+def main() -> None:
+    """Console entry point: one line per error, never a traceback."""
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        # Without standalone mode, click returns an Exit's code instead of raising it.
+        code = app(standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.stderr.write("kprobe: interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)
+    except _CLICK_USAGE_ERROR as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            sys.stdout.write(exc.ctx.get_help() + "\n")  # type: ignore[attr-defined]
+            sys.exit(EXIT_USAGE)
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "kprobe"
+        sys.stderr.write(f"kprobe: error: {exc.format_message()} (see `{command} --help`)\n")  # type: ignore[attr-defined]
+        sys.exit(EXIT_USAGE)
+    except _CLICK_EXCEPTION as exc:
+        sys.stderr.write(f"kprobe: error: {exc.format_message()}\n")  # type: ignore[attr-defined]
+        sys.exit(getattr(exc, "exit_code", 1))
+    except KprobeError as exc:
+        sys.stderr.write(f"kprobe: error: {exc}\n")
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("kprobe: interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)
+    except OSError as exc:
+        sys.stderr.write(f"kprobe: error: {exc.strerror or exc} ({exc.filename or 'I/O'})\n")
+        sys.exit(1)
+    except Exception as exc:
+        if os.environ.get("KPROBE_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"kprobe: internal error: {exc.__class__.__name__}: {str(exc)[:200]} "
+            "(please report it; KPROBE_DEBUG=1 shows the traceback)\n"
+        )
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

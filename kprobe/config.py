@@ -1,0 +1,183 @@
+"""User input, validated once, with one exact message per rule.
+
+Bootstrap addresses come in every form people copy from somewhere: `host:port`, `host`
+(port 9092), `[::1]:9092`, `SASL_SSL://host:9093` from a listener config, comma lists.
+librdkafka properties come from `-X key=value` and `-F file` as kcat takes them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from kprobe.errors import UsageError
+from kprobe.models import BootstrapAddress
+from kprobe.wire import Security
+
+DEFAULT_PORT = 9092
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_HOST_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$")
+_SECRET_RE = re.compile(r"(password|secret|credential|token)", re.IGNORECASE)
+REDACTED = "[redacted]"
+
+
+def parse_address(text: str) -> BootstrapAddress:
+    """Parse one bootstrap address; raise UsageError naming the fix."""
+    raw = text.strip()
+    if not raw:
+        raise UsageError("empty bootstrap address: give host:port, e.g. -b broker1:9092")
+    protocol = None
+    if "://" in raw:
+        scheme, _, raw = raw.partition("://")
+        protocol = scheme.upper()
+        if protocol not in PROTOCOLS:
+            # A listener *name* (LISTENER_BOB://) carries no protocol; accept it and let -X decide.
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", protocol):
+                raise UsageError(f"bad bootstrap address {text!r}: {scheme!r} is not a listener protocol")
+            protocol = None
+        raw = raw.rstrip("/")
+    if raw.startswith("["):
+        host, sep, rest = raw[1:].partition("]")
+        if not sep:
+            raise UsageError(f"bad bootstrap address {text!r}: missing ']' after the IPv6 address")
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise UsageError(f"bad bootstrap address {text!r}: {host!r} is not an IPv6 address") from None
+        if rest and not rest.startswith(":"):
+            raise UsageError(f"bad bootstrap address {text!r}: expected ':port' after ']'")
+        port_text = rest[1:] if rest else ""
+    elif raw.count(":") > 1:
+        raise UsageError(f"bad bootstrap address {text!r}: write IPv6 addresses in brackets, e.g. [::1]:9092")
+    else:
+        host, _, port_text = raw.partition(":")
+        if raw.endswith(":"):
+            raise UsageError(f"bad bootstrap address {text!r}: the port after ':' is missing")
+        if not _HOST_RE.match(host):
+            raise UsageError(f"bad bootstrap address {text!r}: {host!r} is not a valid host name")
+    port = parse_port(port_text, text) if port_text else DEFAULT_PORT
+    return BootstrapAddress(host[:-1] if host.endswith(".") else host, port, protocol)
+
+
+def parse_port(text: str, context: str) -> int:
+    """A TCP port 1-65535, or a UsageError that quotes the input."""
+    if not text.isdigit():
+        raise UsageError(f"bad port in {context!r}: {text!r} is not a number between 1 and 65535")
+    port = int(text)
+    if not 1 <= port <= 65535:
+        raise UsageError(f"bad port in {context!r}: {port} is outside 1-65535")
+    return port
+
+
+def parse_addresses(values: Iterable[str]) -> list[BootstrapAddress]:
+    """Every -b value, comma lists split, duplicates collapsed, order kept."""
+    seen: dict[tuple[str, int], BootstrapAddress] = {}
+    for value in values:
+        for part in value.split(","):
+            if not part.strip():
+                continue
+            address = parse_address(part)
+            seen.setdefault((address.host.lower(), address.port), address)
+    if not seen:
+        raise UsageError("no bootstrap address: give one with -b host:port (or set KPROBE_BOOTSTRAP)")
+    return list(seen.values())
+
+
+def parse_nameserver(text: str) -> tuple[str, int]:
+    """`IP` or `IP:PORT` / `[IPv6]:PORT` for --nameserver."""
+    raw = text.strip()
+    host, port = raw, 53
+    if raw.startswith("["):
+        host, _, rest = raw[1:].partition("]")
+        if rest:
+            port = parse_port(rest.lstrip(":"), text)
+    elif raw.count(":") == 1:
+        host, _, port_text = raw.partition(":")
+        port = parse_port(port_text, text)
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise UsageError(f"bad --nameserver {text!r}: give an IP address, optionally with :port") from None
+    return host, port
+
+
+def parse_duration(text: str, option: str) -> float:
+    """Seconds from `5`, `2.5`, `500ms`, `10s`, `2m`; positive and at most a day."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text or "")
+    if not match:
+        raise UsageError(f"bad {option} {text!r}: give a duration like 5, 2.5s, 500ms or 2m")
+    value = float(match.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
+    if value <= 0 or value > 86400:
+        raise UsageError(f"bad {option} {text!r}: must be more than 0 and at most 24h")
+    return value
+
+
+def parse_properties(pairs: Iterable[str], files: Iterable[str] = ()) -> dict[str, str]:
+    """Librdkafka properties from -F files then -X pairs (later wins, as with kcat)."""
+    props: dict[str, str] = {}
+    for name in files:
+        props.update(read_properties_file(name))
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"bad -X {pair.split('=')[0]!r}: write it as -X key=value, e.g. -X security.protocol=SSL")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def read_properties_file(name: str) -> dict[str, str]:
+    """A Java/librdkafka style properties file: key=value lines, # comments."""
+    path = Path(name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"cannot read -F {name}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"cannot read -F {name}: it is a directory, give a properties file") from None
+    except PermissionError:
+        raise UsageError(f"cannot read -F {name}: permission denied") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read -F {name}: {exc.__class__.__name__}") from None
+    props: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "!")):
+            continue
+        key, sep, value = stripped.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"bad line {number} in -F {name}: expected key=value")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def is_secret(key: str) -> bool:
+    """Whether a property's value must never be shown (passwords, secrets, tokens)."""
+    return bool(_SECRET_RE.search(key)) or key in ("sasl.oauthbearer.config", "ssl.key.pem")
+
+
+def redact(props: Mapping[str, str]) -> dict[str, str]:
+    """Properties safe to print or write into a report."""
+    return {k: (REDACTED if is_secret(k) else v) for k, v in props.items()}
+
+
+def security_from(props: Mapping[str, str], address: BootstrapAddress | None = None) -> Security:
+    """The wire client's security settings from librdkafka properties and an address prefix."""
+    protocol = (props.get("security.protocol") or (address.protocol if address else None) or "PLAINTEXT").upper()
+    if protocol not in PROTOCOLS:
+        raise UsageError(f"bad security.protocol {protocol!r}: use one of {', '.join(PROTOCOLS)}")
+    verify = props.get("enable.ssl.certificate.verification", "true").lower() != "false"
+    algo = props.get("ssl.endpoint.identification.algorithm", "https").lower()
+    return Security(
+        protocol=protocol,
+        sasl_mechanism=(props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "PLAIN").upper(),
+        sasl_username=props.get("sasl.username"),
+        sasl_password=props.get("sasl.password"),
+        ssl_cafile=props.get("ssl.ca.location"),
+        ssl_certfile=props.get("ssl.certificate.location"),
+        ssl_keyfile=props.get("ssl.key.location"),
+        ssl_key_password=props.get("ssl.key.password"),
+        ssl_verify_hostname=verify and algo == "https",
+        ssl_verify=verify,
+    )

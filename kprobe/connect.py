@@ -1,0 +1,127 @@
+"""Concurrent TCP connects, one selector loop for every address.
+
+Why not a thread per connect or a sequential loop: the cost of a probe must be about one
+connect timeout however many endpoints are blackholed (a manual `nc -z -w T` loop pays one
+timeout per endpoint). Non-blocking connects multiplexed in one selector do that with no
+threads, and each attempt's timing and error class come back as data.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import selectors
+import socket
+import time
+from collections.abc import Iterable
+
+from kprobe.models import TcpResult
+
+BATCH = 512  # file descriptors open at once; far below common ulimits
+
+_REFUSED = {errno.ECONNREFUSED}
+_UNREACHABLE = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL, errno.ENETDOWN}
+_TIMEOUT = {errno.ETIMEDOUT}
+
+
+def classify(code: int) -> str:
+    """Map a connect errno onto the report's TCP status vocabulary."""
+    if code == 0:
+        return "ok"
+    if code in _REFUSED:
+        return "refused"
+    if code in _UNREACHABLE:
+        return "unreachable"
+    if code in _TIMEOUT:
+        return "timeout"
+    return "error"
+
+
+def connect_all(
+    targets: Iterable[tuple[str, int]], timeout: float, deadline: float
+) -> dict[tuple[str, int], TcpResult]:
+    """Try every (address, port) once; each attempt is bounded by `timeout` and `deadline`."""
+    pending = list(dict.fromkeys(targets))
+    results: dict[tuple[str, int], TcpResult] = {}
+    for start in range(0, len(pending), BATCH):
+        results.update(_connect_batch(pending[start : start + BATCH], timeout, deadline))
+    return results
+
+
+def _connect_batch(
+    batch: list[tuple[str, int]], timeout: float, deadline: float
+) -> dict[tuple[str, int], TcpResult]:
+    results: dict[tuple[str, int], TcpResult] = {}
+    sel = selectors.DefaultSelector()
+    started: dict[tuple[str, int], float] = {}
+    try:
+        for target in batch:
+            address, port = target
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            t0 = time.perf_counter()
+            try:
+                sock = socket.socket(family, socket.SOCK_STREAM)
+            except OSError as exc:
+                results[target] = TcpResult(address, port, "error", None, f"socket: {exc.strerror}")
+                continue
+            sock.setblocking(False)
+            code = sock.connect_ex((address, port))
+            if code in (0, errno.ECONNREFUSED) or code not in (errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
+                ms = (time.perf_counter() - t0) * 1000
+                sock.close()
+                results[target] = _result(address, port, code, ms)
+                continue
+            started[target] = t0
+            sel.register(sock, selectors.EVENT_WRITE, target)
+        while sel.get_map():
+            now = time.perf_counter()
+            mono = time.monotonic()
+            oldest = min(started[key.data] for key in sel.get_map().values())
+            wait = min(oldest + timeout - now, deadline - mono)
+            if wait <= 0:
+                _expire(sel, started, results, timeout, deadline)
+                continue
+            for key, _ in sel.select(wait):
+                ready = key.fileobj
+                assert isinstance(ready, socket.socket)
+                target = key.data
+                code = ready.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                ms = (time.perf_counter() - started[target]) * 1000
+                sel.unregister(ready)
+                ready.close()
+                results[target] = _result(target[0], target[1], code, ms)
+    finally:
+        for key in list(sel.get_map().values()):
+            sel.unregister(key.fileobj)
+            key.fileobj.close()  # type: ignore[union-attr]
+        sel.close()
+    return results
+
+
+def _expire(
+    sel: selectors.BaseSelector,
+    started: dict[tuple[str, int], float],
+    results: dict[tuple[str, int], TcpResult],
+    timeout: float,
+    deadline: float,
+) -> None:
+    """Close every attempt past its own timeout, or all of them at the run's deadline."""
+    now = time.perf_counter()
+    at_deadline = time.monotonic() >= deadline
+    for key in list(sel.get_map().values()):
+        target = key.data
+        elapsed = now - started[target]
+        if at_deadline or elapsed >= timeout:
+            sel.unregister(key.fileobj)
+            key.fileobj.close()  # type: ignore[union-attr]
+            reason = (
+                f"no answer within the connect timeout ({timeout:g}s)"
+                if elapsed >= timeout else "stopped at the run's deadline"
+            )
+            results[target] = TcpResult(target[0], target[1], "timeout", elapsed * 1000, reason)
+
+
+def _result(address: str, port: int, code: int, ms: float) -> TcpResult:
+    status = classify(code)
+    error = None if status == "ok" else (errno.errorcode.get(code, str(code)) + ": " + os.strerror(code))
+    return TcpResult(address, port, status, ms, error)

@@ -1,0 +1,177 @@
+"""Observations in, findings out: pure functions, no network, no clock.
+
+Each finding says in plain words what a client will experience and which listener setting to
+change. The codes are a public contract (docs/findings.md); add codes, never rename them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+
+from kprobe.models import BootstrapResult, EndpointResult, Finding
+from kprobe.resolve import is_loopback_name
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+
+_AFTER_BOOTSTRAP = (
+    "producers and consumers will bootstrap fine, then fail on every request after the first "
+    "metadata response"
+)
+
+
+def _is_loopback_ip(text: str) -> bool:
+    try:
+        return ipaddress.ip_address(text.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_loopback_host(host: str, addresses: Sequence[str]) -> bool:
+    return is_loopback_name(host) or _is_loopback_ip(host) or (
+        bool(addresses) and all(_is_loopback_ip(a) for a in addresses)
+    )
+
+
+def _listener_hint(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> str:
+    """Which listener to change: the one behind the bootstrap port that advertised this."""
+    ports = sorted({b.split(":")[-1] for b in result.endpoint.advertised_by})
+    if not ports:
+        return "the listener"
+    return "the listener on port " + "/".join(ports)
+
+
+def diagnose(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult]) -> list[Finding]:
+    """All findings of one probe, errors first, in a stable order."""
+    by_address = {b.address: b for b in bootstraps}
+    findings: list[Finding] = []
+    answered = [b for b in bootstraps if b.status == "ok"]
+    for b in bootstraps:
+        if b.status != "ok":
+            findings.append(_bootstrap_unreachable(b, answered_any=bool(answered)))
+    for result in endpoints:
+        findings.extend(_endpoint_findings(result, by_address))
+    order = {ERROR: 0, WARNING: 1, INFO: 2}
+    findings.sort(key=lambda f: (order[f.severity], f.node_id if f.node_id is not None else -1, f.code))
+    return findings
+
+
+def _bootstrap_unreachable(b: BootstrapResult, answered_any: bool) -> Finding:
+    what = {
+        "dns_failed": "its name does not resolve from here",
+        "refused": "the connection was refused (nothing listens there)",
+        "timeout": "it did not answer in time (a firewall, a wrong address, or an overloaded broker)",
+        "auth_failed": "it refused the credentials",
+    }.get(b.status, "the request failed")
+    consequence = (
+        "The other bootstrap addresses answered, so clients that try them will still start, but "
+        "this one is dead weight in bootstrap.servers."
+        if answered_any else "No client can start from here with this bootstrap list."
+    )
+    fix = {
+        "auth_failed": "Check sasl.mechanism, sasl.username and the password, and that the listener's "
+        "protocol matches security.protocol.",
+        "dns_failed": "Use a name this network resolves, or an IP address, in bootstrap.servers.",
+    }.get(
+        b.status,
+        "Check the address and port against the broker's `listeners`, and that the port is open "
+        "between here and the broker.",
+    )
+    return Finding("BOOTSTRAP_UNREACHABLE", ERROR,
+                   f"Bootstrap {b.address} gave no metadata: {what} ({b.error}). {consequence}",
+                   fix, bootstrap=b.address)
+
+
+def _endpoint_findings(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[Finding]:
+    ep = result.endpoint
+    where = ep.hostport
+    via = ", ".join(ep.advertised_by)
+    listener = _listener_hint(result, bootstraps)
+    out: list[Finding] = []
+
+    def add(code: str, severity: str, message: str, fix: str) -> None:
+        source = ep.advertised_by[0] if ep.advertised_by else None
+        out.append(Finding(code, severity, message, fix, ep.node_id, where, source))
+
+    if not 0 < ep.port < 65536 or not ep.host:
+        add("INVALID_ADVERTISED_ENDPOINT", ERROR,
+            f"Broker {ep.node_id} advertises {where!r} (via {via}), which is not a usable host:port: "
+            f"{_AFTER_BOOTSTRAP}.",
+            f"Fix advertised.listeners of {listener} on broker {ep.node_id}: it needs a host name and a port 1-65535.")
+        return out
+
+    dns = result.dns
+    ok_tcp = [t for t in result.tcp if t.status == "ok"]
+    bad_tcp = [t for t in result.tcp if t.status != "ok"]
+    came_from_elsewhere = any(
+        (b := bootstraps.get(src)) is not None and b.connected_to is not None and not _is_loopback_ip(b.connected_to)
+        for src in ep.advertised_by
+    )
+    if came_from_elsewhere and _is_loopback_host(ep.host, dns.addresses):
+        add("ADVERTISED_LOOPBACK", ERROR,
+            f"You reached the cluster at {via}, but broker {ep.node_id} advertises {where}, a loopback "
+            "address: every client connects to its own machine instead of the broker, so "
+            f"{_AFTER_BOOTSTRAP}.",
+            f"Make {listener} advertise a name or address that clients on this network reach "
+            "(advertised.listeners), not localhost.")
+
+    if result.status == "unresolvable":
+        reason = dns.error or f"{ep.host} does not resolve"
+        add("ADVERTISED_UNRESOLVABLE", ERROR,
+            f"You reached the cluster at {via}, but broker {ep.node_id} advertises {where}, which does "
+            f"not resolve from here ({reason}): {_AFTER_BOOTSTRAP}.",
+            f"Make {listener} advertise a name this network can resolve (advertised.listeners), or add "
+            "a listener for this network with its own advertised name; an /etc/hosts entry only fixes "
+            "this one machine.")
+    elif result.status == "unreachable":
+        statuses = {t.status for t in bad_tcp}
+        addresses = ", ".join(t.address for t in bad_tcp)
+        if "timeout" in statuses:
+            add("ADVERTISED_TIMEOUT", ERROR,
+                f"Broker {ep.node_id} advertises {where} ({addresses}), but connections to it time out "
+                f"from here (a firewall or security group dropping packets, or a private address): "
+                f"{_AFTER_BOOTSTRAP}, after waiting for the timeout.",
+                f"Open the port between this network and {addresses}, or make {listener} advertise an "
+                "address this network can reach.")
+        elif statuses == {"refused"}:
+            add("ADVERTISED_REFUSED", ERROR,
+                f"Broker {ep.node_id} advertises {where} ({addresses}), but nothing accepts connections "
+                f"there: the broker is down, or the advertised port is not the one it listens on. "
+                f"Requests for partitions led by broker {ep.node_id} will fail.",
+                f"Start broker {ep.node_id}, or make the port in advertised.listeners of {listener} "
+                "match the port in `listeners` (or the published/forwarded port).")
+        else:
+            add("ADVERTISED_UNREACHABLE", ERROR,
+                f"Broker {ep.node_id} advertises {where} ({addresses}), which this host has no route to: "
+                f"{_AFTER_BOOTSTRAP}.",
+                f"Make {listener} advertise an address routable from this network.")
+    elif result.status == "partial":
+        add("ADVERTISED_PARTIAL", WARNING,
+            f"{ep.host} resolves to {len(result.tcp)} addresses; "
+            f"{', '.join(t.address for t in ok_tcp)} connect but "
+            f"{', '.join(f'{t.address} ({t.status})' for t in bad_tcp)} do not. Clients that try a "
+            "failing address first are slow to connect or fail, depending on their address family.",
+            f"Remove the records for {', '.join(t.address for t in bad_tcp)} from {ep.host}, or make the "
+            "broker listen on them.")
+
+    if dns.in_hosts_file and dns.detail is not None and dns.detail.status != "ok" and not is_loopback_name(ep.host):
+        add("RESOLVED_ONLY_VIA_HOSTS_FILE", WARNING,
+            f"{ep.host} (broker {ep.node_id}) resolves here only through the hosts file; DNS says "
+            f"{dns.detail.status}. Clients on other machines will not resolve it.",
+            f"Publish {ep.host} in DNS, or make {listener} advertise a name DNS knows.")
+
+    for src in ep.advertised_by:
+        b = bootstraps.get(src)
+        if b is None or b.connected_to is None:
+            continue
+        boot_port = int(src.rsplit(":", 1)[1])
+        if b.connected_to in dns.addresses and ep.port != boot_port:
+            severity = INFO if result.status == "reachable" else WARNING
+            add("PORT_DIFFERS_FROM_BOOTSTRAP", severity,
+                f"You bootstrapped through {src}, and broker {ep.node_id} advertises the same address with "
+                f"port {ep.port}. That is normal for a second listener, but is also the mark of a NAT or "
+                "port mapping that advertised.listeners does not know about.",
+                f"If {src} is a mapped port, set advertised.listeners of that listener to the mapped "
+                f"host:port ({src}).")
+            break
+    return out

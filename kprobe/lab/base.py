@@ -1,0 +1,268 @@
+"""What every lab backend shares: rendering a scenario into broker settings, DNS views,
+blackholes, and the handle tests and the CLI use.
+
+The backends (native JVMs, testcontainers) differ only in how a node's process starts and
+stops; the listener layout, advertised endpoints and DNS views come from here, so both
+backends serve the same scenario byte for byte.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kprobe.lab.dns_server import DnsServer, start_views
+from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
+
+
+@dataclass
+class RenderedListener:
+    """A listener with its port chosen and templates filled in."""
+
+    spec: ListenerSpec
+    bind_host: str
+    bind_ip: str
+    port: int
+    advertised: str = ""
+    bootstrap: str = ""
+
+
+@dataclass
+class RenderedNode:
+    """A node with concrete listeners and its controller port."""
+
+    spec: NodeSpec
+    controller_port: int
+    listeners: dict[str, RenderedListener] = field(default_factory=dict)
+
+    @property
+    def node_id(self) -> int:
+        """Shorthand used everywhere a node is looked up."""
+        return self.spec.node_id
+
+
+class Blackhole:
+    """A TCP endpoint that never completes a connection, like a firewalled host.
+
+    A listening socket with backlog 0 whose accept queue is already full drops further SYNs,
+    so a connect to it times out (design notes, section 7). No packet leaves loopback.
+    """
+
+    def __init__(self, host: str) -> None:
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind((host, 0))
+        self.listener.listen(0)
+        self.host, self.port = self.listener.getsockname()[:2]
+        self.fillers: list[socket.socket] = []
+        for _ in range(8):
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            probe.settimeout(0.3)
+            try:
+                probe.connect((self.host, self.port))
+            except OSError:
+                probe.close()
+                break  # the queue is full: the next SYN is dropped
+            self.fillers.append(probe)
+
+    @property
+    def endpoint(self) -> str:
+        """`host:port` to advertise."""
+        return f"{self.host}:{self.port}"
+
+    def close(self) -> None:
+        """Release the port and the queued connections."""
+        for sock in self.fillers:
+            sock.close()
+        self.listener.close()
+
+
+def free_port(host: str, taken: set[tuple[str, int]]) -> int:
+    """A port free on `host` now; `taken` avoids handing one out twice before JVMs bind."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        # Kafka refuses two listeners on one port, whatever their hosts: keep ports unique.
+        if all(p != port for _, p in taken):
+            taken.add((host, port))
+            return port
+    raise RuntimeError(f"no free port on {host}")
+
+
+def render(scenario: Scenario, blackholes: dict[str, Blackhole]) -> dict[int, RenderedNode]:
+    """Choose ports and fill in every template of the scenario."""
+    taken: set[tuple[str, int]] = set()
+    nodes: dict[int, RenderedNode] = {}
+    for spec in scenario.nodes:
+        names = {name: spec.address for name in spec.hostnames}
+        node = RenderedNode(spec, free_port(spec.address, taken))
+        for lst in spec.listeners:
+            bind_host = lst.bind.format(addr=spec.address)
+            bind_ip = names.get(bind_host, bind_host)
+            node.listeners[lst.name] = RenderedListener(lst, bind_host, bind_ip, free_port(bind_ip, taken))
+        nodes[spec.node_id] = node
+    real = {
+        n.node_id: {name: f"{rl.bind_ip}:{rl.port}" for name, rl in n.listeners.items()}
+        for n in nodes.values()
+    }
+    holes = {name: bh.endpoint for name, bh in blackholes.items()}
+    for node in nodes.values():
+        for rl in node.listeners.values():
+            values: dict[str, Any] = {"addr": node.spec.address, "port": rl.port, "bh": holes, "ep": real}
+            rl.advertised = rl.spec.advertise.format(**values)
+            rl.bootstrap = rl.spec.bootstrap.format(**values)
+    return nodes
+
+
+def server_properties(scenario: Scenario, nodes: dict[int, RenderedNode], node_id: int, data_dir: str) -> str:
+    """The broker's server.properties for one node (combined broker + controller, KRaft)."""
+    node = nodes[node_id]
+    voters = ",".join(f"{n.node_id}@{n.spec.address}:{n.controller_port}" for n in nodes.values())
+    listeners = [f"{name}://{rl.bind_host}:{rl.port}" for name, rl in node.listeners.items()]
+    listeners.append(f"CONTROLLER://{node.spec.address}:{node.controller_port}")
+    advertised = [f"{name}://{rl.advertised}" for name, rl in node.listeners.items()]
+    protocols = [f"{name}:{rl.spec.protocol}" for name, rl in node.listeners.items()]
+    protocols.append("CONTROLLER:PLAINTEXT")
+    inter = next(name for name, rl in node.listeners.items() if rl.spec.inter_broker)
+    replication = min(3, len(nodes))
+    lines = {
+        "process.roles": "broker,controller",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
+        "controller.listener.names": "CONTROLLER",
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised),
+        "listener.security.protocol.map": ",".join(protocols),
+        "inter.broker.listener.name": inter,
+        "log.dirs": data_dir,
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": str(replication),
+        "offsets.topic.num.partitions": "3",
+        "transaction.state.log.replication.factor": str(replication),
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": str(replication),
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # A killed broker stays registered (and advertised) until this expires, and a restarted
+        # one cannot re-register before: long enough for a test to probe the refused endpoint,
+        # short enough for a quick restart.
+        "broker.session.timeout.ms": "10000",
+        "auto.create.topics.enable": "false",
+        "log.segment.bytes": str(16 * 1024 * 1024),
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "background.threads": "2",
+    }
+    if node.spec.rack:
+        lines["broker.rack"] = node.spec.rack
+    return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+
+class RunningLab:
+    """A started scenario: where to bootstrap, which nameserver stands for which network.
+
+    Backends subclass it and implement `_stop_processes`, `stop_node` and `start_node`.
+    """
+
+    backend = "base"
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.blackholes: dict[str, Blackhole] = {}
+        self.dns: dict[str, DnsServer] = {}
+        self.nodes: dict[int, RenderedNode] = {}
+        self.cluster_id = ""
+        self.started_at = time.time()
+        self._stopped = False
+
+    def _start_network(self) -> None:
+        for name, host in self.scenario.blackholes.items():
+            self.blackholes[name] = Blackhole(host)
+        self.dns = start_views(self.scenario.views)
+
+    def listener(self, name: str, node_id: int | None = None) -> RenderedListener:
+        """A node's rendered listener (first node by default)."""
+        node = self.nodes[node_id if node_id is not None else self.scenario.nodes[0].node_id]
+        try:
+            return node.listeners[name]
+        except KeyError:
+            raise KeyError(f"no listener {name} (have {', '.join(node.listeners)})") from None
+
+    def bootstrap(self, listener: str, node_id: int | None = None) -> str:
+        """The `host:port` a client on the listener's intended network would bootstrap with."""
+        return self.listener(listener, node_id).bootstrap
+
+    def real_endpoint(self, listener: str, node_id: int | None = None) -> str:
+        """The listener's actual bound `ip:port`, reachable whatever it advertises."""
+        rl = self.listener(listener, node_id)
+        return f"{rl.bind_ip}:{rl.port}"
+
+    def bootstrap_all(self, listener: str) -> str:
+        """Comma list of every node's bootstrap for one listener."""
+        return ",".join(self.bootstrap(listener, n) for n in self.nodes)
+
+    def nameserver(self, view: str) -> str:
+        """`ip:port` of the DNS server standing for that network."""
+        return self.dns[view].nameserver
+
+    def describe(self) -> list[str]:
+        """Lines for `kprobe lab up`: what runs where and how to reach it."""
+        lines = [f"scenario {self.scenario.name} ({self.backend}): {self.scenario.summary}",
+                 f"cluster id {self.cluster_id}"]
+        for node in self.nodes.values():
+            lines.append(f"broker {node.node_id} on {node.spec.address}")
+            for name, rl in node.listeners.items():
+                lines.append(
+                    f"  {name:<15} bootstrap {rl.bootstrap:<28} advertises {rl.advertised}"
+                    + (f"  ({rl.spec.note})" if rl.spec.note else "")
+                )
+        for view, server in self.dns.items():
+            names = ", ".join(sorted(self.scenario.views[view])) or "nothing"
+            lines.append(f"DNS view {view:<9} nameserver {server.nameserver:<16} resolves {names}")
+        for name, hole in self.blackholes.items():
+            lines.append(f"blackhole {name} at {hole.endpoint}")
+        return lines
+
+    def to_state(self) -> dict[str, Any]:
+        """What `kprobe lab down` and other processes need to find this lab."""
+        return {
+            "scenario": self.scenario.name,
+            "backend": self.backend,
+            "cluster_id": self.cluster_id,
+            "bootstraps": {
+                name: self.bootstrap_all(name) for name in self.scenario.client_listeners
+            },
+            "nameservers": {view: s.nameserver for view, s in self.dns.items()},
+        }
+
+    def stop_node(self, node_id: int) -> None:
+        """Stop one broker (its endpoints then refuse connections)."""
+        raise NotImplementedError
+
+    def start_node(self, node_id: int, wait: bool = True) -> None:
+        """Start a stopped broker again."""
+        raise NotImplementedError
+
+    def _stop_processes(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop everything; safe to call twice and after a failed start."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._stop_processes()
+        finally:
+            for server in self.dns.values():
+                server.stop()
+            for hole in self.blackholes.values():
+                hole.close()
+
+    def __enter__(self) -> RunningLab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,257 @@
+"""The native lab backend: one JVM per broker on loopback, no Docker needed.
+
+Each node is a combined KRaft broker+controller started with `kafka.Kafka`, bound to its own
+127.0.0.x address. The JVM resolves names through a private hosts file
+(`-Djdk.net.hosts.file`), so `kafka0` works for the broker without touching /etc/hosts.
+Every JVM carries `-Dkprobe.lab=<id>` so tests can count leftovers, and dies with its parent
+(PR_SET_PDEATHSIG) so a crashed test run cannot leak brokers.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from kprobe.errors import LabError
+from kprobe.lab import jars
+from kprobe.lab.base import RunningLab, render, server_properties
+from kprobe.lab.scenarios import Scenario
+
+JVM_OPTS = [
+    "-Xms64m", "-Xmx320m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+    "-Xss512k", "-Djava.awt.headless=true",
+]
+READY_TIMEOUT = 90.0
+
+_LOG4J2 = """Configuration:
+  Appenders:
+    File:
+      name: file
+      fileName: "{log}"
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: INFO
+      AppenderRef:
+        - ref: file
+"""
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec hook asking Linux to SIGKILL the JVM when the lab's process dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+    def hook() -> None:
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    return hook
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class NativeLab(RunningLab):
+    """A scenario running as local JVMs."""
+
+    backend = "native"
+
+    def __init__(self, scenario: Scenario, workdir: Path | None = None, *, die_with_parent: bool = True) -> None:
+        super().__init__(scenario)
+        self.lab_id = uuid.uuid4().hex[:12]
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix=f"kprobe-lab-{scenario.name}-"))
+        self.owns_workdir = workdir is None
+        self.processes: dict[int, subprocess.Popen[bytes]] = {}
+        self.die_with_parent = die_with_parent
+        self.classpath = ""
+        self.java = ""
+
+    # -- start ----------------------------------------------------------------------------
+    def start(self) -> NativeLab:
+        """Resolve jars, format storage, start every JVM and wait until each serves clients."""
+        try:
+            self.java = jars.require_java()
+            self.classpath = jars.kafka_classpath()
+            self._start_network()
+            self.nodes = render(self.scenario, self.blackholes)
+            self.cluster_id = new_cluster_id()
+            self._write_configs()
+            with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
+                list(pool.map(self._format, self.nodes))
+            for node_id in self.nodes:
+                self._spawn(node_id)
+            self._wait_ready(list(self.nodes))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def node_dir(self, node_id: int) -> Path:
+        """Where a node's config, data and logs live (kept for debugging until stop)."""
+        return self.workdir / f"node{node_id}"
+
+    def log_path(self, node_id: int) -> Path:
+        """The broker's server.log."""
+        return self.node_dir(node_id) / "server.log"
+
+    def _write_configs(self) -> None:
+        hosts = ["127.0.0.1 localhost"]
+        for node in self.scenario.nodes:
+            hosts.extend(f"{node.address} {name}" for name in node.hostnames)
+        (self.workdir / "hosts").write_text("\n".join(hosts) + "\n")
+        for node_id in self.nodes:
+            ndir = self.node_dir(node_id)
+            (ndir / "data").mkdir(parents=True, exist_ok=True)
+            props = server_properties(self.scenario, self.nodes, node_id, str(ndir / "data"))
+            (ndir / "server.properties").write_text(props)
+            (ndir / "log4j2.yaml").write_text(_LOG4J2.format(log=ndir / "server.log"))
+
+    def _java_cmd(self, node_id: int, main: list[str]) -> list[str]:
+        ndir = self.node_dir(node_id)
+        return [
+            self.java, *JVM_OPTS,
+            f"-Djdk.net.hosts.file={self.workdir / 'hosts'}",
+            f"-Dlog4j2.configurationFile={ndir / 'log4j2.yaml'}",
+            f"-Dkprobe.lab={self.lab_id}",
+            "-cp", self.classpath, *main,
+        ]
+
+    def _format(self, node_id: int) -> None:
+        ndir = self.node_dir(node_id)
+        cmd = self._java_cmd(node_id, ["kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                                       "-c", str(ndir / "server.properties"), "--ignore-formatted"])
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-2:]
+            raise LabError(f"formatting broker {node_id}'s storage failed: {' / '.join(tail)}")
+
+    def _spawn(self, node_id: int) -> None:
+        ndir = self.node_dir(node_id)
+        cmd = self._java_cmd(node_id, ["kafka.Kafka", str(ndir / "server.properties")])
+        out = open(ndir / "stdout.log", "ab")  # noqa: SIM115 - handed to the child, closed below
+        try:
+            self.processes[node_id] = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent() if self.die_with_parent else None,
+            )
+        finally:
+            out.close()
+
+    def _wait_ready(self, node_ids: list[int]) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        pending = set(node_ids)
+        while pending:
+            for node_id in sorted(pending):
+                proc = self.processes[node_id]
+                if proc.poll() is not None:
+                    raise LabError(f"broker {node_id} exited with {proc.returncode}: {self._log_tail(node_id)}")
+                if self._serves_clients(node_id):
+                    pending.discard(node_id)
+            if pending and time.monotonic() > deadline:
+                raise LabError(f"brokers {sorted(pending)} not ready after {READY_TIMEOUT:.0f}s: "
+                               f"{self._log_tail(min(pending))}")
+            if pending:
+                time.sleep(0.1)
+
+    def _serves_clients(self, node_id: int) -> bool:
+        try:
+            log = self.log_path(node_id).read_text(errors="replace")
+        except OSError:
+            return False
+        if "Kafka Server started" not in log:
+            return False
+        for rl in self.nodes[node_id].listeners.values():
+            try:
+                with socket.create_connection((rl.bind_ip, rl.port), timeout=1):
+                    pass
+            except OSError:
+                return False
+        return True
+
+    def _log_tail(self, node_id: int) -> str:
+        for path in (self.log_path(node_id), self.node_dir(node_id) / "stdout.log"):
+            try:
+                lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+            except OSError:
+                continue
+            errors = [ln for ln in lines if " ERROR " in ln or "Exception" in ln]
+            if errors or lines:
+                return (errors or lines)[-1][:300] + f" (see {path})"
+        return f"no log (see {self.node_dir(node_id)})"
+
+    # -- stop -----------------------------------------------------------------------------
+    def stop_node(self, node_id: int) -> None:
+        """Kill one broker's JVM, as a crash would: its ports then refuse connections."""
+        proc = self.processes.get(node_id)
+        if proc is None or proc.poll() is not None:
+            return
+        _kill_group(proc)
+
+    def start_node(self, node_id: int, wait: bool = True) -> None:
+        """Start a stopped broker again on the same ports and storage."""
+        proc = self.processes.get(node_id)
+        if proc is not None and proc.poll() is None:
+            return
+        log = self.log_path(node_id)
+        if log.exists():
+            log.rename(log.with_suffix(f".{int(time.time())}.log"))
+        self._spawn(node_id)
+        if wait:
+            self._wait_ready([node_id])
+
+    def _stop_processes(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                _kill_group(proc)
+        if self.owns_workdir and not os.environ.get("KPROBE_LAB_KEEP"):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    @property
+    def pids(self) -> dict[int, int]:
+        """Node id to JVM pid, for the detached lab's state file."""
+        return {node_id: proc.pid for node_id, proc in self.processes.items()}
+
+
+def running_jvms(lab_id: str) -> list[int]:
+    """PIDs of JVMs carrying a lab's marker (`pgrep -f kprobe.lab=<id>`), for leak accounting."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"-Dkprobe.lab={lab_id}".encode() in cmdline.split(b"\0"):
+            pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the JVM's process group and reap it: lab data is throwaway, speed matters."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

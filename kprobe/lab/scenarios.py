@@ -1,0 +1,191 @@
+"""The lab's scenarios: classic listener set-ups, as data.
+
+A scenario names its nodes (each on its own 127.0.0.x address, with the host names its
+JVM resolves through a private hosts file), each node's listeners (where it binds, what it
+advertises, how a client bootstraps to it) and DNS views (which names resolve where, standing
+for different networks). Adding a scenario is adding an entry to `SCENARIOS`.
+
+Templates in `bind`, `advertise` and `bootstrap` are `str.format` strings with:
+`{addr}` the node's address, `{port}` this listener's port, `{bh[NAME]}` a blackhole
+endpoint `host:port` kept by the lab, `{ep[NODE][LISTENER]}` another listener's real endpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kprobe.errors import UsageError
+
+
+@dataclass(frozen=True)
+class ListenerSpec:
+    """One listener of one node.
+
+    `bootstrap` is the `host:port` a client would type to reach this listener (kept apart
+    from `advertise`, because the gap between the two is the whole subject).
+    """
+
+    name: str
+    bind: str = "{addr}"
+    advertise: str = "{addr}:{port}"
+    bootstrap: str = "{addr}:{port}"
+    protocol: str = "PLAINTEXT"
+    inter_broker: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A combined broker+controller JVM on its own loopback address."""
+
+    node_id: int
+    address: str
+    hostnames: tuple[str, ...] = ()
+    listeners: tuple[ListenerSpec, ...] = ()
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named cluster set-up with the networks (DNS views) it is seen from."""
+
+    name: str
+    summary: str
+    nodes: tuple[NodeSpec, ...]
+    views: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    blackholes: dict[str, str] = field(default_factory=dict)
+    story: str = ""
+
+    def node(self, node_id: int) -> NodeSpec:
+        """The node with this id; a typo in a test should say which ids exist."""
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise KeyError(f"scenario {self.name} has no node {node_id} (has {[n.node_id for n in self.nodes]})")
+
+    @property
+    def client_listeners(self) -> tuple[str, ...]:
+        """Listener names in first-node order: every node has the same set."""
+        return tuple(spec.name for spec in self.nodes[0].listeners)
+
+
+_LISTENERS = Scenario(
+    name="listeners",
+    summary="the seeds' broker: LISTENER_BOB (Docker network), FRED (Docker host), ALICE (nobody)",
+    story=(
+        "One broker in a 'Docker network'. LISTENER_BOB advertises kafka0, which resolves only "
+        "inside that network; LISTENER_FRED advertises localhost, right for a client on the "
+        "Docker host through a published port; LISTENER_ALICE advertises "
+        "never-gonna-give-you-up, which resolves nowhere."
+    ),
+    nodes=(
+        NodeSpec(
+            node_id=0,
+            address="127.0.0.11",
+            hostnames=("kafka0",),
+            listeners=(
+                ListenerSpec(
+                    "LISTENER_BOB", bind="kafka0", advertise="kafka0:{port}", inter_broker=True,
+                    note="for clients inside the Docker network",
+                ),
+                ListenerSpec(
+                    "LISTENER_FRED", bind="127.0.0.1", advertise="localhost:{port}",
+                    bootstrap="localhost:{port}",
+                    note="for clients on the Docker host, through a published port",
+                ),
+                ListenerSpec(
+                    "LISTENER_ALICE", bind="kafka0", advertise="never-gonna-give-you-up:{port}",
+                    note="advertises a name nobody can resolve",
+                ),
+            ),
+        ),
+    ),
+    views={
+        "docker": {"kafka0": ("127.0.0.11",), "localhost": ("127.0.0.1",)},
+        "host": {"localhost": ("127.0.0.1",)},
+    },
+)
+
+_INTERNAL_NAME = "ip-172-31-18-160.us-west-2.compute.internal"
+_PUBLIC_NAME = "ec2-34-211-52-10.us-west-2.compute.amazonaws.com"
+
+_CLOUD = Scenario(
+    name="cloud",
+    summary="an EC2 broker advertising its VPC-internal name; EXTERNAL listener as the fix",
+    story=(
+        "A broker on EC2. Clients bootstrap with the public name, which resolves on the "
+        "internet and inside the VPC. The INTERNAL listener advertises the private "
+        "ip-172-31-...compute.internal name, which resolves only inside the VPC: from the "
+        "internet, bootstrap succeeds and every request after it fails. The EXTERNAL listener "
+        "(option 2 of the classic fix) advertises the public name."
+    ),
+    nodes=(
+        NodeSpec(
+            node_id=0,
+            address="127.0.0.21",
+            hostnames=(_INTERNAL_NAME, _PUBLIC_NAME),
+            listeners=(
+                ListenerSpec(
+                    "INTERNAL", advertise=_INTERNAL_NAME + ":{port}",
+                    bootstrap=_PUBLIC_NAME + ":{port}", inter_broker=True,
+                    note="advertises the VPC-internal name (the classic mistake from outside)",
+                ),
+                ListenerSpec(
+                    "EXTERNAL", advertise=_PUBLIC_NAME + ":{port}",
+                    bootstrap=_PUBLIC_NAME + ":{port}",
+                    note="advertises the public name (the fix for clients outside the VPC)",
+                ),
+            ),
+        ),
+    ),
+    views={
+        "internet": {_PUBLIC_NAME: ("127.0.0.21",)},
+        "vpc": {_PUBLIC_NAME: ("127.0.0.21",), _INTERNAL_NAME: ("127.0.0.21",)},
+    },
+)
+
+
+def _three_node(node_id: int, address: str) -> NodeSpec:
+    listeners = [
+        ListenerSpec("INTERNAL", inter_broker=True, note="inter-broker traffic"),
+        ListenerSpec("CLIENT", note="healthy: every broker advertises its own address"),
+        ListenerSpec(
+            "BLACKHOLED",
+            advertise="{bh[bh2]}" if node_id == 2 else "{addr}:{port}",
+            note="broker 2 advertises an endpoint that never completes a connection",
+        ),
+        ListenerSpec(
+            "CROSSED",
+            advertise="{ep[0][CLIENT]}" if node_id == 2 else "{addr}:{port}",
+            note="broker 2 advertises broker 0's endpoint (a wrong NAT or port-forward)",
+        ),
+    ]
+    return NodeSpec(node_id=node_id, address=address, hostnames=(f"kafka{node_id}",),
+                    listeners=tuple(listeners), rack=f"rack{node_id}")
+
+
+_THREE = Scenario(
+    name="three-brokers",
+    summary="three healthy brokers; extra listeners advertise a blackholed and a crossed endpoint",
+    story=(
+        "Three brokers on 127.0.0.31-33. Through CLIENT every broker advertises its own address. "
+        "Through BLACKHOLED broker 2 advertises an endpoint that drops connections (a firewall); "
+        "through CROSSED broker 2 advertises broker 0's endpoint. Stop a broker to see it refused."
+    ),
+    nodes=tuple(_three_node(i, f"127.0.0.{31 + i}") for i in range(3)),
+    views={
+        "lan": {f"kafka{i}": (f"127.0.0.{31 + i}",) for i in range(3)},
+    },
+    blackholes={"bh2": "127.0.0.34"},
+)
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (_LISTENERS, _CLOUD, _THREE)}
+
+
+def get_scenario(name: str) -> Scenario:
+    """The scenario of that name, or a usage error listing the ones that exist."""
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        known = ", ".join(sorted(SCENARIOS))
+        raise UsageError(f"unknown lab scenario {name!r}: choose one of {known} (see `kprobe lab list`)") from None

@@ -1,0 +1,157 @@
+"""Ask each bootstrap address, separately, what the cluster advertises.
+
+Each bootstrap gets its own connection, so every answer is attributable to the address the
+user gave. The request goes over that one connection with kprobe's wire client (see
+`kprobe.wire` for why not librdkafka); SASL mechanisms kprobe does not speak itself fall back
+to one confluent-kafka client per address, and the result says so (`via: librdkafka`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kprobe.config import security_from
+from kprobe.models import AdvertisedBroker, BootstrapAddress, BootstrapResult, ClusterMetadata
+from kprobe.resolve import Resolver
+from kprobe.wire import WireError, fetch_metadata
+
+_WIRE_STATUS = {"refused": "refused", "timeout": "timeout", "auth_failed": "auth_failed"}
+NATIVE_SASL = ("PLAIN",)
+_LOG = logging.getLogger("kprobe.metadata")
+
+
+def fetch_bootstrap(
+    address: BootstrapAddress,
+    props: Mapping[str, str],
+    resolver: Resolver,
+    *,
+    timeout: float,
+    deadline: float,
+    topics: list[str] | None = None,
+) -> BootstrapResult:
+    """One bootstrap's answer, or why there is none; never raises for network trouble."""
+    started = time.perf_counter()
+    hostport = address.hostport
+    security = security_from(props, address)
+    if security.uses_sasl and security.sasl_mechanism not in NATIVE_SASL:
+        return _via_librdkafka(address, props, timeout=timeout, deadline=deadline, topics=topics)
+    dns = resolver.resolve(address.host)
+    if dns.status != "ok" or not dns.addresses:
+        return BootstrapResult(hostport, "dns_failed", dns.error or f"{address.host} did not resolve",
+                               ms=_ms(started))
+    failures: list[WireError] = []
+    for ip in dns.addresses:
+        if time.monotonic() >= deadline:
+            failures.append(WireError("timeout", "run deadline reached"))
+            break
+        try:
+            meta = fetch_metadata(ip, address.port, timeout=timeout, deadline=deadline,
+                                  security=security, server_hostname=address.host, topics=topics)
+        except WireError as exc:
+            failures.append(exc)
+            # Only a connection that never opened justifies trying the name's next address;
+            # a broker that answered badly has answered.
+            if exc.kind in ("refused", "timeout", "unreachable") and "response" not in str(exc):
+                continue
+            break
+        return BootstrapResult(hostport, "ok", None, -1, f"{hostport}/bootstrap", ip, meta, _ms(started))
+    worst = failures[-1]
+    status = _WIRE_STATUS.get(worst.kind, "error")
+    text = "; ".join(dict.fromkeys(str(f) for f in failures))
+    return BootstrapResult(hostport, status, text, ms=_ms(started))
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def fetch_all(
+    addresses: Iterable[BootstrapAddress],
+    props: Mapping[str, str],
+    resolver: Resolver,
+    *,
+    timeout: float,
+    deadline: float,
+    topics: list[str] | None = None,
+    fetch: Callable[..., BootstrapResult] = fetch_bootstrap,
+) -> list[BootstrapResult]:
+    """Every bootstrap in parallel, each in a daemon thread bounded by the deadline."""
+    addresses = list(addresses)
+    results: dict[int, BootstrapResult] = {}
+
+    def work(index: int, address: BootstrapAddress) -> None:
+        try:
+            results[index] = fetch(address, props, resolver, timeout=timeout, deadline=deadline, topics=topics)
+        except Exception as exc:  # a bug must cost one bootstrap, not the report
+            _LOG.debug("bootstrap %s failed unexpectedly", address.hostport, exc_info=True)
+            results[index] = BootstrapResult(address.hostport, "error", f"internal error: {exc.__class__.__name__}")
+
+    threads = [threading.Thread(target=work, args=(i, a), daemon=True) for i, a in enumerate(addresses)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()) + 0.05)
+    return [
+        results.get(i) or BootstrapResult(a.hostport, "timeout", "no answer before the run's deadline")
+        for i, a in enumerate(addresses)
+    ]
+
+
+def _via_librdkafka(
+    address: BootstrapAddress,
+    props: Mapping[str, str],
+    *,
+    timeout: float,
+    deadline: float,
+    topics: list[str] | None,
+) -> BootstrapResult:
+    """confluent-kafka's AdminClient for one address, for mechanisms kprobe cannot speak.
+
+    librdkafka's own log lines are captured through a Python logger instead of stderr.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    started = time.perf_counter()
+    hostport = address.hostport
+    captured: list[str] = []
+    logger = logging.getLogger(f"kprobe.librdkafka.{id(captured)}")
+    logger.propagate = False
+    logger.addHandler(_ListHandler(captured))
+    conf: dict[str, Any] = dict(props)
+    conf.update({"bootstrap.servers": hostport, "logger": logger, "log_level": 3,
+                 "socket.timeout.ms": int(timeout * 1000), "client.id": "kprobe"})
+    if address.protocol and "security.protocol" not in props:
+        conf["security.protocol"] = address.protocol
+    wait = max(0.1, min(timeout, deadline - time.monotonic()))
+    try:
+        admin = AdminClient(conf)
+        md = admin.list_topics(topic=topics[0] if topics else None, timeout=wait)
+    except KafkaException as exc:
+        text = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
+        lowered = (text + " ".join(captured)).lower()
+        status = "auth_failed" if "authentication" in lowered or "sasl" in lowered else "timeout"
+        if "timed out" not in lowered and status != "auth_failed":
+            status = "error"
+        return BootstrapResult(hostport, status, text, ms=_ms(started), via="librdkafka")
+    brokers = tuple(
+        AdvertisedBroker(b.id, b.host or "", b.port, None) for b in sorted(md.brokers.values(), key=lambda b: b.id)
+    )
+    meta = ClusterMetadata(brokers, md.cluster_id, md.controller_id)
+    return BootstrapResult(hostport, "ok", None, md.orig_broker_id, md.orig_broker_name, None, meta,
+                           _ms(started), via="librdkafka")
+
+
+class _ListHandler(logging.Handler):
+    """Keeps librdkafka's log lines for --verbose instead of letting them hit stderr."""
+
+    def __init__(self, sink: list[str]) -> None:
+        super().__init__()
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.sink.append(record.getMessage())

@@ -1,0 +1,213 @@
+"""The probe's data: frozen dataclasses that flow from one step to the next.
+
+Every step of the pipeline (bootstrap -> metadata -> endpoints -> resolve -> connect ->
+diagnose -> report) takes and returns these plain values. A failure is data (a status and
+an error text), never an exception, so a report can always say how far a probe got.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Status vocabularies, as in the report contract (docs/report.md). Kept as plain strings
+# so the JSON report and the models use one spelling.
+BOOTSTRAP_STATUSES = ("ok", "dns_failed", "refused", "timeout", "auth_failed", "error")
+DNS_STATUSES = ("ok", "nxdomain", "no_answer", "timeout", "servfail", "error")
+TCP_STATUSES = ("ok", "refused", "timeout", "unreachable", "error")
+ENDPOINT_STATUSES = ("reachable", "unresolvable", "unreachable", "partial")
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class BootstrapAddress:
+    """One address the user gave with -b, normalised.
+
+    `protocol` keeps a `SSL://` style prefix so a listener copied from a broker config
+    selects the right security protocol.
+    """
+
+    host: str
+    port: int
+    protocol: str | None = None
+
+    @property
+    def hostport(self) -> str:
+        """The `host:port` form used as the bootstrap's identity in reports."""
+        return format_hostport(self.host, self.port)
+
+
+def format_hostport(host: str, port: int) -> str:
+    """Bracket IPv6 literals so `host:port` stays parseable."""
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]:{port}"
+    return f"{host}:{port}"
+
+
+@dataclass(frozen=True)
+class AdvertisedBroker:
+    """A broker as a Metadata response advertises it to the client."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One partition as a Metadata response describes it."""
+
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isrs: tuple[int, ...]
+    offline: tuple[int, ...] = ()
+    error_code: int = 0
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """One topic as a Metadata response describes it."""
+
+    name: str
+    partitions: tuple[PartitionInfo, ...]
+    error_code: int = 0
+    is_internal: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    """What one bootstrap connection answered: the advertised view of the cluster."""
+
+    brokers: tuple[AdvertisedBroker, ...]
+    cluster_id: str | None
+    controller_id: int | None
+    topics: tuple[TopicInfo, ...] = ()
+    api_version: int | None = None
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """The outcome of asking one bootstrap address for metadata.
+
+    `answered_by_id` and `answered_by_name` follow kcat and librdkafka: a bootstrap
+    connection has no node id yet, so it is -1 and named `host:port/bootstrap`.
+    """
+
+    address: str
+    status: str
+    error: str | None = None
+    answered_by_id: int | None = None
+    answered_by_name: str | None = None
+    connected_to: str | None = None
+    metadata: ClusterMetadata | None = None
+    ms: float | None = None
+    via: str = "kprobe"
+
+    @property
+    def brokers(self) -> tuple[AdvertisedBroker, ...]:
+        """Advertised brokers, empty when the bootstrap did not answer."""
+        return self.metadata.brokers if self.metadata else ()
+
+
+@dataclass(frozen=True)
+class DnsResult:
+    """How a host name resolved from this vantage point.
+
+    `source` says who answered: `literal` (no lookup), `system` (getaddrinfo, as the
+    clients on this machine resolve) or `nameserver` (dnspython against given servers).
+    `detail` carries dnspython's view beside the system resolver's, because getaddrinfo
+    only says "failed" where DNS can say NXDOMAIN, no answer, SERVFAIL or timeout.
+    """
+
+    host: str
+    status: str
+    addresses: tuple[str, ...] = ()
+    ms: float | None = None
+    source: str = "system"
+    error: str | None = None
+    cname_chain: tuple[str, ...] = ()
+    ttl: int | None = None
+    in_hosts_file: bool = False
+    detail: DnsResult | None = None
+
+
+@dataclass(frozen=True)
+class TcpResult:
+    """One TCP connect attempt to one resolved address."""
+
+    address: str
+    port: int
+    status: str
+    ms: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A distinct advertised endpoint and the bootstraps that advertised it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    advertised_by: tuple[str, ...] = ()
+
+    @property
+    def hostport(self) -> str:
+        """The `host:port` form used in messages."""
+        return format_hostport(self.host, self.port)
+
+
+@dataclass(frozen=True)
+class EndpointResult:
+    """An endpoint with what resolving and connecting to it found."""
+
+    endpoint: Endpoint
+    dns: DnsResult
+    tcp: tuple[TcpResult, ...]
+    status: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A diagnosis: what a client will experience and which setting to change."""
+
+    code: str
+    severity: str
+    message: str
+    fix: str
+    node_id: int | None = None
+    endpoint: str | None = None
+    bootstrap: str | None = None
+
+
+@dataclass(frozen=True)
+class Vantage:
+    """Where the probe ran from and which resolver it used."""
+
+    name: str
+    hostname: str
+    resolver_kind: str
+    nameservers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    """One probe run: the unit written to stdout, files and topics."""
+
+    id: str
+    started_at: str
+    finished_at: str
+    vantage: Vantage
+    bootstraps: tuple[BootstrapResult, ...]
+    endpoints: tuple[EndpointResult, ...]
+    findings: tuple[Finding, ...]
+    status: str
+    duration_ms: float
+    settings: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def reachable(self) -> int:
+        """How many endpoints a client can connect to from here."""
+        return sum(1 for e in self.endpoints if e.status == "reachable")

@@ -1,0 +1,147 @@
+"""One probe run: bootstrap -> metadata -> endpoints -> resolve -> connect -> diagnose.
+
+One deadline for the whole run is set here, once, and handed down; every step turns it into
+per-call timeouts, so the run ends by the deadline whatever the network does, and reports
+what it knows by then.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from kprobe.config import redact
+from kprobe.connect import connect_all
+from kprobe.diagnose import ERROR, diagnose
+from kprobe.endpoints import collect
+from kprobe.metadata import fetch_all
+from kprobe.models import (
+    BootstrapAddress,
+    BootstrapResult,
+    DnsResult,
+    Endpoint,
+    EndpointResult,
+    Report,
+    TcpResult,
+    Vantage,
+)
+from kprobe.resolve import Resolver, resolve_all
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """Everything a probe run needs, already validated by `kprobe.config`."""
+
+    bootstraps: Sequence[BootstrapAddress]
+    props: Mapping[str, str] = field(default_factory=dict)
+    nameservers: Sequence[tuple[str, int]] = ()
+    timeout: float = 5.0
+    deadline: float = 30.0
+    vantage: str | None = None
+
+
+def now_rfc3339() -> str:
+    """UTC with milliseconds, as the report contract says."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _endpoint_status(dns: DnsResult, tcp: Sequence[TcpResult]) -> str:
+    if dns.status != "ok" or not dns.addresses:
+        return "unresolvable"
+    ok = sum(1 for t in tcp if t.status == "ok")
+    if ok == len(tcp) and tcp:
+        return "reachable"
+    return "partial" if ok else "unreachable"
+
+
+class ProbeRun:
+    """A run whose partial state survives an interruption.
+
+    The steps fill in `bootstraps` then `results`; if Ctrl-C arrives in between, `report()`
+    still says everything learnt so far, with status `interrupted`.
+    """
+
+    def __init__(self, options: ProbeOptions) -> None:
+        self.options = options
+        self.started_at = now_rfc3339()
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + options.deadline
+        self.resolver = Resolver(options.nameservers, timeout=options.timeout)
+        self.bootstraps: list[BootstrapResult] | None = None
+        self.endpoints: list[Endpoint] = []
+        self.results: list[EndpointResult] | None = None
+        self.interrupted = False
+
+    def run(self) -> Report:
+        """Every step in order; never raises for the network."""
+        opts = self.options
+        self.bootstraps = fetch_all(opts.bootstraps, opts.props, self.resolver, timeout=opts.timeout,
+                                    deadline=self.deadline, topics=[])
+        self.endpoints = collect(self.bootstraps)
+        self.results = probe_endpoints(self.endpoints, self.resolver, timeout=opts.timeout,
+                                       deadline=self.deadline)
+        return self.report()
+
+    def report(self) -> Report:
+        """The report of what is known now (the whole run, or up to an interruption)."""
+        opts = self.options
+        bootstraps = self.bootstraps or [
+            BootstrapResult(a.hostport, "timeout", "interrupted before an answer") for a in opts.bootstraps
+        ]
+        results = self.results
+        if results is None:
+            pending = DnsResult("", "timeout", (), None, self.resolver.kind, error="interrupted before resolving")
+            results = [EndpointResult(e, replace(pending, host=e.host), (), "unresolvable") for e in self.endpoints]
+        findings = diagnose(bootstraps, results)
+        if not any(b.status == "ok" for b in bootstraps):
+            status = "failed"
+        elif any(f.severity == ERROR for f in findings) or any(r.status != "reachable" for r in results):
+            status = "gap"
+        else:
+            status = "ok"
+        if self.interrupted or time.monotonic() >= self.deadline:
+            status = "interrupted"
+        hostname = socket.gethostname()
+        vantage = Vantage(opts.vantage or hostname, hostname, self.resolver.kind,
+                          tuple(f"{ip}:{port}" for ip, port in opts.nameservers))
+        return Report(
+            id=str(uuid.uuid4()),
+            started_at=self.started_at,
+            finished_at=now_rfc3339(),
+            vantage=vantage,
+            bootstraps=tuple(bootstraps),
+            endpoints=tuple(results),
+            findings=tuple(findings),
+            status=status,
+            duration_ms=round((time.monotonic() - self.t0) * 1000, 3),
+            settings={"timeout_s": opts.timeout, "deadline_s": opts.deadline, "properties": redact(opts.props)},
+        )
+
+
+def run_probe(options: ProbeOptions) -> Report:
+    """Probe every bootstrap and every advertised endpoint from here."""
+    return ProbeRun(options).run()
+
+
+def probe_endpoints(
+    endpoints: Sequence[Endpoint], resolver: Resolver, *, timeout: float, deadline: float
+) -> list[EndpointResult]:
+    """Resolve every distinct host, then connect to every address, all concurrently."""
+    valid = [e for e in endpoints if e.host and 0 < e.port < 65536]
+    dns = resolve_all((e.host for e in valid), resolver, deadline)
+    targets = [(addr, e.port) for e in valid for addr in dns[e.host].addresses if dns[e.host].status == "ok"]
+    tcp = connect_all(targets, timeout, deadline)
+    results: list[EndpointResult] = []
+    for e in endpoints:
+        if e not in valid:
+            bad = DnsResult(e.host, "error", (), 0.0, resolver.kind, error="not a valid advertised host:port")
+            results.append(EndpointResult(e, bad, (), "unresolvable"))
+            continue
+        d = dns[e.host]
+        attempts = tuple(tcp[(a, e.port)] for a in d.addresses if (a, e.port) in tcp) if d.status == "ok" else ()
+        results.append(EndpointResult(e, d, attempts, _endpoint_status(d, attempts)))
+    return results

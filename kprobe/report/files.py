@@ -1,0 +1,36 @@
+"""Writing reports so that a reader never sees half of one.
+
+Temporary file in the same directory, fsync, rename over the target, fsync the directory:
+on a crash or a full disk the report is whole or absent, and no temporary file is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from kprobe.errors import KprobeError
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` atomically; raise KprobeError with the reason on failure."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise KprobeError(f"cannot write {path}: {exc.strerror or exc}") from None
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

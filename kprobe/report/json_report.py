@@ -1,0 +1,122 @@
+"""The versioned JSON report (`kprobe.report/v1`), the contract scripts and Spark read.
+
+Names are stable within a version: add fields, never rename or remove them. The JSON Schema
+shipped beside this module (`schema.json`, printed by `kprobe schema`) is the reference.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from kprobe import __version__
+from kprobe.models import BootstrapResult, DnsResult, EndpointResult, Finding, Report
+
+SCHEMA_ID = "kprobe.report/v1"
+
+
+def _dns(d: DnsResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "status": d.status,
+        "addresses": list(d.addresses),
+        "ms": _round(d.ms),
+        "source": d.source,
+        "error": d.error,
+        "cname_chain": list(d.cname_chain),
+        "ttl": d.ttl,
+        "in_hosts_file": d.in_hosts_file,
+    }
+    if d.detail is not None:
+        out["detail"] = _dns(d.detail)
+    return out
+
+
+def _round(ms: float | None) -> float | None:
+    return None if ms is None else round(ms, 3)
+
+
+def _bootstrap(b: BootstrapResult) -> dict[str, Any]:
+    meta = b.metadata
+    return {
+        "address": b.address,
+        "status": b.status,
+        "error": b.error,
+        "answered_by": None if b.answered_by_id is None else {"node_id": b.answered_by_id, "name": b.answered_by_name},
+        "connected_to": b.connected_to,
+        "cluster_id": meta.cluster_id if meta else None,
+        "controller_id": meta.controller_id if meta else None,
+        "brokers": [
+            {"node_id": br.node_id, "host": br.host, "port": br.port, "rack": br.rack} for br in b.brokers
+        ],
+        "ms": _round(b.ms),
+        "via": b.via,
+        "metadata_version": meta.api_version if meta else None,
+    }
+
+
+def _endpoint(r: EndpointResult) -> dict[str, Any]:
+    e = r.endpoint
+    return {
+        "node_id": e.node_id,
+        "host": e.host,
+        "port": e.port,
+        "rack": e.rack,
+        "advertised_by": list(e.advertised_by),
+        "dns": _dns(r.dns),
+        "tcp": [{"address": t.address, "status": t.status, "ms": _round(t.ms), "error": t.error} for t in r.tcp],
+        "status": r.status,
+    }
+
+
+def _finding(f: Finding) -> dict[str, Any]:
+    return {
+        "code": f.code, "severity": f.severity, "node_id": f.node_id, "endpoint": f.endpoint,
+        "bootstrap": f.bootstrap, "message": f.message, "fix": f.fix,
+    }
+
+
+def to_dict(report: Report) -> dict[str, Any]:
+    """The report as plain JSON-ready data."""
+    severities = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
+    return {
+        "schema": SCHEMA_ID,
+        "id": report.id,
+        "started_at": report.started_at,
+        "finished_at": report.finished_at,
+        "duration_ms": report.duration_ms,
+        "tool": {"name": "kprobe", "version": __version__},
+        "vantage": {
+            "name": report.vantage.name,
+            "hostname": report.vantage.hostname,
+            "resolver": {"kind": report.vantage.resolver_kind, "nameservers": list(report.vantage.nameservers)},
+        },
+        "settings": report.settings,
+        "bootstraps": [_bootstrap(b) for b in report.bootstraps],
+        "endpoints": [_endpoint(r) for r in report.endpoints],
+        "findings": [_finding(f) for f in report.findings],
+        "summary": {
+            "status": report.status,
+            "bootstraps": len(report.bootstraps),
+            "bootstraps_ok": sum(1 for b in report.bootstraps if b.status == "ok"),
+            "endpoints": len(report.endpoints),
+            "reachable": report.reachable,
+            "findings": severities,
+        },
+    }
+
+
+def render(report: Report) -> str:
+    """Pretty JSON; ASCII-only so hostile bytes in names arrive escaped, never raw."""
+    return json.dumps(to_dict(report), indent=2, ensure_ascii=True) + "\n"
+
+
+def schema_text() -> str:
+    """The shipped JSON Schema, as text."""
+    return resources.files("kprobe.report").joinpath("schema.json").read_text(encoding="utf-8")
+
+
+def schema() -> dict[str, Any]:
+    """The shipped JSON Schema, parsed."""
+    loaded: dict[str, Any] = json.loads(schema_text())
+    return loaded

@@ -1,0 +1,129 @@
+"""The human report: kcat's words for what was advertised, then the gap, then the fixes.
+
+Every value that came off the network goes through `safe()`: a broker may advertise a host
+name full of ANSI escapes, and printing it raw (as kcat does) lets a hostile broker write to
+the user's terminal.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import unicodedata
+
+from kprobe.models import BootstrapResult, EndpointResult, Report, TcpResult
+
+_COLORS = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1"}
+_VERDICT_COLOR = {"reachable": "green", "partial": "yellow", "unreachable": "red", "unresolvable": "red"}
+_SEVERITY_COLOR = {"error": "red", "warning": "yellow", "info": "dim"}
+_STATUS_COLOR = {"ok": "green", "gap": "red", "failed": "red", "interrupted": "yellow"}
+
+
+def safe(value: object) -> str:
+    """Printable text: control and undecodable characters become visible escapes."""
+    out = []
+    for ch in str(value):
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch == "\\":
+            out.append("\\\\")
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    text = "".join(out)
+    return text if len(text) <= 300 else text[:300] + f"...({len(text)} chars)"
+
+
+class _Style:
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def __call__(self, text: str, name: str | None) -> str:
+        if not self.color or not name:
+            return text
+        return f"\x1b[{_COLORS[name]}m{text}\x1b[0m"
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}ms" if value < 1000 else f"{value / 1000:.2f}s"
+
+
+def _bootstrap_lines(b: BootstrapResult, style: _Style) -> list[str]:
+    if b.status != "ok" or b.metadata is None:
+        return [f"Bootstrap {safe(b.address)}: {style(b.status, 'red')}: {safe(b.error or '')}", ""]
+    meta = b.metadata
+    who = f"{b.answered_by_id}: {safe(b.answered_by_name)}"
+    via = f", via {b.via}" if b.via != "kprobe" else ""
+    lines = [
+        f"Metadata for all topics (from broker {who}):",
+        f" {len(meta.brokers)} brokers:",
+    ]
+    for broker in meta.brokers:
+        mark = " (controller)" if broker.node_id == meta.controller_id else ""
+        lines.append(f"  broker {broker.node_id} at {safe(broker.host)}:{broker.port}{mark}")
+    connected = f" at {b.connected_to}" if b.connected_to and b.connected_to != b.address.rsplit(':', 1)[0] else ""
+    lines.append(style(f" cluster {safe(meta.cluster_id)}, answered{connected} in {_ms(b.ms)}{via}", "dim"))
+    lines.append("")
+    return lines
+
+
+def _tcp_cell(tcp: tuple[TcpResult, ...]) -> str:
+    if not tcp:
+        return "-"
+    return ", ".join(f"{t.status} {_ms(t.ms)}" if t.status == "ok" else t.status for t in tcp)
+
+
+def _endpoint_table(results: tuple[EndpointResult, ...], style: _Style) -> list[str]:
+    header = ("NODE", "ENDPOINT", "DNS", "ADDRESSES", "TCP", "VERDICT")
+    rows = []
+    for r in results:
+        dns = r.dns.status if r.dns.source != "literal" else "literal"
+        if r.dns.status == "ok" and r.dns.source != "literal":
+            dns += f" {_ms(r.dns.ms)}"
+        rows.append((
+            str(r.endpoint.node_id), safe(r.endpoint.hostport), dns,
+            ", ".join(r.dns.addresses) or "-", _tcp_cell(r.tcp), r.status,
+        ))
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["  " + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)).rstrip()]
+    for row in rows:
+        cells = [c.ljust(w) for c, w in zip(row[:-1], widths, strict=False)]
+        lines.append("  " + "  ".join(cells) + "  " + style(row[-1], _VERDICT_COLOR.get(row[-1])))
+    return lines
+
+
+def render(report: Report, *, color: bool = False, width: int = 100) -> str:
+    """The whole text report."""
+    style = _Style(color)
+    lines: list[str] = []
+    for b in report.bootstraps:
+        lines.extend(_bootstrap_lines(b, style))
+    v = report.vantage
+    resolver = "the system resolver" if v.resolver_kind == "system" else "nameserver " + ", ".join(v.nameservers)
+    if report.endpoints:
+        lines.append(style(f"Advertised endpoints, from {safe(v.name)} ({resolver}):", "bold"))
+        lines.extend(_endpoint_table(report.endpoints, style))
+        lines.append("")
+    if report.findings:
+        lines.append(style("Findings:", "bold"))
+        for f in report.findings:
+            lines.append(f"  {style(f.severity.upper(), _SEVERITY_COLOR[f.severity])} {f.code}")
+            for part, prefix in ((f.message, "    "), ("Fix: " + f.fix, "    ")):
+                lines.extend(
+                    textwrap.wrap(safe(part), width=width, initial_indent=prefix, subsequent_indent=prefix + "  ")
+                )
+        lines.append("")
+    total = len(report.endpoints)
+    answered = sum(1 for b in report.bootstraps if b.status == "ok")
+    errors = sum(1 for f in report.findings if f.severity == "error")
+    warnings = sum(1 for f in report.findings if f.severity == "warning")
+    summary = (
+        f"{report.status.upper()}: {answered}/{len(report.bootstraps)} bootstraps answered, "
+        f"{report.reachable}/{total} advertised endpoints reachable from here, "
+        f"{errors} errors, {warnings} warnings ({_ms(report.duration_ms)})"
+    )
+    lines.append(style(summary, _STATUS_COLOR.get(report.status)))
+    return "\n".join(lines) + "\n"

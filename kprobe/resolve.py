@@ -1,0 +1,238 @@
+"""Name resolution from the caller's vantage point, as data that never raises.
+
+Default: resolve as the Kafka clients on this machine do, through getaddrinfo (so
+/etc/hosts counts), and ask DNS through dnspython alongside, because getaddrinfo only says
+"failed" where DNS says NXDOMAIN, no answer, SERVFAIL or timeout, and only DNS shows CNAME
+chains and TTLs. With explicit nameservers, resolve through them with dnspython only: that
+is how a user asks what a host on another network would see.
+
+Each lookup runs in a daemon thread, so a resolver that hangs can neither block the run
+past its deadline nor keep the process alive at exit.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from kprobe.models import DnsResult
+
+HOSTS_FILE = "/etc/hosts"
+MAX_PARALLEL = 64
+
+
+def is_ip_literal(host: str) -> bool:
+    """IP literals skip DNS entirely, as clients do."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def is_loopback_name(host: str) -> bool:
+    """`localhost` names never go to DNS (RFC 6761); treat them as the hosts file does."""
+    lowered = host.lower().rstrip(".")
+    return lowered == "localhost" or lowered.endswith(".localhost")
+
+
+def hosts_file_names(path: str = HOSTS_FILE) -> frozenset[str]:
+    """Names the local hosts file defines (lower-case)."""
+    names: set[str] = set()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                fields = line.split("#", 1)[0].split()
+                names.update(name.lower() for name in fields[1:])
+    except OSError:
+        pass
+    return frozenset(names)
+
+
+class Resolver:
+    """Resolves host names as from one vantage point, bounded by a per-query timeout."""
+
+    def __init__(
+        self,
+        nameservers: Iterable[tuple[str, int]] = (),
+        *,
+        timeout: float = 5.0,
+        hosts_file: str = HOSTS_FILE,
+        resolv_conf: str | None = None,
+    ) -> None:
+        self.nameservers = tuple(nameservers)
+        self.timeout = timeout
+        self.hosts_names = hosts_file_names(hosts_file) if not self.nameservers else frozenset()
+        self.resolv_conf = resolv_conf or os.environ.get("KPROBE_RESOLV_CONF")
+        self._dns: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def kind(self) -> str:
+        """`system` or `nameserver`, as the report's vantage records it."""
+        return "nameserver" if self.nameservers else "system"
+
+    def _dns_resolver(self) -> Any:
+        with self._lock:
+            if self._dns is None:
+                import dns.nameserver
+                import dns.resolver
+
+                if self.nameservers:
+                    resolver = dns.resolver.Resolver(configure=False)
+                    resolver.nameservers = [
+                        dns.nameserver.Do53Nameserver(ip, port) for ip, port in self.nameservers
+                    ]
+                else:
+                    try:
+                        resolver = dns.resolver.Resolver(filename=self.resolv_conf or "/etc/resolv.conf")
+                    except Exception:  # no usable resolv.conf: the detail is then unavailable
+                        resolver = dns.resolver.Resolver(configure=False)
+                resolver.timeout = self.timeout
+                resolver.lifetime = self.timeout
+                resolver.cache = None
+                self._dns = resolver
+            return self._dns
+
+    def resolve(self, host: str) -> DnsResult:
+        """Resolve one name; every outcome, failures included, comes back as a DnsResult."""
+        bare = host.strip("[]")
+        if is_ip_literal(bare):
+            return DnsResult(host, "ok", (str(ipaddress.ip_address(bare)),), 0.0, "literal")
+        if self.nameservers:
+            return self._resolve_dns(host, source="nameserver")
+        if not host or len(host) > 253:
+            return DnsResult(host, "error", (), 0.0, "system", error="not a valid host name")
+        return self._resolve_system(host)
+
+    def _resolve_system(self, host: str) -> DnsResult:
+        in_hosts = host.lower().rstrip(".") in self.hosts_names
+        detail_box: list[DnsResult] = []
+        detail_thread = None
+        if not is_loopback_name(host):
+            detail_thread = threading.Thread(
+                target=lambda: detail_box.append(self._resolve_dns(host, source="dns")), daemon=True
+            )
+            detail_thread.start()
+        result = _getaddrinfo(host, self.timeout)
+        if detail_thread is not None:
+            detail_thread.join(self.timeout + 0.5)
+        detail = detail_box[0] if detail_box else None
+        if result.status != "ok" and detail is not None and detail.status != "ok":
+            # getaddrinfo's codes are coarse: DNS says which failure it was.
+            result = replace(result, status=detail.status)
+        return replace(result, in_hosts_file=in_hosts, detail=detail)
+
+    def _resolve_dns(self, host: str, source: str) -> DnsResult:
+        import dns.exception
+        import dns.resolver
+
+        resolver = self._dns_resolver()
+        started = time.perf_counter()
+        addresses: list[str] = []
+        chain: list[str] = []
+        ttl: int | None = None
+        no_answer = 0
+        status, error = "ok", None
+        for rdtype in ("A", "AAAA"):
+            try:
+                answer = resolver.resolve(host, rdtype, search=not self.nameservers, raise_on_no_answer=True)
+            except dns.resolver.NXDOMAIN:
+                status, error = "nxdomain", f"{host}: no such name (NXDOMAIN)"
+                break
+            except dns.resolver.NoAnswer:
+                no_answer += 1
+                continue
+            except dns.resolver.LifetimeTimeout:
+                status, error = "timeout", f"{host}: no DNS answer within {self.timeout:g}s"
+                break
+            except dns.resolver.NoNameservers as exc:
+                status, error = "servfail", f"{host}: every nameserver failed (SERVFAIL): {_short(exc)}"
+                break
+            except (dns.exception.DNSException, OSError, ValueError) as exc:
+                status, error = "error", f"{host}: {_short(exc)}"
+                break
+            addresses.extend(rdata.to_text() for rdata in answer)
+            ttl = answer.rrset.ttl if ttl is None and answer.rrset is not None else ttl
+            for cname in getattr(answer.chaining_result, "cnames", []):
+                target = cname[0].target.to_text().rstrip(".")
+                if target not in chain:
+                    chain.append(target)
+        if status == "ok" and no_answer == 2:
+            status, error = "no_answer", f"{host}: the name exists but has no A or AAAA record"
+        ms = (time.perf_counter() - started) * 1000
+        return DnsResult(host, status, tuple(addresses) if status == "ok" else (), ms, source,
+                         error, tuple(chain), ttl)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else exc.__class__.__name__
+
+
+def _getaddrinfo(host: str, timeout: float) -> DnsResult:
+    """Getaddrinfo in a daemon thread: it cannot be cancelled, only abandoned."""
+    box: list[object] = []
+    started = time.perf_counter()
+
+    def work() -> None:
+        try:
+            box.append(socket.getaddrinfo(host, None, socket.AF_UNSPEC, socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:
+            box.append(exc)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    ms = (time.perf_counter() - started) * 1000
+    if not box:
+        error = f"{host}: the system resolver gave no answer within {timeout:g}s"
+        return DnsResult(host, "timeout", (), ms, "system", error=error)
+    value = box[0]
+    if isinstance(value, socket.gaierror):
+        status = {socket.EAI_NONAME: "nxdomain", socket.EAI_AGAIN: "timeout"}.get(value.errno or 0, "error")
+        if value.errno == getattr(socket, "EAI_NODATA", None):
+            status = "no_answer"
+        return DnsResult(host, status, (), ms, "system", error=f"{host}: {value.strerror}")
+    if isinstance(value, BaseException):
+        return DnsResult(host, "error", (), ms, "system", error=f"{host}: {_short(value)}")
+    addresses: list[str] = []
+    for family, _, _, _, sockaddr in value:  # type: ignore[attr-defined]
+        if family in (socket.AF_INET, socket.AF_INET6) and sockaddr[0] not in addresses:
+            addresses.append(str(sockaddr[0]))
+    return DnsResult(host, "ok", tuple(addresses), ms, "system")
+
+
+def resolve_all(hosts: Iterable[str], resolver: Resolver, deadline: float) -> dict[str, DnsResult]:
+    """Resolve distinct names concurrently; names still pending at the deadline are timeouts."""
+    unique = list(dict.fromkeys(hosts))
+    results: dict[str, DnsResult] = {}
+    lock = threading.Lock()
+    gate = threading.Semaphore(MAX_PARALLEL)
+
+    def work(name: str) -> None:
+        with gate:
+            if time.monotonic() >= deadline:
+                return
+            result = resolver.resolve(name)
+            with lock:
+                results[name] = result
+
+    threads = [threading.Thread(target=work, args=(h,), daemon=True) for h in unique]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    with lock:
+        final = dict(results)
+    for name in unique:
+        if name not in final:
+            final[name] = DnsResult(name, "timeout", (), None, resolver.kind,
+                                    error=f"{name}: not resolved before the run's deadline")
+    return final

@@ -1,0 +1,163 @@
+"""The native lab: real Kafka 4.x brokers on loopback, real DNS views."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import dns.resolver
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kprobe.lab import jars
+from kprobe.lab.native import NativeLab
+from kprobe.lab.native import running_jvms as lab_jvms
+from kprobe.lab.scenarios import SCENARIOS, get_scenario
+from kprobe.wire import fetch_metadata
+
+
+def _split(hostport: str) -> tuple[str, int]:
+    host, _, port = hostport.rpartition(":")
+    return host, int(port)
+
+
+def test_listeners_each_port_advertises_its_own_endpoint(listeners_lab):
+    fred = listeners_lab.listener("LISTENER_FRED").port
+    bob = listeners_lab.listener("LISTENER_BOB").port
+    alice = listeners_lab.listener("LISTENER_ALICE").port
+    expected = {
+        "LISTENER_FRED": ("localhost", fred),
+        "LISTENER_BOB": ("kafka0", bob),
+        "LISTENER_ALICE": ("never-gonna-give-you-up", alice),
+    }
+    for listener, (host, port) in expected.items():
+        ip, real_port = _split(listeners_lab.real_endpoint(listener))
+        meta = fetch_metadata(ip, real_port, timeout=5)
+        assert [(b.node_id, b.host, b.port) for b in meta.brokers] == [(0, host, port)], listener
+        assert meta.cluster_id == listeners_lab.cluster_id
+        assert meta.controller_id == 0
+
+
+def test_confluent_kafka_list_topics_through_fred(listeners_lab):
+    """librdkafka, the clients' own library, sees what the lab advertises through FRED.
+
+    Only FRED here: through BOB and ALICE librdkafka >= 2.10 drops the bootstrap connection once
+    it learns the unreachable advertised name (design notes, section 7), so kprobe's wire client
+    is what answers for those (test above) - and librdkafka would send DNS queries off this host.
+    """
+    bootstrap = listeners_lab.bootstrap("LISTENER_FRED")
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "kprobe-test"})
+    md = admin.list_topics(timeout=15)
+    _host, port = _split(bootstrap)
+    assert {(b.id, b.host, b.port) for b in md.brokers.values()} == {(0, "localhost", port)}
+    assert md.orig_broker_name in (f"{bootstrap}/bootstrap", f"{bootstrap}/0")
+    assert md.cluster_id == listeners_lab.cluster_id
+
+
+def test_dns_views_answer_per_network(listeners_lab):
+    def ask(view: str, name: str) -> list[str]:
+        ip, port = _split(listeners_lab.nameserver(view))
+        resolver = dns.resolver.Resolver(configure=False)
+        resolver.nameservers = [ip]
+        resolver.nameserver_ports = {ip: port}
+        resolver.lifetime = 2
+        return [r.to_text() for r in resolver.resolve(name, "A")]
+
+    assert ask("docker", "kafka0") == ["127.0.0.11"]
+    with pytest.raises(dns.resolver.NXDOMAIN):
+        ask("host", "kafka0")
+    with pytest.raises(dns.resolver.NXDOMAIN):
+        ask("docker", "never-gonna-give-you-up")
+
+
+def test_three_brokers_each_on_its_own_address_and_rf3_topic(three_lab):
+    ip, port = _split(three_lab.real_endpoint("CLIENT", 0))
+    meta = fetch_metadata(ip, port, timeout=5)
+    assert sorted((b.node_id, b.host) for b in meta.brokers) == [
+        (0, "127.0.0.31"), (1, "127.0.0.32"), (2, "127.0.0.33")
+    ]
+    admin = AdminClient({"bootstrap.servers": three_lab.bootstrap_all("CLIENT")})
+    futures = admin.create_topics([NewTopic("lab-rf3", num_partitions=3, replication_factor=3)])
+    futures["lab-rf3"].result(timeout=30)
+    deadline = time.monotonic() + 30
+    while True:
+        topic = admin.list_topics(topic="lab-rf3", timeout=10).topics["lab-rf3"]
+        if topic.error is None and len(topic.partitions) == 3 and all(
+            len(p.isrs) == 3 for p in topic.partitions.values()
+        ):
+            break
+        assert time.monotonic() < deadline, f"topic not fully replicated: {topic.partitions}"
+        time.sleep(0.5)
+    assert all(sorted(p.replicas) == [0, 1, 2] for p in topic.partitions.values())
+
+
+def test_blackholed_listener_advertises_a_dead_endpoint(three_lab):
+    hole = three_lab.blackholes["bh2"]
+    ip, port = _split(three_lab.real_endpoint("BLACKHOLED", 0))
+    meta = fetch_metadata(ip, port, timeout=5)
+    by_id = {b.node_id: f"{b.host}:{b.port}" for b in meta.brokers}
+    assert by_id[2] == hole.endpoint
+    probe = socket.socket()
+    probe.settimeout(0.5)
+    started = time.monotonic()
+    with pytest.raises(OSError):
+        probe.connect((hole.host, hole.port))
+    assert time.monotonic() - started >= 0.45
+    probe.close()
+
+
+def test_teardown_leaves_no_jvm_and_no_port():
+    lab = NativeLab(get_scenario("listeners")).start()
+    ports = [(rl.bind_ip, rl.port) for rl in lab.nodes[0].listeners.values()]
+    assert lab_jvms(lab.lab_id), "the lab's JVM should be visible to pgrep while it runs"
+    lab.stop()
+    lab.stop()  # idempotent
+    assert lab_jvms(lab.lab_id) == []
+    for ip, port in ports:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((ip, port), timeout=2).close()
+    assert not lab.workdir.exists()
+
+
+def test_jars_are_cached_for_offline_starts():
+    cp = jars.kafka_classpath()
+    root = jars.cache_root() / f"kafka-{jars.KAFKA_VERSION}"
+    assert (root / ".complete").exists()
+    assert cp.endswith("*") and any((root / "libs").glob("kafka_2.13-*.jar"))
+
+
+def test_every_scenario_renders_with_an_inter_broker_listener():
+    for scenario in SCENARIOS.values():
+        for node in scenario.nodes:
+            assert sum(1 for lst in node.listeners if lst.inter_broker) == 1, scenario.name
+
+
+def test_failed_start_cleans_up(tmp_path, monkeypatch):
+    monkeypatch.setenv("KPROBE_KAFKA_LIBS", str(tmp_path))
+    lab = NativeLab(get_scenario("listeners"))
+    with pytest.raises(Exception, match=r"no kafka_2\.13 jar"):
+        lab.start()
+    assert lab_jvms(lab.lab_id) == []
+
+
+def test_lab_cli_up_detach_and_down(tmp_path):
+    env_state = {"KPROBE_LAB_STATE": str(tmp_path / "state.json")}
+    import os
+
+    env = {**os.environ, **env_state}
+    up = subprocess.run([sys.executable, "-m", "kprobe", "lab", "up", "listeners", "--detach"], capture_output=True, text=True,
+                        env=env, timeout=180, check=False)
+    assert up.returncode == 0, up.stderr
+    assert "LISTENER_FRED" in up.stdout and "DNS view docker" in up.stdout
+    line = next(ln for ln in up.stdout.splitlines() if "LISTENER_FRED" in ln)
+    bootstrap = line.split("bootstrap")[1].split()[0]
+    host, port = _split(bootstrap)
+    socket.create_connection((host, port), timeout=5).close()
+    down = subprocess.run([sys.executable, "-m", "kprobe", "lab", "down"], capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert down.returncode == 0 and "stopped lab listeners" in down.stdout
+    time.sleep(0.5)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((host, port), timeout=2).close()
+    assert not (tmp_path / "state.json").exists()

@@ -1,0 +1,65 @@
+"""The command line: help, version, schema, and what a run imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from kprobe import __version__
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def test_version():
+    done = run("--version")
+    assert done.returncode == 0
+    assert done.stdout == f"kprobe {__version__}\n"
+
+
+def test_help_lists_every_command():
+    done = run("--help")
+    assert done.returncode == 0
+    for command in ("probe", "schema", "demo", "lab"):
+        assert f"  {command} " in done.stdout
+    lab = run("lab", "--help")
+    for command in ("up", "down", "list"):
+        assert f"  {command} " in lab.stdout
+
+
+def test_lab_list_one_line_per_scenario():
+    done = run("lab", "list")
+    assert done.returncode == 0
+    names = [line.split()[0] for line in done.stdout.splitlines()]
+    assert names == ["listeners", "cloud", "three-brokers"]
+
+
+def test_schema_is_valid_json_schema():
+    import jsonschema
+
+    done = run("schema")
+    schema = json.loads(done.stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["schema"]["const"] == "kprobe.report/v1"
+
+
+def test_probe_path_never_imports_heavy_modules():
+    code = (
+        "import sys; import kprobe.cli, kprobe.probe, kprobe.report.text, kprobe.report.json_report;"
+        "print(','.join(m for m in ('pyspark', 'confluent_kafka', 'testcontainers') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
+def test_help_never_imports_dns_or_kafka_clients():
+    code = (
+        "import sys, runpy; sys.argv=['kprobe','--help'];\n"
+        "try:\n    runpy.run_module('kprobe', run_name='__main__')\nexcept SystemExit: pass\n"
+        "print('LOADED', ','.join(m for m in ('pyspark', 'confluent_kafka', 'dns.resolver', 'kprobe.lab.native') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "LOADED"

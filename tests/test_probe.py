@@ -1,0 +1,258 @@
+"""`kprobe probe` against the lab's real brokers and DNS views."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import jsonschema
+import pytest
+
+from kprobe.config import parse_address, parse_nameserver
+from kprobe.models import Report
+from kprobe.probe import ProbeOptions, run_probe
+from kprobe.report import json_report
+
+SCHEMA = json_report.schema()
+
+
+def valid(report: Report) -> dict:
+    """Every report a test produces is checked against the shipped schema."""
+    data = json.loads(json_report.render(report))
+    jsonschema.validate(data, SCHEMA)
+    return data
+
+
+def probe(bootstrap: str, nameserver: str | None = None, timeout: float = 2.0, deadline: float = 20.0) -> Report:
+    return run_probe(ProbeOptions(
+        bootstraps=[parse_address(b) for b in bootstrap.split(",")],
+        nameservers=[parse_nameserver(nameserver)] if nameserver else [],
+        timeout=timeout,
+        deadline=deadline,
+        vantage="test",
+    ))
+
+
+def codes(report: Report) -> set[str]:
+    return {f.code for f in report.findings}
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+# -- listeners: the seeds' BOB / FRED / ALICE broker ------------------------------------------
+
+def test_fred_is_ok_for_a_caller_on_this_host(listeners_lab):
+    bootstrap = listeners_lab.bootstrap("LISTENER_FRED")
+    report = probe(bootstrap)  # the system resolver: localhost comes from /etc/hosts
+    data = valid(report)
+    assert report.status == "ok", report.findings
+    [endpoint] = report.endpoints
+    assert (endpoint.endpoint.host, endpoint.endpoint.port) == ("localhost", listeners_lab.listener("LISTENER_FRED").port)
+    assert endpoint.status == "reachable"
+    assert data["bootstraps"][0]["answered_by"] == {"node_id": -1, "name": f"{bootstrap}/bootstrap"}
+    assert data["bootstraps"][0]["cluster_id"] == listeners_lab.cluster_id
+    assert data["summary"] == {"status": "ok", "bootstraps": 1, "bootstraps_ok": 1, "endpoints": 1,
+                               "reachable": 1, "findings": {"error": 0, "warning": 0, "info": 0}}
+
+
+def test_fred_text_report_line_by_line(listeners_lab):
+    bootstrap = listeners_lab.bootstrap("LISTENER_FRED")
+    port = listeners_lab.listener("LISTENER_FRED").port
+    done = cli("probe", "-b", bootstrap, "--vantage", "laptop", "--no-color")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    lines = [re.sub(r"\d+(\.\d+)?m?s\b", "T", ln) for ln in done.stdout.splitlines()]
+    header = ["NODE", "ENDPOINT", "DNS", "ADDRESSES", "TCP", "VERDICT"]
+    assert lines[0] == f"Metadata for all topics (from broker -1: {bootstrap}/bootstrap):"
+    assert lines[1] == " 1 brokers:"
+    assert lines[2] == f"  broker 0 at localhost:{port} (controller)"
+    assert lines[3] == f" cluster {listeners_lab.cluster_id}, answered at 127.0.0.1 in T"
+    assert lines[4] == ""
+    assert lines[5] == "Advertised endpoints, from laptop (the system resolver):"
+    assert lines[6].split() == header
+    assert lines[7].split() == ["0", f"localhost:{port}", "ok", "T", "127.0.0.1", "ok", "T", "reachable"]
+    assert lines[8] == ""
+    assert lines[9] == "OK: 1/1 bootstraps answered, 1/1 advertised endpoints reachable from here, 0 errors, 0 warnings (T)"
+    assert len(lines) == 10
+
+
+def test_alice_advertises_a_name_nobody_resolves(listeners_lab):
+    bootstrap = listeners_lab.real_endpoint("LISTENER_ALICE")
+    done = cli("probe", "-b", bootstrap, "--nameserver", listeners_lab.nameserver("host"), "--json")
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    jsonschema.validate(data, SCHEMA)
+    [endpoint] = data["endpoints"]
+    assert endpoint["host"] == "never-gonna-give-you-up"
+    assert endpoint["dns"]["status"] == "nxdomain"
+    assert endpoint["status"] == "unresolvable"
+    [finding] = data["findings"]
+    assert finding["code"] == "ADVERTISED_UNRESOLVABLE"
+    assert finding["severity"] == "error"
+    port = bootstrap.rsplit(":", 1)[1]
+    assert f"listener on port {port}" in finding["fix"]
+    assert data["summary"]["status"] == "gap"
+
+
+def test_bob_resolves_in_the_docker_view_only(listeners_lab):
+    bootstrap = listeners_lab.real_endpoint("LISTENER_BOB")
+    inside = probe(bootstrap, listeners_lab.nameserver("docker"))
+    outside = probe(bootstrap, listeners_lab.nameserver("host"))
+    valid(inside)
+    valid(outside)
+    assert inside.status == "ok"
+    assert inside.endpoints[0].dns.addresses == ("127.0.0.11",)
+    assert inside.endpoints[0].dns.source == "nameserver"
+    assert outside.status == "gap"
+    assert codes(outside) == {"ADVERTISED_UNRESOLVABLE"}
+    assert outside.endpoints[0].dns.status == "nxdomain"
+
+
+# -- cloud: the AWS internal-hostname case ------------------------------------------------------
+
+def test_cloud_internal_name_is_a_gap_from_the_internet_only(cloud_lab):
+    bootstrap = cloud_lab.bootstrap("INTERNAL")
+    assert bootstrap.startswith("ec2-")
+    internet = probe(bootstrap, cloud_lab.nameserver("internet"))
+    vpc = probe(bootstrap, cloud_lab.nameserver("vpc"))
+    valid(internet)
+    valid(vpc)
+    assert internet.bootstraps[0].status == "ok"  # bootstrap works...
+    assert internet.status == "gap"  # ...and the client still fails
+    assert codes(internet) == {"ADVERTISED_UNRESOLVABLE"}
+    assert internet.endpoints[0].endpoint.host == "ip-172-31-18-160.us-west-2.compute.internal"
+    assert vpc.status == "ok" and not vpc.findings
+
+
+def test_cloud_external_listener_is_the_fix(cloud_lab):
+    report = probe(cloud_lab.bootstrap("EXTERNAL"), cloud_lab.nameserver("internet"))
+    valid(report)
+    assert report.status == "ok"
+    assert report.endpoints[0].endpoint.host.startswith("ec2-")
+
+
+def test_cloud_bootstrap_name_resolves_through_the_given_nameserver_only(cloud_lab):
+    # The vpc-internal name as a bootstrap, seen from the internet: nothing answers.
+    internal = cloud_lab.nodes[0].listeners["INTERNAL"]
+    bootstrap = f"ip-172-31-18-160.us-west-2.compute.internal:{internal.port}"
+    report = probe(bootstrap, cloud_lab.nameserver("internet"))
+    valid(report)
+    assert report.status == "failed"
+    assert report.bootstraps[0].status == "dns_failed"
+    assert codes(report) == {"BOOTSTRAP_UNREACHABLE"}
+
+
+# -- three brokers: healthy, blackholed, stopped -------------------------------------------------
+
+def test_three_brokers_healthy(three_lab):
+    report = probe(three_lab.bootstrap_all("CLIENT"))
+    data = valid(report)
+    assert report.status == "ok"
+    assert [e.endpoint.node_id for e in report.endpoints] == [0, 1, 2]
+    assert all(e.status == "reachable" for e in report.endpoints)
+    # each endpoint is attributed to all three bootstraps
+    assert all(len(e["advertised_by"]) == 3 for e in data["endpoints"])
+    assert [e["rack"] for e in data["endpoints"]] == ["rack0", "rack1", "rack2"]
+
+
+def test_blackholed_endpoint_times_out_within_one_connect_timeout(three_lab):
+    timeout = 1.5
+    started = time.monotonic()
+    healthy = probe(three_lab.bootstrap("CLIENT", 0), timeout=timeout)
+    healthy_s = time.monotonic() - started
+    started = time.monotonic()
+    report = probe(three_lab.real_endpoint("BLACKHOLED", 0), timeout=timeout)
+    blackholed_s = time.monotonic() - started
+    valid(report)
+    assert healthy.status == "ok"
+    assert report.status == "gap"
+    by_node = {e.endpoint.node_id: e for e in report.endpoints}
+    assert by_node[2].status == "unreachable"
+    assert by_node[2].tcp[0].status == "timeout"
+    assert by_node[0].status == by_node[1].status == "reachable"
+    assert [f.code for f in report.findings] == ["ADVERTISED_TIMEOUT"]
+    assert report.findings[0].node_id == 2
+    # One connect timeout, not one per endpoint: the physical floor plus a margin.
+    assert blackholed_s < healthy_s + timeout + 1.0
+
+
+def test_stopped_broker_is_refused_and_exit_code_is_1(three_lab):
+    three_lab.stop_node(2)
+    try:
+        done = cli("probe", "-b", three_lab.bootstrap("CLIENT", 0), "-b", three_lab.bootstrap("CLIENT", 2),
+                   "--json", "--timeout", "2")
+        assert done.returncode == 1, done.stderr
+        data = json.loads(done.stdout)
+        jsonschema.validate(data, SCHEMA)
+        by_node = {e["node_id"]: e for e in data["endpoints"]}
+        assert by_node[2]["status"] == "unreachable"
+        assert by_node[2]["tcp"][0]["status"] == "refused"
+        assert by_node[0]["status"] == by_node[1]["status"] == "reachable"
+        found = {(f["code"], f["node_id"]) for f in data["findings"]}
+        assert ("ADVERTISED_REFUSED", 2) in found
+        assert ("BOOTSTRAP_UNREACHABLE", None) in found  # the -b pointing at broker 2 itself
+        assert [b["status"] for b in data["bootstraps"]] == ["ok", "refused"]
+    finally:
+        three_lab.start_node(2)
+
+
+# -- no bootstrap answers -----------------------------------------------------------------------
+
+def _dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_nothing_listens_exit_3_within_the_timeout():
+    started = time.monotonic()
+    done = cli("probe", "-b", f"127.0.0.1:{_dead_port()}", "--json", "--timeout", "2")
+    elapsed = time.monotonic() - started
+    assert done.returncode == 3, done.stderr
+    data = json.loads(done.stdout)
+    jsonschema.validate(data, SCHEMA)
+    assert data["summary"]["status"] == "failed"
+    assert data["bootstraps"][0]["status"] == "refused"
+    assert [f["code"] for f in data["findings"]] == ["BOOTSTRAP_UNREACHABLE"]
+    assert elapsed < 10
+
+
+def test_output_file_is_written_atomically(listeners_lab, tmp_path):
+    target = tmp_path / "report.json"
+    done = cli("probe", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "-o", str(target), "--no-color")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(target.read_text())
+    jsonschema.validate(data, SCHEMA)
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no temporary left behind
+    assert done.stdout.startswith("Metadata for all topics")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["probe", "-b", "host:99999"],
+        ["probe", "-b", "[::1"],
+        ["probe", "-b", "h:1", "--timeout", "soon"],
+        ["probe", "-b", "h:1", "-X", "novalue"],
+        ["probe", "-b", "h:1", "-F", "/nonexistent/client.properties"],
+        ["probe", "-b", "h:1", "--nameserver", "dns.example.com"],
+        ["probe", "-b", "h:1", "-X", "security.protocol=TLS"],
+        ["probe", "-b", "h:1", "-o", "/nonexistent-dir/report.json"],
+        ["probe", "--no-such-option"],
+        ["probe"],
+        ["lab", "up", "no-such-scenario"],
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args):
+    done = cli(*args)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("kprobe: error: ")
+    assert "Traceback" not in done.stderr
