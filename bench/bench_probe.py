@@ -56,7 +56,9 @@ def side_by_side(runs: int, timeout: float) -> list[tuple[str, float, float]]:
     rows = []
     kprobe = [sys.executable, "-m", "kprobe", "probe", "--timeout", f"{timeout:g}", "--no-color"]
     with start_lab("three-brokers") as lab:
-        for label, listener in (("healthy (3 endpoints)", "CLIENT"), ("1 of 3 blackholed", "BLACKHOLED")):
+        cases = (("healthy (3 endpoints)", "CLIENT"), ("1 of 3 blackholed", "BLACKHOLED"),
+                 ("3 of 3 blackholed", "DARK"))
+        for label, listener in cases:
             bootstrap = lab.real_endpoint(listener, 0)
             ours = timed([*kprobe, "-b", bootstrap], runs)
             theirs = timed(manual_loop(bootstrap, timeout), runs, shell=True)

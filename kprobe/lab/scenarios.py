@@ -85,7 +85,8 @@ _LISTENERS = Scenario(
             hostnames=("kafka0",),
             listeners=(
                 ListenerSpec(
-                    "LISTENER_BOB", bind="kafka0", advertise="kafka0:{port}", inter_broker=True,
+                    "LISTENER_BOB", bind="kafka0", advertise="kafka0:{port}", bootstrap="kafka0:{port}",
+                    inter_broker=True,
                     note="for clients inside the Docker network",
                 ),
                 ListenerSpec(
@@ -155,6 +156,11 @@ def _three_node(node_id: int, address: str) -> NodeSpec:
             note="broker 2 advertises an endpoint that never completes a connection",
         ),
         ListenerSpec(
+            "DARK",
+            advertise=f"{{bh[dark{node_id}]}}",
+            note="every broker advertises an endpoint that drops connections (a firewalled private address)",
+        ),
+        ListenerSpec(
             "CROSSED",
             advertise="{ep[0][CLIENT]}" if node_id == 2 else "{addr}:{port}",
             note="broker 2 advertises broker 0's endpoint (a wrong NAT or port-forward)",
@@ -169,14 +175,15 @@ _THREE = Scenario(
     summary="three healthy brokers; extra listeners advertise a blackholed and a crossed endpoint",
     story=(
         "Three brokers on 127.0.0.31-33. Through CLIENT every broker advertises its own address. "
-        "Through BLACKHOLED broker 2 advertises an endpoint that drops connections (a firewall); "
+        "Through BLACKHOLED broker 2 advertises an endpoint that drops connections (a firewall), "
+        "through DARK all three do; "
         "through CROSSED broker 2 advertises broker 0's endpoint. Stop a broker to see it refused."
     ),
     nodes=tuple(_three_node(i, f"127.0.0.{31 + i}") for i in range(3)),
     views={
         "lan": {f"kafka{i}": (f"127.0.0.{31 + i}",) for i in range(3)},
     },
-    blackholes={"bh2": "127.0.0.34"},
+    blackholes={"bh2": "127.0.0.34", **{f"dark{i}": "127.0.0.35" for i in range(3)}},
 )
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (_LISTENERS, _CLOUD, _THREE)}

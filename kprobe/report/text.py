@@ -113,7 +113,8 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
             lines.append(f"  {style(f.severity.upper(), _SEVERITY_COLOR[f.severity])} {f.code}")
             for part, prefix in ((f.message, "    "), ("Fix: " + f.fix, "    ")):
                 lines.extend(
-                    textwrap.wrap(safe(part), width=width, initial_indent=prefix, subsequent_indent=prefix + "  ")
+                    textwrap.wrap(safe(part), width=width, initial_indent=prefix, subsequent_indent=prefix + "  ",
+                                  break_on_hyphens=False, break_long_words=False)
                 )
         lines.append("")
     total = len(report.endpoints)
