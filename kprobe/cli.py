@@ -111,6 +111,7 @@ def probe(
     from kprobe.config import parse_addresses, parse_duration, parse_nameserver, parse_properties
     from kprobe.probe import ProbeOptions, ProbeRun
 
+    _setup_logging(verbose)
     addresses = parse_addresses(bootstrap)
     props = parse_properties(prop, prop_file)
     options = ProbeOptions(
@@ -131,6 +132,19 @@ def probe(
     report = _run_interruptibly(run)
     _emit(report, json_out=json_out, output=output, color=_use_color(no_color))
     raise typer.Exit(STATUS_EXIT[report.status])
+
+
+def _setup_logging(verbose: bool) -> None:
+    """--verbose: kprobe's progress and captured client log lines on stderr, never on stdout."""
+    import logging
+
+    logger = logging.getLogger("kprobe")
+    logger.propagate = False
+    if verbose and not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("kprobe: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
 
 
 def _check_writable(path: Path) -> None:

@@ -58,10 +58,14 @@ def fetch_bootstrap(
             if exc.kind in ("refused", "timeout", "unreachable") and "response" not in str(exc):
                 continue
             break
-        return BootstrapResult(hostport, "ok", None, -1, f"{hostport}/bootstrap", ip, meta, _ms(started))
+        result = BootstrapResult(hostport, "ok", None, -1, f"{hostport}/bootstrap", ip, meta, _ms(started))
+        _LOG.debug("bootstrap %s: metadata v%s from %s in %.1f ms, %d brokers", hostport, meta.api_version, ip,
+                   result.ms or 0, len(meta.brokers))
+        return result
     worst = failures[-1]
     status = _WIRE_STATUS.get(worst.kind, "error")
     text = "; ".join(dict.fromkeys(str(f) for f in failures))
+    _LOG.debug("bootstrap %s: %s (%s)", hostport, status, text)
     return BootstrapResult(hostport, status, text, ms=_ms(started))
 
 
@@ -132,12 +136,16 @@ def _via_librdkafka(
         admin = AdminClient(conf)
         md = admin.list_topics(topic=topics[0] if topics else None, timeout=wait)
     except KafkaException as exc:
+        for line in captured:
+            _LOG.debug("librdkafka: %s", line)
         text = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
         lowered = (text + " ".join(captured)).lower()
         status = "auth_failed" if "authentication" in lowered or "sasl" in lowered else "timeout"
         if "timed out" not in lowered and status != "auth_failed":
             status = "error"
         return BootstrapResult(hostport, status, text, ms=_ms(started), via="librdkafka")
+    for line in captured:
+        _LOG.debug("librdkafka: %s", line)
     brokers = tuple(
         AdvertisedBroker(b.id, b.host or "", b.port, None) for b in sorted(md.brokers.values(), key=lambda b: b.id)
     )

@@ -8,6 +8,7 @@ what it knows by then.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import socket
 import time
 import uuid
@@ -30,6 +31,8 @@ from kprobe.models import (
     Vantage,
 )
 from kprobe.resolve import Resolver, resolve_all
+
+_LOG = logging.getLogger("kprobe.probe")
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,14 @@ class ProbeRun:
         self.bootstraps = fetch_all(opts.bootstraps, opts.props, self.resolver, timeout=opts.timeout,
                                     deadline=self.deadline, topics=[])
         self.endpoints = collect(self.bootstraps)
+        _LOG.debug("%d distinct advertised endpoints after %.0f ms", len(self.endpoints),
+                   (time.monotonic() - self.t0) * 1000)
         self.results = probe_endpoints(self.endpoints, self.resolver, timeout=opts.timeout,
                                        deadline=self.deadline)
+        for r in self.results:
+            _LOG.debug("endpoint %s (node %d): dns %s %s, tcp %s -> %s", r.endpoint.hostport, r.endpoint.node_id,
+                       r.dns.status, ",".join(r.dns.addresses) or "-",
+                       ",".join(f"{t.address}={t.status}" for t in r.tcp) or "-", r.status)
         return self.report()
 
     def report(self) -> Report:

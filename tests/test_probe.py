@@ -256,3 +256,49 @@ def test_bad_input_is_one_line_and_exit_2(args):
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert done.stderr.startswith("kprobe: error: ")
     assert "Traceback" not in done.stderr
+
+
+# -- deadlines and Ctrl-C -------------------------------------------------------------------------
+
+def test_deadline_ends_the_run_and_reports_what_is_known(three_lab):
+    started = time.monotonic()
+    done = cli("probe", "-b", three_lab.real_endpoint("DARK", 0), "--json", "--timeout", "10", "--deadline", "1.5")
+    elapsed = time.monotonic() - started
+    assert done.returncode == 130, done.stderr
+    data = json.loads(done.stdout)
+    jsonschema.validate(data, SCHEMA)
+    assert data["summary"]["status"] == "interrupted"
+    assert data["bootstraps"][0]["status"] == "ok"
+    assert {t["status"] for e in data["endpoints"] for t in e["tcp"]} == {"timeout"}
+    assert {t["error"] for e in data["endpoints"] for t in e["tcp"]} == {"stopped at the run's deadline"}
+    assert elapsed < 1.5 + 2.5  # the deadline plus interpreter start-up, not the 10 s timeout
+
+
+def test_ctrl_c_prints_the_partial_report_and_exits_130(three_lab):
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kprobe", "probe", "-b", three_lab.real_endpoint("DARK", 0), "--json",
+         "--timeout", "20"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(1.5)  # past start-up and the metadata fetch, into the blackholed connects
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130, err
+    data = json.loads(out)
+    jsonschema.validate(data, SCHEMA)
+    assert data["summary"]["status"] == "interrupted"
+    assert data["bootstraps"][0]["status"] == "ok"
+    assert len(data["endpoints"]) == 3
+    assert "Traceback" not in err
+
+
+def test_verbose_goes_to_stderr_only(listeners_lab):
+    bootstrap = listeners_lab.bootstrap("LISTENER_FRED")
+    quiet = cli("probe", "-b", bootstrap, "--json")
+    loud = cli("probe", "-b", bootstrap, "--json", "--verbose")
+    assert quiet.stderr == ""
+    assert f"kprobe: bootstrap {bootstrap}: metadata v" in loud.stderr
+    assert "-> reachable" in loud.stderr
+    assert json.loads(loud.stdout)["summary"] == json.loads(quiet.stdout)["summary"]
