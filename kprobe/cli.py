@@ -190,6 +190,75 @@ def _emit(report: Report, *, json_out: bool, output: Path | None, color: bool) -
     sys.stdout.flush()
 
 
+@app.command("list")
+def list_(
+    bootstrap: Annotated[
+        list[str],
+        typer.Option("--bootstrap", "-b", envvar="KPROBE_BOOTSTRAP",
+                     help="Bootstrap address(es); the first that answers is listed."),
+    ] = [],  # noqa: B006
+    topic: Annotated[
+        list[str], typer.Option("--topic", "-t", help="Topic to list (repeatable); default all.")
+    ] = [],  # noqa: B006
+    json_out: Annotated[bool, typer.Option("--json", "-J", help="JSON, a superset of `kcat -L -J`.")] = False,
+    prop: Annotated[list[str], typer.Option("-X", help="librdkafka property key=value (repeatable).")] = [],  # noqa: B006
+    prop_file: Annotated[
+        list[str], typer.Option("-F", envvar="KPROBE_CONFIG", help="librdkafka properties file, as kcat reads it.")
+    ] = [],  # noqa: B006
+    nameserver: Annotated[
+        list[str],
+        typer.Option("--nameserver", "-n", envvar="KPROBE_NAMESERVER", help="Resolve through this DNS server."),
+    ] = [],  # noqa: B006
+    timeout: Annotated[
+        str, typer.Option("--timeout", "-m", envvar="KPROBE_TIMEOUT", help="Per-request timeout.")
+    ] = "5s",
+    deadline: Annotated[
+        str, typer.Option("--deadline", envvar="KPROBE_DEADLINE", help="Deadline for the whole run.")
+    ] = "30s",
+    reachability: Annotated[
+        bool | None,
+        typer.Option("--reachability/--no-reachability",
+                     help="Resolve and connect to every advertised broker and mark what is unreachable from here. "
+                     "Default: on when stdout is a terminal, off when piped (kcat's exact output for scripts)."),
+    ] = None,
+    no_internal: Annotated[
+        bool, typer.Option("--no-internal", help="Hide internal topics (__consumer_offsets, ...).")
+    ] = False,
+) -> None:
+    """The `kcat -L` listing (brokers, topics, partitions), and which partitions the gap breaks from here.
+
+    Exit 0 ok, 1 topic errors / offline partitions / unreachable leaders, 2 bad input, 3 no bootstrap answered.
+    """
+    from kprobe.config import parse_addresses, parse_duration, parse_nameserver, parse_properties, security_from
+    from kprobe.listing import ListOptions, run_list
+    from kprobe.report import listing as listing_report
+
+    addresses = parse_addresses(bootstrap)
+    props = parse_properties(prop, prop_file)
+    for address in addresses:
+        security_from(props, address)
+    for name in topic:
+        if not name or len(name) > 249:
+            raise UsageError(f"bad -t {name!r}: a topic name has 1 to 249 characters")
+    options = ListOptions(
+        bootstraps=addresses, topics=topic, props=props,
+        nameservers=[parse_nameserver(n) for n in nameserver],
+        timeout=parse_duration(timeout, "--timeout"), deadline=parse_duration(deadline, "--deadline"),
+        reachability=sys.stdout.isatty() if reachability is None else reachability,
+        internal=not no_internal,
+    )
+    listing = run_list(options)
+    if json_out:
+        sys.stdout.write(listing_report.render_json(listing))
+    elif listing.answered:
+        sys.stdout.write(listing_report.render_text(listing))
+    else:
+        errors = "; ".join(f"{a.address}: {a.error}" for a in listing.attempts)
+        sys.stderr.write(f"kprobe: no bootstrap answered ({errors}); are the brokers reachable? "
+                         "try a longer --timeout\n")
+    raise typer.Exit(STATUS_EXIT[listing.status])
+
+
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of the report (kprobe.report/v1)."""
@@ -256,7 +325,10 @@ def main() -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         # Without standalone mode, click returns an Exit's code instead of raising it.
-        code = app(standalone_mode=False)
+        args = sys.argv[1:]
+        if args[:1] == ["-L"]:  # kcat's muscle memory: `kprobe -L -b host` lists
+            args = ["list", *args[1:]]
+        code = app(args=args, standalone_mode=False, prog_name="kprobe")
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

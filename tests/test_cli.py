@@ -23,7 +23,7 @@ def test_version():
 def test_help_lists_every_command():
     done = run("--help")
     assert done.returncode == 0
-    for command in ("probe", "schema", "demo", "lab"):
+    for command in ("probe", "list", "schema", "demo", "lab"):
         assert f"  {command} " in done.stdout
     lab = run("lab", "--help")
     for command in ("up", "down", "list"):

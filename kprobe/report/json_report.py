@@ -55,7 +55,8 @@ def _bootstrap(b: BootstrapResult) -> dict[str, Any]:
     }
 
 
-def _endpoint(r: EndpointResult) -> dict[str, Any]:
+def endpoint_dict(r: EndpointResult) -> dict[str, Any]:
+    """One endpoint as the report (and `kprobe list --json`'s reachability) writes it."""
     e = r.endpoint
     return {
         "node_id": e.node_id,
@@ -93,7 +94,7 @@ def to_dict(report: Report) -> dict[str, Any]:
         },
         "settings": report.settings,
         "bootstraps": [_bootstrap(b) for b in report.bootstraps],
-        "endpoints": [_endpoint(r) for r in report.endpoints],
+        "endpoints": [endpoint_dict(r) for r in report.endpoints],
         "findings": [_finding(f) for f in report.findings],
         "summary": {
             "status": report.status,

@@ -1,0 +1,122 @@
+"""`kprobe list`: what `kcat -L` shows, plus what the gap does to each partition.
+
+The metadata comes from the bootstrap connection itself (kprobe's wire client, see
+`kprobe.wire`), so the listing works in exactly the broken-advertised case where librdkafka
+clients time out. With reachability on, every advertised endpoint is resolved and connected to
+as `kprobe probe` does, and each partition learns whether its leader is reachable from here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from kprobe.endpoints import collect
+from kprobe.metadata import fetch_all
+from kprobe.models import BootstrapAddress, BootstrapResult, EndpointResult, PartitionInfo, TopicInfo
+from kprobe.probe import probe_endpoints
+from kprobe.resolve import Resolver
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    """Validated input of `kprobe list`."""
+
+    bootstraps: Sequence[BootstrapAddress]
+    topics: Sequence[str] = ()
+    props: Mapping[str, str] = field(default_factory=dict)
+    nameservers: Sequence[tuple[str, int]] = ()
+    timeout: float = 5.0
+    deadline: float = 30.0
+    reachability: bool = False
+    internal: bool = True
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """A partition with what the listing derives from it."""
+
+    topic: str
+    info: PartitionInfo
+    leader_known: bool
+    leader_reachable: bool | None
+
+    @property
+    def offline(self) -> bool:
+        """No leader: nobody can produce to or consume from it."""
+        return self.info.leader < 0
+
+    @property
+    def under_replicated(self) -> bool:
+        """Fewer in-sync replicas than replicas."""
+        return len(self.info.isrs) < len(self.info.replicas)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The answer of one bootstrap, and reachability of its advertised brokers if asked."""
+
+    bootstrap: BootstrapResult
+    attempts: tuple[BootstrapResult, ...]
+    topics: tuple[TopicInfo, ...]
+    query: tuple[str, ...]
+    reachability: dict[int, EndpointResult] | None
+    partitions: tuple[PartitionView, ...]
+
+    @property
+    def answered(self) -> bool:
+        """Whether any bootstrap gave metadata."""
+        return self.bootstrap.status == "ok"
+
+    @property
+    def topic_errors(self) -> tuple[TopicInfo, ...]:
+        """Topics the broker reported in error (unknown, unauthorised, ...)."""
+        return tuple(t for t in self.topics if t.error_code != 0)
+
+    @property
+    def unreachable_leaders(self) -> tuple[PartitionView, ...]:
+        """Partitions whose leader this host cannot reach: producing to them fails from here."""
+        return tuple(p for p in self.partitions if p.leader_reachable is False)
+
+    @property
+    def status(self) -> str:
+        """ok, gap (topic errors, offline partitions, unreachable leaders) or failed."""
+        if not self.answered:
+            return "failed"
+        if self.topic_errors or self.unreachable_leaders or any(p.offline for p in self.partitions):
+            return "gap"
+        if self.reachability is not None and any(r.status != "reachable" for r in self.reachability.values()):
+            return "gap"
+        return "ok"
+
+
+def run_list(options: ListOptions) -> Listing:
+    """Ask the first bootstrap that answers for metadata; optionally test its brokers."""
+    deadline = time.monotonic() + options.deadline
+    resolver = Resolver(options.nameservers, timeout=options.timeout)
+    wanted = list(options.topics) or None
+    attempts = fetch_all(options.bootstraps, options.props, resolver, timeout=options.timeout,
+                         deadline=deadline, topics=wanted)
+    chosen = next((a for a in attempts if a.status == "ok"), attempts[0])
+    meta = chosen.metadata
+    # librdkafka sorts partitions by id, and kcat's users read them so.
+    topics = tuple(
+        replace(t, partitions=tuple(sorted(t.partitions, key=lambda p: p.partition))) for t in meta.topics
+    ) if meta else ()
+    if not options.internal:
+        topics = tuple(t for t in topics if not t.is_internal)
+    reach: dict[int, EndpointResult] | None = None
+    if options.reachability and meta is not None:
+        results = probe_endpoints(collect([chosen]), resolver, timeout=options.timeout, deadline=deadline)
+        reach = {r.endpoint.node_id: r for r in results}
+    known = {b.node_id for b in chosen.brokers}
+    views = []
+    for topic in topics:
+        for p in topic.partitions:
+            reachable = None
+            if reach is not None and p.leader >= 0:
+                endpoint = reach.get(p.leader)
+                reachable = endpoint is not None and endpoint.status in ("reachable", "partial")
+            views.append(PartitionView(topic.name, p, p.leader in known, reachable))
+    return Listing(chosen, tuple(attempts), topics, tuple(options.topics), reach, tuple(views))

@@ -1,0 +1,215 @@
+"""`kprobe list` against the lab's three brokers, side by side with Debian's kcat."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+KCAT = shutil.which("kcat")
+needs_kcat = pytest.mark.skipif(KCAT is None, reason="Debian's kcat is not installed (apt-get install kcat)")
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def topics(three_lab):
+    """Topics made for these tests: several partitions, replication factor 3 and 1."""
+    admin = AdminClient({"bootstrap.servers": three_lab.bootstrap_all("CLIENT")})
+    wanted = {"orders": (6, 3), "payments": (3, 3), "scratch": (3, 1)}
+    futures = admin.create_topics([NewTopic(n, p, r) for n, (p, r) in wanted.items()])
+    for future in futures.values():
+        future.result(timeout=30)
+    deadline = time.monotonic() + 30
+    while True:  # wait until every partition has a leader and a full ISR
+        md = admin.list_topics(timeout=10)
+        ready = all(
+            name in md.topics and len(md.topics[name].partitions) == parts
+            and all(p.leader >= 0 and len(p.isrs) == rf for p in md.topics[name].partitions.values())
+            for name, (parts, rf) in wanted.items()
+        )
+        if ready:
+            return wanted
+        assert time.monotonic() < deadline, "topics did not become ready"
+        time.sleep(0.3)
+
+
+def normalise(text: str) -> list[list[str]]:
+    """Blocks (header, then one per topic) sorted by topic, without what legitimately differs.
+
+    Differences allowed: which broker answered (kcat asks any broker, kprobe the bootstrap
+    connection) and the `(controller)` mark (KRaft brokers name a random broker as controller,
+    per response). Topic order follows each response; kcat and Kafka do not promise one.
+    """
+    lines = text.rstrip("\n").split("\n")
+    lines[0] = re.sub(r"\(from broker .*\):$", "(from broker X):", lines[0])
+    lines = [line.replace(" (controller)", "") for line in lines]
+    blocks: list[list[str]] = [[]]
+    for line in lines:
+        if line.startswith('  topic "'):
+            blocks.append([])
+        blocks[-1].append(line)
+    return [blocks[0], *sorted(blocks[1:])]
+
+
+@needs_kcat
+def test_text_equals_kcat_line_for_line(three_lab, topics):
+    bootstrap = three_lab.bootstrap("CLIENT", 0)
+    ours = cli("list", "-b", bootstrap)
+    theirs = subprocess.run([KCAT, "-b", bootstrap, "-L"], capture_output=True, text=True, timeout=30, check=True)
+    assert ours.returncode == 0, ours.stderr
+    assert normalise(ours.stdout) == normalise(theirs.stdout)
+    assert ours.stdout.count(" (controller)") == 1
+    assert ours.stdout.startswith(f"Metadata for all topics (from broker -1: {bootstrap}/bootstrap):\n")
+
+
+@needs_kcat
+def test_text_for_one_topic_equals_kcat(three_lab, topics):
+    bootstrap = three_lab.bootstrap("CLIENT", 0)
+    ours = cli("-L", "-b", bootstrap, "-t", "orders")
+    theirs = subprocess.run([KCAT, "-b", bootstrap, "-L", "-t", "orders"], capture_output=True, text=True,
+                            timeout=30, check=True)
+    assert ours.returncode == 0, ours.stderr
+    assert normalise(ours.stdout) == normalise(theirs.stdout)
+    assert ours.stdout.startswith("Metadata for orders (from broker -1:")
+
+
+def _kcat_keys_agree(kcat: object, ours: object, path: str = "") -> None:
+    """Every key kcat emits is in kprobe's JSON with the same value."""
+    if isinstance(kcat, dict):
+        assert isinstance(ours, dict), path
+        for key, value in kcat.items():
+            assert key in ours, f"{path}.{key} missing"
+            _kcat_keys_agree(value, ours[key], f"{path}.{key}")
+    elif isinstance(kcat, list):
+        assert isinstance(ours, list) and len(ours) == len(kcat), path
+        for i, (a, b) in enumerate(zip(kcat, ours, strict=True)):
+            _kcat_keys_agree(a, b, f"{path}[{i}]")
+    else:
+        assert kcat == ours, f"{path}: kcat {kcat!r}, kprobe {ours!r}"
+
+
+@needs_kcat
+def test_json_is_a_superset_of_kcat(three_lab, topics):
+    bootstrap = three_lab.bootstrap("CLIENT", 0)
+    ours = json.loads(cli("list", "-b", bootstrap, "-J").stdout)
+    theirs = json.loads(subprocess.run([KCAT, "-b", bootstrap, "-L", "-J"], capture_output=True, text=True,
+                                       timeout=30, check=True).stdout)
+    # Allowed differences, as in the text: who answered and the KRaft controller id.
+    for data in (ours, theirs):
+        data.pop("originating_broker")
+        assert data.pop("controllerid") in {0, 1, 2}
+        data["topics"].sort(key=lambda t: t["topic"])
+        for t in data["topics"]:
+            t["partitions"].sort(key=lambda p: p["partition"])
+    _kcat_keys_agree(theirs, ours)
+    assert ours["cluster_id"] == three_lab.cluster_id
+    assert [b["rack"] for b in ours["brokers"]] == ["rack0", "rack1", "rack2"]
+    assert ours["summary"]["offline_partitions"] == 0
+    assert ours["summary"]["partitions"] >= 12
+
+
+def test_missing_topic_is_reported_like_kcat_and_exits_non_zero(three_lab, topics):
+    done = cli("list", "-b", three_lab.bootstrap("CLIENT", 0), "-t", "no-such-topic")
+    assert done.returncode == 1
+    assert '  topic "no-such-topic" with 0 partitions: Broker: Unknown topic or partition' in done.stdout
+    data = json.loads(cli("list", "-b", three_lab.bootstrap("CLIENT", 0), "-t", "no-such-topic", "-J").stdout)
+    assert data["topics"] == [{"topic": "no-such-topic", "error": "Broker: Unknown topic or partition",
+                               "partitions": [], "internal": False}]
+    assert data["query"] == {"topic": "no-such-topic"}
+
+
+def test_reachability_marks_brokers_and_names_partitions(three_lab, topics):
+    # Through BLACKHOLED, broker 2 is advertised at an endpoint that drops connections.
+    done = cli("list", "-b", three_lab.real_endpoint("BLACKHOLED", 0), "--reachability", "--timeout", "1",
+               "-t", "orders")
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(re.match(r"  broker 2 at 127\.0\.0\.34:\d+( \(controller\))?  \[UNREACHABLE from here: timeout\]", ln)
+               for ln in lines), done.stdout
+    assert sum("[reachable from here]" in ln for ln in lines) == 2
+    led_by_2 = [ln for ln in lines if re.match(r"    partition \d+, leader 2,", ln)]
+    assert led_by_2, "orders should have partitions led by broker 2"
+    for ln in led_by_2:
+        part = ln.split(",")[0].split()[-1]
+        assert f"  producing to orders/{part} will fail from this host (leader 2 at 127.0.0.34:" in done.stdout
+    data = json.loads(cli("list", "-b", three_lab.real_endpoint("BLACKHOLED", 0), "--reachability", "-J",
+                          "--timeout", "1", "-t", "orders").stdout)
+    flags = {(p["leader"], p["leader_reachable"]) for p in data["topics"][0]["partitions"]}
+    assert flags <= {(0, True), (1, True), (2, False)} and (2, False) in flags
+    assert data["summary"]["unreachable_leader_partitions"] == len(led_by_2)
+
+
+def test_piped_output_has_no_reachability_by_default(three_lab, topics):
+    done = cli("list", "-b", three_lab.real_endpoint("BLACKHOLED", 0), "-t", "orders")
+    assert done.returncode == 0
+    assert "reachable" not in done.stdout
+
+
+def test_stopped_broker_shows_offline_and_under_replicated_partitions(three_lab, topics):
+    bootstrap = three_lab.bootstrap("CLIENT", 0)
+    three_lab.stop_node(2)
+    try:
+        # Right away broker 2 is still advertised: its partitions' leader is unreachable.
+        early = cli("list", "-b", bootstrap, "--reachability", "--timeout", "2")
+        assert early.returncode == 1
+        assert re.search(r"  broker 2 at \S+( \(controller\))?  \[UNREACHABLE from here: refused\]", early.stdout)
+        assert "will fail from this host (leader 2 at 127.0.0.33:" in early.stdout
+        # Once the controller fences it, its RF=1 partitions go offline and the rest shrink.
+        deadline = time.monotonic() + 40
+        while True:
+            data = json.loads(cli("list", "-b", bootstrap, "-J").stdout)
+            if data["summary"]["offline_partitions"] > 0:
+                break
+            assert time.monotonic() < deadline, "broker 2 was never fenced"
+            time.sleep(1)
+        text = cli("list", "-b", bootstrap).stdout
+        scratch = next(t for t in data["topics"] if t["topic"] == "scratch")
+        offline = [p["partition"] for p in scratch["partitions"] if p["leader"] == -1]
+        assert offline
+        assert re.search(r"    partition \d+, leader -1, replicas: 2, isrs: 2?, Broker: Leader not available", text), text
+        assert f" {data['summary']['offline_partitions']} partitions offline (no leader): " in text
+        assert data["summary"]["under_replicated_partitions"] > 0
+        assert "partitions under-replicated: " in text
+        assert [b["id"] for b in data["brokers"]] == [0, 1]
+    finally:
+        three_lab.start_node(2)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["list", "-b", "host:0"],
+        ["list", "-b", "h:1", "--timeout", "-1"],
+        ["list", "-b", "h:1", "-t", ""],
+        ["list", "-b", "h:1", "-F", "/nonexistent"],
+        ["list"],
+        ["-L"],
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args):
+    done = cli(*args)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("kprobe: error: ")
+
+
+def test_nothing_listens_exit_3():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    done = cli("list", "-b", f"127.0.0.1:{port}", "--timeout", "1")
+    assert done.returncode == 3
+    assert done.stdout == ""
+    assert done.stderr.startswith("kprobe: no bootstrap answered (127.0.0.1:")
