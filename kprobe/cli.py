@@ -103,6 +103,17 @@ def probe(
     ] = None,
     no_color: Annotated[bool, typer.Option("--no-color", help="No colours, even on a terminal.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Progress and client log lines on stderr.")] = False,
+    no_identity: Annotated[
+        bool, typer.Option("--no-identity", help="Skip asking each endpoint which node it is (DescribeConfigs).")
+    ] = False,
+    tls_expiry_days: Annotated[
+        float, typer.Option("--tls-expiry-days", help="Warn when a broker certificate expires within this many days.")
+    ] = 30.0,
+    compare_nameserver: Annotated[
+        list[str],
+        typer.Option("--compare-nameserver", help="Also resolve through this DNS server (IP[:PORT]) and report "
+                     "names on which it disagrees with the resolver in use (split-horizon DNS)."),
+    ] = [],  # noqa: B006
 ) -> None:
     """Bootstrap against each address separately, then resolve and connect to every endpoint the
     brokers advertise, from here. Exit 0 no gap, 1 gap, 2 bad input, 3 no bootstrap answered,
@@ -121,6 +132,9 @@ def probe(
         timeout=parse_duration(timeout, "--timeout"),
         deadline=parse_duration(deadline, "--deadline"),
         vantage=vantage,
+        identity=not no_identity,
+        tls_expiry_days=tls_expiry_days,
+        compare_nameservers=[parse_nameserver(n) for n in compare_nameserver],
     )
     if output is not None:
         _check_writable(output)
@@ -320,46 +334,66 @@ def lab_down() -> None:
     typer.echo(stop_detached())
 
 
+def _secrets_in(args: list[str]) -> list[str]:
+    """Values on the command line that belong to secret properties, to scrub from any message.
+
+    `-X sasl.password=...` is the usual form; `-X sasl.password secret` (a typo) makes click
+    quote the secret as an unexpected argument, so the word after a bare secret key counts too.
+    """
+    from kprobe.config import is_secret
+
+    found = []
+    for i, arg in enumerate(args):
+        key, sep, value = arg.partition("=")
+        if sep and is_secret(key) and value:
+            found.append(value)
+        elif not sep and is_secret(arg) and i + 1 < len(args):
+            found.append(args[i + 1])
+    return found
+
+
+def _scrub(message: str, secrets: list[str]) -> str:
+    for secret in sorted(secrets, key=len, reverse=True):
+        message = message.replace(secret, "[redacted]")
+    return message
+
+
 def main() -> None:
-    """Console entry point: one line per error, never a traceback."""
+    """Console entry point: one line per error, never a traceback, never a secret."""
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    argv = sys.argv[1:]
+    secrets = _secrets_in(argv)
+
+    def fail(message: str, code: int) -> None:
+        sys.stderr.write(_scrub(message, secrets) + "\n")
+        sys.exit(code)
+
     try:
+        args = ["list", *argv[1:]] if argv[:1] == ["-L"] else argv  # kcat's muscle memory: kprobe -L -b host
         # Without standalone mode, click returns an Exit's code instead of raising it.
-        args = sys.argv[1:]
-        if args[:1] == ["-L"]:  # kcat's muscle memory: `kprobe -L -b host` lists
-            args = ["list", *args[1:]]
         code = app(args=args, standalone_mode=False, prog_name="kprobe")
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
-        sys.stderr.write("kprobe: interrupted\n")
-        sys.exit(EXIT_INTERRUPTED)
+        fail("kprobe: interrupted", EXIT_INTERRUPTED)
     except _CLICK_USAGE_ERROR as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":
             sys.stdout.write(exc.ctx.get_help() + "\n")  # type: ignore[attr-defined]
             sys.exit(EXIT_USAGE)
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "kprobe"
-        sys.stderr.write(f"kprobe: error: {exc.format_message()} (see `{command} --help`)\n")  # type: ignore[attr-defined]
-        sys.exit(EXIT_USAGE)
+        fail(f"kprobe: error: {exc.format_message()} (see `{command} --help`)", EXIT_USAGE)  # type: ignore[attr-defined]
     except _CLICK_EXCEPTION as exc:
-        sys.stderr.write(f"kprobe: error: {exc.format_message()}\n")  # type: ignore[attr-defined]
-        sys.exit(getattr(exc, "exit_code", 1))
+        fail(f"kprobe: error: {exc.format_message()}", getattr(exc, "exit_code", 1))  # type: ignore[attr-defined]
     except KprobeError as exc:
-        sys.stderr.write(f"kprobe: error: {exc}\n")
-        sys.exit(exc.exit_code)
+        fail(f"kprobe: error: {exc}", exc.exit_code)
     except KeyboardInterrupt:
-        sys.stderr.write("kprobe: interrupted\n")
-        sys.exit(EXIT_INTERRUPTED)
+        fail("kprobe: interrupted", EXIT_INTERRUPTED)
     except OSError as exc:
-        sys.stderr.write(f"kprobe: error: {exc.strerror or exc} ({exc.filename or 'I/O'})\n")
-        sys.exit(1)
+        fail(f"kprobe: error: {exc.strerror or exc} ({exc.filename or 'I/O'})", 1)
     except Exception as exc:
         if os.environ.get("KPROBE_DEBUG"):
             raise
-        sys.stderr.write(
-            f"kprobe: internal error: {exc.__class__.__name__}: {str(exc)[:200]} "
-            "(please report it; KPROBE_DEBUG=1 shows the traceback)\n"
-        )
-        sys.exit(1)
+        fail(f"kprobe: internal error: {exc.__class__.__name__}: {str(exc)[:200]} "
+             "(please report it; KPROBE_DEBUG=1 shows the traceback)", 1)
     sys.exit(code if isinstance(code, int) else 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 
+from kprobe.crosscheck import consistency_findings, dns_view_findings, identity_findings, tls_findings
 from kprobe.models import BootstrapResult, EndpointResult, Finding
 from kprobe.resolve import is_loopback_name
 
@@ -49,8 +50,19 @@ def diagnose(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[Endpoint
     for b in bootstraps:
         if b.status != "ok":
             findings.append(_bootstrap_unreachable(b, answered_any=bool(answered)))
+    findings.extend(consistency_findings(bootstraps, endpoints))
     for result in endpoints:
         findings.extend(_endpoint_findings(result, by_address))
+        findings.extend(identity_findings(result, by_address))
+        findings.extend(tls_findings(result))
+        findings.extend(dns_view_findings(result))
+    unchecked = sorted({r.identity.detail or "" for r in endpoints if r.identity and r.identity.status == "unchecked"})
+    if unchecked:
+        findings.append(Finding(
+            "IDENTITY_NOT_CHECKED", INFO,
+            "Identity not checked (which node answers at each endpoint): " + "; ".join(unchecked) + ".",
+            "Nothing to fix for clients; grant DescribeConfigs on the cluster to the probe's principal to have "
+            "endpoint identities checked, or pass --no-identity."))
     order = {ERROR: 0, WARNING: 1, INFO: 2}
     findings.sort(key=lambda f: (order[f.severity], f.node_id if f.node_id is not None else -1, f.code))
     return findings
@@ -68,6 +80,9 @@ def _bootstrap_unreachable(b: BootstrapResult, answered_any: bool) -> Finding:
         "this one is dead weight in bootstrap.servers."
         if answered_any else "No client can start from here with this bootstrap list."
     )
+    tls_problem = (b.error or "").startswith("TLS")
+    if tls_problem:
+        what = "the TLS handshake failed"
     fix = {
         "auth_failed": "Check sasl.mechanism, sasl.username and the password, and that the listener's "
         "protocol matches security.protocol.",
@@ -77,7 +92,11 @@ def _bootstrap_unreachable(b: BootstrapResult, answered_any: bool) -> Finding:
         "Check the address and port against the broker's `listeners`, and that the port is open "
         "between here and the broker.",
     )
-    return Finding("BOOTSTRAP_UNREACHABLE", ERROR,
+    if tls_problem:
+        fix = ("Give the client the CA that signed the broker certificate (-X ssl.ca.location=...), and bootstrap "
+               "with a name the certificate holds; check that the port is a TLS listener.")
+    code = "AUTH_FAILED" if b.status == "auth_failed" else "BOOTSTRAP_UNREACHABLE"
+    return Finding(code, ERROR,
                    f"Bootstrap {b.address} gave no metadata: {what} ({b.error}). {consequence}",
                    fix, bootstrap=b.address)
 
@@ -100,6 +119,7 @@ def _endpoint_findings(result: EndpointResult, bootstraps: dict[str, BootstrapRe
             f"Fix advertised.listeners of {listener} on broker {ep.node_id}: it needs a host name and a port 1-65535.")
         return out
 
+    proposal = _proposal(result, bootstraps)
     dns = result.dns
     ok_tcp = [t for t in result.tcp if t.status == "ok"]
     bad_tcp = [t for t in result.tcp if t.status != "ok"]
@@ -112,17 +132,18 @@ def _endpoint_findings(result: EndpointResult, bootstraps: dict[str, BootstrapRe
             f"You reached the cluster at {via}, but broker {ep.node_id} advertises {where}, a loopback "
             "address: every client connects to its own machine instead of the broker, so "
             f"{_AFTER_BOOTSTRAP}.",
-            f"Make {listener} advertise a name or address that clients on this network reach "
-            "(advertised.listeners), not localhost.")
+            proposal or (f"Make {listener} advertise a name or address that clients on this network reach "
+                         "(advertised.listeners), not localhost."))
 
     if result.status == "unresolvable":
         reason = dns.error or f"{ep.host} does not resolve"
         add("ADVERTISED_UNRESOLVABLE", ERROR,
             f"You reached the cluster at {via}, but broker {ep.node_id} advertises {where}, which does "
             f"not resolve from here ({reason}): {_AFTER_BOOTSTRAP}.",
-            f"Make {listener} advertise a name this network can resolve (advertised.listeners), or add "
-            "a listener for this network with its own advertised name; an /etc/hosts entry only fixes "
-            "this one machine.")
+            proposal or (
+                f"Make {listener} advertise a name this network can resolve (advertised.listeners), or add "
+                "a listener for this network with its own advertised name; an /etc/hosts entry only fixes "
+                "this one machine."))
     elif result.status == "unreachable":
         statuses = {t.status for t in bad_tcp}
         addresses = ", ".join(t.address for t in bad_tcp)
@@ -132,7 +153,7 @@ def _endpoint_findings(result: EndpointResult, bootstraps: dict[str, BootstrapRe
                 f"from here (a firewall or security group dropping packets, or a private address): "
                 f"{_AFTER_BOOTSTRAP}, after waiting for the timeout.",
                 f"Open the port between this network and {addresses}, or make {listener} advertise an "
-                "address this network can reach.")
+                "address this network can reach." + (f" {proposal}" if proposal else ""))
         elif statuses == {"refused"}:
             add("ADVERTISED_REFUSED", ERROR,
                 f"Broker {ep.node_id} advertises {where} ({addresses}), but nothing accepts connections "
@@ -144,7 +165,7 @@ def _endpoint_findings(result: EndpointResult, bootstraps: dict[str, BootstrapRe
             add("ADVERTISED_UNREACHABLE", ERROR,
                 f"Broker {ep.node_id} advertises {where} ({addresses}), which this host has no route to: "
                 f"{_AFTER_BOOTSTRAP}.",
-                f"Make {listener} advertise an address routable from this network.")
+                proposal or f"Make {listener} advertise an address routable from this network.")
     elif result.status == "partial":
         add("ADVERTISED_PARTIAL", WARNING,
             f"{ep.host} resolves to {len(result.tcp)} addresses; "
@@ -175,3 +196,32 @@ def _endpoint_findings(result: EndpointResult, bootstraps: dict[str, BootstrapRe
                 f"host:port ({src}).")
             break
     return out
+
+
+def _proposal(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> str | None:
+    """Listener lines, only where a bootstrap address is *known* to reach this very node.
+
+    The evidence: the bootstrap answered from here, and DescribeConfigs on that connection said
+    it is node N. Without it (identity not checked, or another node answered) no line is proposed.
+    """
+    ep = result.endpoint
+    for src in ep.advertised_by:
+        b = bootstraps.get(src)
+        if b is None or b.status != "ok" or b.node_id != ep.node_id:
+            continue
+        host, _, port = src.rpartition(":")
+        protocol = _protocol_of(b)
+        return (
+            f"From here broker {ep.node_id} answers at {src} (your bootstrap, identified as node {ep.node_id}). "
+            f"Either make the listener on port {port} advertise {src} (in advertised.listeners, replace "
+            f"{ep.hostport} with {src}), or keep {ep.hostport} for its own network and add a listener for this one: "
+            f"`EXTERNAL://{host}:<free port>` in advertised.listeners, `EXTERNAL://0.0.0.0:<free port>` in "
+            f"listeners and `EXTERNAL:{protocol}` in listener.security.protocol.map, then bootstrap with "
+            f"{host}:<free port>."
+        )
+    return None
+
+
+def _protocol_of(b: BootstrapResult) -> str:
+    """The bootstrap's security protocol, as the report records it (PLAINTEXT when unsaid)."""
+    return b.protocol or "PLAINTEXT"

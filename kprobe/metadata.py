@@ -17,7 +17,7 @@ from typing import Any
 from kprobe.config import security_from
 from kprobe.models import AdvertisedBroker, BootstrapAddress, BootstrapResult, ClusterMetadata
 from kprobe.resolve import Resolver
-from kprobe.wire import WireError, fetch_metadata
+from kprobe.wire import WireError, fetch_and_identify
 
 _WIRE_STATUS = {"refused": "refused", "timeout": "timeout", "auth_failed": "auth_failed"}
 NATIVE_SASL = ("PLAIN",)
@@ -32,12 +32,18 @@ def fetch_bootstrap(
     timeout: float,
     deadline: float,
     topics: list[str] | None = None,
+    identity: bool = False,
 ) -> BootstrapResult:
-    """One bootstrap's answer, or why there is none; never raises for network trouble."""
+    """One bootstrap's answer, or why there is none; never raises for network trouble.
+
+    With `identity`, the same connection also asks which node answered (DescribeConfigs), so
+    a fix can name the broker the bootstrap address really reaches.
+    """
     started = time.perf_counter()
     hostport = address.hostport
     security = security_from(props, address)
     if security.uses_sasl and security.sasl_mechanism not in NATIVE_SASL:
+        # librdkafka's path cannot say which node answered: identity stays unknown.
         return _via_librdkafka(address, props, timeout=timeout, deadline=deadline, topics=topics)
     dns = resolver.resolve(address.host)
     if dns.status != "ok" or not dns.addresses:
@@ -49,8 +55,10 @@ def fetch_bootstrap(
             failures.append(WireError("timeout", "run deadline reached"))
             break
         try:
-            meta = fetch_metadata(ip, address.port, timeout=timeout, deadline=deadline,
-                                  security=security, server_hostname=address.host, topics=topics)
+            meta, node_id, note = fetch_and_identify(
+                ip, address.port, timeout=timeout, deadline=deadline, security=security,
+                server_hostname=address.host, topics=topics, identity=identity,
+            )
         except WireError as exc:
             failures.append(exc)
             # Only a connection that never opened justifies trying the name's next address;
@@ -58,7 +66,8 @@ def fetch_bootstrap(
             if exc.kind in ("refused", "timeout", "unreachable") and "response" not in str(exc):
                 continue
             break
-        result = BootstrapResult(hostport, "ok", None, -1, f"{hostport}/bootstrap", ip, meta, _ms(started))
+        result = BootstrapResult(hostport, "ok", None, -1, f"{hostport}/bootstrap", ip, meta, _ms(started),
+                                 node_id=node_id, identity_note=note, protocol=security.protocol)
         _LOG.debug("bootstrap %s: metadata v%s from %s in %.1f ms, %d brokers", hostport, meta.api_version, ip,
                    result.ms or 0, len(meta.brokers))
         return result
@@ -66,7 +75,7 @@ def fetch_bootstrap(
     status = _WIRE_STATUS.get(worst.kind, "error")
     text = "; ".join(dict.fromkeys(str(f) for f in failures))
     _LOG.debug("bootstrap %s: %s (%s)", hostport, status, text)
-    return BootstrapResult(hostport, status, text, ms=_ms(started))
+    return BootstrapResult(hostport, status, text, ms=_ms(started), protocol=security.protocol)
 
 
 def _ms(started: float) -> float:
@@ -81,6 +90,7 @@ def fetch_all(
     timeout: float,
     deadline: float,
     topics: list[str] | None = None,
+    identity: bool = False,
     fetch: Callable[..., BootstrapResult] = fetch_bootstrap,
 ) -> list[BootstrapResult]:
     """Every bootstrap in parallel, each in a daemon thread bounded by the deadline."""
@@ -89,7 +99,8 @@ def fetch_all(
 
     def work(index: int, address: BootstrapAddress) -> None:
         try:
-            results[index] = fetch(address, props, resolver, timeout=timeout, deadline=deadline, topics=topics)
+            results[index] = fetch(address, props, resolver, timeout=timeout, deadline=deadline, topics=topics,
+                                   identity=identity)
         except Exception as exc:  # a bug must cost one bootstrap, not the report
             _LOG.debug("bootstrap %s failed unexpectedly", address.hostport, exc_info=True)
             results[index] = BootstrapResult(address.hostport, "error", f"internal error: {exc.__class__.__name__}")
@@ -128,20 +139,29 @@ def _via_librdkafka(
     logger.addHandler(_ListHandler(captured))
     conf: dict[str, Any] = dict(props)
     conf.update({"bootstrap.servers": hostport, "logger": logger, "log_level": 3,
-                 "socket.timeout.ms": int(timeout * 1000), "client.id": "kprobe"})
+                 "socket.timeout.ms": int(timeout * 1000), "client.id": "kprobe",
+                 # Authentication failures arrive as error events, not as list_topics' exception.
+                 "error_cb": lambda err: captured.append(str(err.str()))})
     if address.protocol and "security.protocol" not in props:
         conf["security.protocol"] = address.protocol
     wait = max(0.1, min(timeout, deadline - time.monotonic()))
+    admin = None
     try:
         admin = AdminClient(conf)
         md = admin.list_topics(topic=topics[0] if topics else None, timeout=wait)
     except KafkaException as exc:
+        if admin is not None:
+            admin.poll(0.05)  # error and log events are delivered only from poll()
         for line in captured:
             _LOG.debug("librdkafka: %s", line)
         text = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
-        lowered = (text + " ".join(captured)).lower()
-        status = "auth_failed" if "authentication" in lowered or "sasl" in lowered else "timeout"
-        if "timed out" not in lowered and status != "auth_failed":
+        lowered = (text + " " + " ".join(captured)).lower()
+        auth = [line for line in captured if "authentication" in line.lower()]
+        if auth:
+            status, text = "auth_failed", auth[-1]
+        elif "timed out" in lowered:
+            status = "timeout"
+        else:
             status = "error"
         return BootstrapResult(hostport, status, text, ms=_ms(started), via="librdkafka")
     for line in captured:

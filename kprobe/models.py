@@ -103,6 +103,9 @@ class BootstrapResult:
     metadata: ClusterMetadata | None = None
     ms: float | None = None
     via: str = "kprobe"
+    node_id: int | None = None
+    identity_note: str | None = None
+    protocol: str | None = None
 
     @property
     def brokers(self) -> tuple[AdvertisedBroker, ...]:
@@ -130,6 +133,7 @@ class DnsResult:
     ttl: int | None = None
     in_hosts_file: bool = False
     detail: DnsResult | None = None
+    server: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,38 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
+class Identity:
+    """Who really answers at an endpoint, and what it advertises from there.
+
+    `status`: `match` (the advertised node answers), `mismatch` (another node does),
+    `not_kafka` (something answers that does not speak Kafka), `unchecked` (`detail` says why).
+    """
+
+    status: str
+    node_id: int | None = None
+    detail: str | None = None
+    address: str | None = None
+    advertised: tuple[AdvertisedBroker, ...] | None = None
+    ms: float | None = None
+
+
+@dataclass(frozen=True)
+class TlsResult:
+    """A TLS handshake to one endpoint, judged against the *advertised* name."""
+
+    status: str
+    address: str
+    subject: str | None = None
+    names: tuple[str, ...] = ()
+    issuer: str | None = None
+    not_after: str | None = None
+    days_left: float | None = None
+    trusted: bool | None = None
+    hostname_ok: bool | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class EndpointResult:
     """An endpoint with what resolving and connecting to it found."""
 
@@ -167,6 +203,9 @@ class EndpointResult:
     dns: DnsResult
     tcp: tuple[TcpResult, ...]
     status: str
+    identity: Identity | None = None
+    tls: TlsResult | None = None
+    compared_dns: tuple[DnsResult, ...] = ()
 
 
 @dataclass(frozen=True)

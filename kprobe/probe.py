@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from kprobe.config import redact
+from kprobe.config import redact, security_from
 from kprobe.connect import connect_all
 from kprobe.diagnose import ERROR, diagnose
 from kprobe.endpoints import collect
@@ -45,6 +45,9 @@ class ProbeOptions:
     timeout: float = 5.0
     deadline: float = 30.0
     vantage: str | None = None
+    identity: bool = True
+    tls_expiry_days: float = 30.0
+    compare_nameservers: Sequence[tuple[str, int]] = ()
 
 
 def now_rfc3339() -> str:
@@ -83,17 +86,46 @@ class ProbeRun:
         """Every step in order; never raises for the network."""
         opts = self.options
         self.bootstraps = fetch_all(opts.bootstraps, opts.props, self.resolver, timeout=opts.timeout,
-                                    deadline=self.deadline, topics=[])
+                                    deadline=self.deadline, topics=[], identity=opts.identity)
         self.endpoints = collect(self.bootstraps)
         _LOG.debug("%d distinct advertised endpoints after %.0f ms", len(self.endpoints),
                    (time.monotonic() - self.t0) * 1000)
-        self.results = probe_endpoints(self.endpoints, self.resolver, timeout=opts.timeout,
-                                       deadline=self.deadline)
+        results = probe_endpoints(self.endpoints, self.resolver, timeout=opts.timeout, deadline=self.deadline)
+        results = self._deeper(results)
+        self.results = results
         for r in self.results:
             _LOG.debug("endpoint %s (node %d): dns %s %s, tcp %s -> %s", r.endpoint.hostport, r.endpoint.node_id,
                        r.dns.status, ",".join(r.dns.addresses) or "-",
                        ",".join(f"{t.address}={t.status}" for t in r.tcp) or "-", r.status)
         return self.report()
+
+    def _deeper(self, results: list[EndpointResult]) -> list[EndpointResult]:
+        """Identity, TLS and compared DNS views: each only where it applies and was asked for."""
+        opts = self.options
+        if opts.identity:
+            from kprobe.identity import check_all as check_identities
+
+            protocols = {b.hostport: security_from(opts.props, b).protocol for b in opts.bootstraps}
+            results = check_identities(results, opts.props, timeout=opts.timeout, deadline=self.deadline,
+                                       protocols=protocols)
+        tls_sources = {b.hostport for b in opts.bootstraps if security_from(opts.props, b).uses_tls}
+        if tls_sources:
+            from kprobe.tls import check_all as check_tls
+
+            chosen = [r for r in results if tls_sources.intersection(r.endpoint.advertised_by)]
+            checked = {id(r): c for r, c in zip(chosen, check_tls(chosen, opts.props, timeout=opts.timeout,
+                                                                   deadline=self.deadline,
+                                                                   expiry_days=opts.tls_expiry_days), strict=True)}
+            results = [checked.get(id(r), r) for r in results]
+        for ip, port in opts.compare_nameservers:
+            other = Resolver([(ip, port)], timeout=opts.timeout)
+            answers = resolve_all((r.endpoint.host for r in results if r.endpoint.host), other, self.deadline)
+            results = [
+                replace(r, compared_dns=(*r.compared_dns, replace(answers[r.endpoint.host], server=f"{ip}:{port}")))
+                if r.endpoint.host in answers else r
+                for r in results
+            ]
+        return results
 
     def report(self) -> Report:
         """The report of what is known now (the whole run, or up to an interruption)."""
@@ -127,7 +159,9 @@ class ProbeRun:
             findings=tuple(findings),
             status=status,
             duration_ms=round((time.monotonic() - self.t0) * 1000, 3),
-            settings={"timeout_s": opts.timeout, "deadline_s": opts.deadline, "properties": redact(opts.props)},
+            settings={"timeout_s": opts.timeout, "deadline_s": opts.deadline, "identity": opts.identity,
+                      "tls_expiry_days": opts.tls_expiry_days, "properties": redact(opts.props),
+                      "compare_nameservers": [f"{ip}:{port}" for ip, port in opts.compare_nameservers]},
         )
 
 

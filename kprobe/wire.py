@@ -14,11 +14,11 @@ or an allocation sized by the peer.
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import struct
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from kprobe.models import AdvertisedBroker, ClusterMetadata, PartitionInfo, TopicInfo
@@ -27,6 +27,8 @@ API_METADATA = 3
 API_SASL_HANDSHAKE = 17
 API_API_VERSIONS = 18
 API_SASL_AUTHENTICATE = 36
+API_DESCRIBE_CONFIGS = 32
+RESOURCE_BROKER = 4
 
 METADATA_MIN, METADATA_MAX = 4, 12
 MAX_FRAME = 256 * 1024 * 1024
@@ -365,6 +367,41 @@ class KafkaConnection:
         if code != 0:
             raise WireError("auth_failed", f"SASL authentication failed: {message or error_name(code)}")
 
+    def describe_broker(
+        self, node_id: int, keys: tuple[str, ...] = ("node.id",)
+    ) -> tuple[int, str | None, dict[str, str | None]]:
+        """DescribeConfigs v1 for the BROKER resource `node_id`: (error code, message, configs).
+
+        Kafka answers only for its own id; another broker refuses with INVALID_REQUEST and
+        'Unexpected broker id, expected N ...', naming itself. That is how kprobe learns which
+        node really answers at an endpoint (a Metadata response does not say).
+        """
+        body = struct.pack(">i", 1) + struct.pack(">b", RESOURCE_BROKER) + _enc_string(str(node_id), False)
+        body += struct.pack(">i", len(keys)) + b"".join(_enc_string(k, False) for k in keys)
+        body += b"\x00"  # include_synonyms
+        reader = self.request(API_DESCRIBE_CONFIGS, 1, body)
+        reader.int32()  # throttle
+        count = reader.array_len(False, 9)
+        if count < 1:
+            raise WireError("protocol", "DescribeConfigs answered no resource")
+        code = reader.int16()
+        message = reader.string(False, nullable=True)
+        reader.int8()
+        reader.string(False)
+        configs: dict[str, str | None] = {}
+        for _ in range(reader.array_len(False, 6)):
+            name = reader.string(False) or ""
+            value = reader.string(False, nullable=True)
+            reader.boolean()
+            reader.int8()
+            reader.boolean()
+            for _ in range(reader.array_len(False, 5)):
+                reader.string(False)
+                reader.string(False, nullable=True)
+                reader.int8()
+            configs[name] = value
+        return code, message, configs
+
     def metadata_version(self) -> int:
         """The highest Metadata version both sides speak, within what kprobe decodes."""
         low, high = self.api_versions.get(API_METADATA, (METADATA_MIN, METADATA_MAX))
@@ -446,6 +483,35 @@ def decode_metadata(reader: _Reader, version: int) -> ClusterMetadata:
     return ClusterMetadata(tuple(brokers), cluster_id, controller_id, tuple(topics), version)
 
 
+_UNEXPECTED_ID = re.compile(r"expected (-?\d+)")
+
+
+def identify(conn: KafkaConnection, expected: int) -> tuple[int | None, str | None]:
+    """Which node answers on this connection: (node id, None) or (None, why not known).
+
+    One DescribeConfigs request for the BROKER resource `expected`: success means it is that
+    node; 'Unexpected broker id, expected N' names the node that answered instead.
+    """
+    if API_DESCRIBE_CONFIGS not in conn.api_versions:
+        return None, "the broker does not offer DescribeConfigs"
+    try:
+        code, message, configs = conn.describe_broker(expected)
+    except WireError as exc:
+        return None, f"DescribeConfigs failed: {exc}"
+    if code == 0:
+        reported = configs.get("node.id")
+        if reported is not None and reported.lstrip("-").isdigit():
+            return int(reported), None
+        return expected, None
+    match = _UNEXPECTED_ID.search(message or "")
+    if code == 42 and match:
+        return int(match.group(1)), None
+    if code in (29, 31):
+        return None, (f"not authorised to describe broker configs ({error_name(code)}): "
+                      "grant DescribeConfigs on the cluster")
+    return None, f"DescribeConfigs answered {error_name(code)}: {message or ''}".rstrip(": ")
+
+
 def fetch_metadata(
     address: str,
     port: int,
@@ -455,18 +521,40 @@ def fetch_metadata(
     security: Security | None = None,
     server_hostname: str | None = None,
     topics: list[str] | None = None,
-    on_connect: Callable[[str], None] | None = None,
 ) -> ClusterMetadata:
     """Connect to one resolved address, negotiate, authenticate, ask for metadata, close."""
+    return fetch_and_identify(address, port, timeout=timeout, deadline=deadline, security=security,
+                              server_hostname=server_hostname, topics=topics, identity=False)[0]
+
+
+def fetch_and_identify(
+    address: str,
+    port: int,
+    *,
+    timeout: float,
+    deadline: float | None = None,
+    security: Security | None = None,
+    server_hostname: str | None = None,
+    topics: list[str] | None = None,
+    identity: bool = True,
+    expected: int | None = None,
+) -> tuple[ClusterMetadata, int | None, str | None]:
+    """Metadata, then (if asked) which node answered, on one connection.
+
+    `expected` is the node id to ask about; by default the first advertised broker.
+    """
     sec = security or Security()
     with KafkaConnection(
         address, port, timeout=timeout, deadline=deadline, security=sec,
         server_hostname=server_hostname,
     ) as conn:
         conn.connect()
-        if on_connect is not None:
-            on_connect(address)
         conn.negotiate()
         if sec.uses_sasl:
             conn.authenticate_plain()
-        return conn.metadata(topics)
+        meta = conn.metadata(topics)
+        if not identity:
+            return meta, None, None
+        ask = expected if expected is not None else (meta.brokers[0].node_id if meta.brokers else 0)
+        node_id, why = identify(conn, ask)
+        return meta, node_id, why

@@ -68,7 +68,7 @@ def test_fred_text_report_line_by_line(listeners_lab):
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     lines = [re.sub(r"\d+(\.\d+)?m?s\b", "T", ln) for ln in done.stdout.splitlines()]
-    header = ["NODE", "ENDPOINT", "DNS", "ADDRESSES", "TCP", "VERDICT"]
+    header = ["NODE", "ENDPOINT", "DNS", "ADDRESSES", "TCP", "ANSWERS", "VERDICT"]
     assert lines[0] == f"Metadata for all topics (from broker -1: {bootstrap}/bootstrap):"
     assert lines[1] == " 1 brokers:"
     assert lines[2] == f"  broker 0 at localhost:{port} (controller)"
@@ -76,7 +76,7 @@ def test_fred_text_report_line_by_line(listeners_lab):
     assert lines[4] == ""
     assert lines[5] == "Advertised endpoints, from laptop (the system resolver):"
     assert lines[6].split() == header
-    assert lines[7].split() == ["0", f"localhost:{port}", "ok", "T", "127.0.0.1", "ok", "T", "reachable"]
+    assert lines[7].split() == ["0", f"localhost:{port}", "ok", "T", "127.0.0.1", "ok", "T", "node", "0", "reachable"]
     assert lines[8] == ""
     assert lines[9] == "OK: 1/1 bootstraps answered, 1/1 advertised endpoints reachable from here, 0 errors, 0 warnings (T)"
     assert len(lines) == 10

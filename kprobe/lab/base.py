@@ -8,11 +8,15 @@ backends serve the same scenario byte for byte.
 
 from __future__ import annotations
 
+import secrets
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from kprobe.lab.certs import CertFiles, make_cert
 from kprobe.lab.dns_server import DnsServer, start_views
 from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
 
@@ -78,6 +82,52 @@ class Blackhole:
         self.listener.close()
 
 
+class Impostor:
+    """Something that is not Kafka on an advertised endpoint: a tiny HTTP server.
+
+    It accepts, reads what the client sends and answers `400 Bad Request`, as a web server or
+    a misrouted load-balancer would when a Kafka client speaks to it.
+    """
+
+    def __init__(self, host: str) -> None:
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((host, 0))
+        self.listener.listen(16)
+        self.listener.settimeout(0.2)
+        self.host, self.port = self.listener.getsockname()[:2]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name=f"impostor-{self.port}", daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        """`host:port` to advertise."""
+        return f"{self.host}:{self.port}"
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(1)
+                try:
+                    conn.recv(4096)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        """Stop answering and release the port."""
+        self._stop.set()
+        self.listener.close()
+        self._thread.join(1)
+
+
 def free_port(host: str, taken: set[tuple[str, int]]) -> int:
     """A port free on `host` now; `taken` avoids handing one out twice before JVMs bind."""
     for _ in range(50):
@@ -91,7 +141,9 @@ def free_port(host: str, taken: set[tuple[str, int]]) -> int:
     raise RuntimeError(f"no free port on {host}")
 
 
-def render(scenario: Scenario, blackholes: dict[str, Blackhole]) -> dict[int, RenderedNode]:
+def render(
+    scenario: Scenario, blackholes: dict[str, Blackhole], impostors: dict[str, Impostor] | None = None
+) -> dict[int, RenderedNode]:
     """Choose ports and fill in every template of the scenario."""
     taken: set[tuple[str, int]] = set()
     nodes: dict[int, RenderedNode] = {}
@@ -108,15 +160,24 @@ def render(scenario: Scenario, blackholes: dict[str, Blackhole]) -> dict[int, Re
         for n in nodes.values()
     }
     holes = {name: bh.endpoint for name, bh in blackholes.items()}
+    fakes = {name: imp.endpoint for name, imp in (impostors or {}).items()}
     for node in nodes.values():
         for rl in node.listeners.values():
-            values: dict[str, Any] = {"addr": node.spec.address, "port": rl.port, "bh": holes, "ep": real}
+            values: dict[str, Any] = {"addr": node.spec.address, "port": rl.port, "bh": holes, "ep": real,
+                                      "imp": fakes}
             rl.advertised = rl.spec.advertise.format(**values)
             rl.bootstrap = rl.spec.bootstrap.format(**values)
     return nodes
 
 
-def server_properties(scenario: Scenario, nodes: dict[int, RenderedNode], node_id: int, data_dir: str) -> str:
+def server_properties(
+    scenario: Scenario,
+    nodes: dict[int, RenderedNode],
+    node_id: int,
+    data_dir: str,
+    certs: dict[str, CertFiles] | None = None,
+    passwords: dict[str, str] | None = None,
+) -> str:
     """The broker's server.properties for one node (combined broker + controller, KRaft)."""
     node = nodes[node_id]
     voters = ",".join(f"{n.node_id}@{n.spec.address}:{n.controller_port}" for n in nodes.values())
@@ -157,6 +218,27 @@ def server_properties(scenario: Scenario, nodes: dict[int, RenderedNode], node_i
     }
     if node.spec.rack:
         lines["broker.rack"] = node.spec.rack
+    mechanisms = sorted({rl.spec.mechanism for rl in node.listeners.values() if rl.spec.mechanism})
+    if mechanisms:
+        lines["sasl.enabled.mechanisms"] = ",".join(mechanisms)
+    for name, rl in node.listeners.items():
+        prefix = f"listener.name.{name.lower()}."
+        if rl.spec.certificate and certs is not None:
+            files = certs[rl.spec.certificate]
+            lines[prefix + "ssl.keystore.type"] = "PEM"
+            lines[prefix + "ssl.keystore.location"] = str(files.keystore)
+        if rl.spec.mechanism:
+            mech = rl.spec.mechanism
+            lines[prefix + "sasl.enabled.mechanisms"] = mech
+            if mech == "PLAIN":
+                users = " ".join(f'user_{u}="{p}"' for u, p in (passwords or {}).items())
+                lines[prefix + "plain.sasl.jaas.config"] = (
+                    f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+                )
+            else:
+                lines[prefix + f"{mech.lower()}.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 
@@ -171,6 +253,10 @@ class RunningLab:
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.blackholes: dict[str, Blackhole] = {}
+        self.impostors: dict[str, Impostor] = {}
+        self.certs: dict[str, CertFiles] = {}
+        # Made fresh at each start, so tests can search every output for a secret nobody typed.
+        self.passwords: dict[str, str] = {user: f"{user}-pw-{secrets.token_hex(8)}" for user in scenario.users}
         self.dns: dict[str, DnsServer] = {}
         self.nodes: dict[int, RenderedNode] = {}
         self.cluster_id = ""
@@ -180,7 +266,21 @@ class RunningLab:
     def _start_network(self) -> None:
         for name, host in self.scenario.blackholes.items():
             self.blackholes[name] = Blackhole(host)
+        for name, host in self.scenario.impostors.items():
+            self.impostors[name] = Impostor(host)
         self.dns = start_views(self.scenario.views)
+
+    def _make_certs(self, directory: Path) -> None:
+        for name, spec in self.scenario.certificates.items():
+            self.certs[name] = make_cert(directory, name, spec)
+
+    @property
+    def ca_file(self) -> str:
+        """The lab CA's PEM file (for `-X ssl.ca.location=`); empty when the scenario has no TLS."""
+        for files in self.certs.values():
+            if files.ca.name == "lab-ca.pem":
+                return str(files.ca)
+        return ""
 
     def listener(self, name: str, node_id: int | None = None) -> RenderedListener:
         """A node's rendered listener (first node by default)."""
@@ -223,6 +323,12 @@ class RunningLab:
             lines.append(f"DNS view {view:<9} nameserver {server.nameserver:<16} resolves {names}")
         for name, hole in self.blackholes.items():
             lines.append(f"blackhole {name} at {hole.endpoint}")
+        for name, imp in self.impostors.items():
+            lines.append(f"impostor {name} (HTTP, not Kafka) at {imp.endpoint}")
+        if self.ca_file:
+            lines.append(f"TLS: clients trust the lab CA with -X ssl.ca.location={self.ca_file}")
+        for user, password in self.passwords.items():
+            lines.append(f"SASL user {user}, password {password} (made for this run)")
         return lines
 
     def to_state(self) -> dict[str, Any]:
@@ -260,6 +366,8 @@ class RunningLab:
                 server.stop()
             for hole in self.blackholes.values():
                 hole.close()
+            for imp in self.impostors.values():
+                imp.close()
 
     def __enter__(self) -> RunningLab:
         return self

@@ -95,11 +95,14 @@ class ContainerLab(RunningLab):
 
         from kprobe.lab.native import new_cluster_id
 
+        if self.scenario.certificates or self.scenario.users:
+            raise LabError(f"the docker lab backend does not run the {self.scenario.name} scenario (TLS keystores and "
+                           "SCRAM users are made on the host): use KPROBE_LAB_BACKEND=native")
         if not docker_available():
             raise LabError("the docker lab backend needs a Docker engine: start one, or use KPROBE_LAB_BACKEND=native")
         try:
             self._start_network()
-            self.nodes = render(self.scenario, self.blackholes)
+            self.nodes = render(self.scenario, self.blackholes, self.impostors)
             self.cluster_id = new_cluster_id()
             self.network = Network().create()
             for node_id in self.nodes:

@@ -89,7 +89,8 @@ class NativeLab(RunningLab):
             self.java = jars.require_java()
             self.classpath = jars.kafka_classpath()
             self._start_network()
-            self.nodes = render(self.scenario, self.blackholes)
+            self.nodes = render(self.scenario, self.blackholes, self.impostors)
+            self._make_certs(self.workdir / "tls")
             self.cluster_id = new_cluster_id()
             self._write_configs()
             with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
@@ -118,7 +119,8 @@ class NativeLab(RunningLab):
         for node_id in self.nodes:
             ndir = self.node_dir(node_id)
             (ndir / "data").mkdir(parents=True, exist_ok=True)
-            props = server_properties(self.scenario, self.nodes, node_id, str(ndir / "data"))
+            props = server_properties(self.scenario, self.nodes, node_id, str(ndir / "data"), self.certs,
+                                      self.passwords)
             (ndir / "server.properties").write_text(props)
             (ndir / "log4j2.yaml").write_text(_LOG4J2.format(log=ndir / "server.log"))
 
@@ -134,8 +136,13 @@ class NativeLab(RunningLab):
 
     def _format(self, node_id: int) -> None:
         ndir = self.node_dir(node_id)
+        scram = []
+        mechanisms = {rl.spec.mechanism for rl in self.nodes[node_id].listeners.values()}
+        for mech in sorted(m for m in mechanisms if m and m.startswith("SCRAM-")):
+            for user, password in self.passwords.items():
+                scram += ["--add-scram", f"{mech}=[name={user},password={password}]"]
         cmd = self._java_cmd(node_id, ["kafka.tools.StorageTool", "format", "-t", self.cluster_id,
-                                       "-c", str(ndir / "server.properties"), "--ignore-formatted"])
+                                       "-c", str(ndir / "server.properties"), "--ignore-formatted", *scram])
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             tail = (done.stdout + done.stderr).strip().splitlines()[-2:]

@@ -7,7 +7,8 @@ for different networks). Adding a scenario is adding an entry to `SCENARIOS`.
 
 Templates in `bind`, `advertise` and `bootstrap` are `str.format` strings with:
 `{addr}` the node's address, `{port}` this listener's port, `{bh[NAME]}` a blackhole
-endpoint `host:port` kept by the lab, `{ep[NODE][LISTENER]}` another listener's real endpoint.
+endpoint `host:port` kept by the lab, `{imp[NAME]}` an endpoint where a non-Kafka (HTTP)
+server answers, `{ep[NODE][LISTENER]}` another listener's real endpoint.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kprobe.errors import UsageError
+from kprobe.lab.certs import CertSpec
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class ListenerSpec:
     protocol: str = "PLAINTEXT"
     inter_broker: bool = False
     note: str = ""
+    certificate: str | None = None
+    mechanism: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,9 @@ class Scenario:
     views: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     blackholes: dict[str, str] = field(default_factory=dict)
     story: str = ""
+    impostors: dict[str, str] = field(default_factory=dict)
+    certificates: dict[str, CertSpec] = field(default_factory=dict)
+    users: tuple[str, ...] = ()
 
     def node(self, node_id: int) -> NodeSpec:
         """The node with this id; a typo in a test should say which ids exist."""
@@ -163,9 +170,21 @@ def _three_node(node_id: int, address: str) -> NodeSpec:
         ListenerSpec(
             "CROSSED",
             advertise="{ep[0][CLIENT]}" if node_id == 2 else "{addr}:{port}",
-            note="broker 2 advertises broker 0's endpoint (a wrong NAT or port-forward)",
+            note="broker 2 advertises broker 0's CLIENT endpoint (a wrong NAT or port-forward)",
+        ),
+        ListenerSpec(
+            "TWIN",
+            advertise="{ep[0][TWIN]}" if node_id == 2 else "{addr}:{port}",
+            note="brokers 0 and 2 advertise one endpoint",
+        ),
+        ListenerSpec(
+            "IMPOSTOR",
+            advertise="{imp[http2]}" if node_id == 2 else "{addr}:{port}",
+            note="broker 2 advertises an endpoint where an HTTP server answers",
         ),
     ]
+    if node_id != 2:
+        listeners.append(ListenerSpec("PARTIAL", note="a listener brokers 0 and 1 have, and broker 2 lacks"))
     return NodeSpec(node_id=node_id, address=address, hostnames=(f"kafka{node_id}",),
                     listeners=tuple(listeners), rack=f"rack{node_id}")
 
@@ -184,9 +203,79 @@ _THREE = Scenario(
         "lan": {f"kafka{i}": (f"127.0.0.{31 + i}",) for i in range(3)},
     },
     blackholes={"bh2": "127.0.0.34", **{f"dark{i}": "127.0.0.35" for i in range(3)}},
+    impostors={"http2": "127.0.0.36"},
 )
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (_LISTENERS, _CLOUD, _THREE)}
+_TLS_NAME = "broker.tls.kprobe.test"
+_TLS_INTERNAL = "kafka-tls.internal.kprobe.test"
+
+_TLS = Scenario(
+    name="tls",
+    summary="SSL listeners: a good one, a certificate naming another host, expiring, untrusted, not TLS",
+    story=(
+        "One broker with TLS listeners, certificates from a lab CA made at start (kprobe lab up prints "
+        "the CA file). SSL_GOOD is right. SSL_INTERNAL_NAME advertises the internal name while the "
+        "certificate names the external one (the classic mistake). SSL_EXPIRING's certificate expires in "
+        "5 days. SSL_FORWARD is trusted at bootstrap but advertises a listener whose certificate comes "
+        "from another CA. SSL_TO_PLAIN advertises a PLAINTEXT port."
+    ),
+    nodes=(
+        NodeSpec(
+            node_id=0,
+            address="127.0.0.41",
+            hostnames=(_TLS_INTERNAL, _TLS_NAME),
+            listeners=(
+                ListenerSpec("INTERNAL", inter_broker=True, note="inter-broker, PLAINTEXT"),
+                ListenerSpec("SSL_GOOD", protocol="SSL", certificate="main", advertise=_TLS_NAME + ":{port}",
+                             bootstrap=_TLS_NAME + ":{port}", note="certificate names the advertised host"),
+                ListenerSpec("SSL_INTERNAL_NAME", protocol="SSL", certificate="main",
+                             advertise=_TLS_INTERNAL + ":{port}", bootstrap=_TLS_NAME + ":{port}",
+                             note="advertises a name the certificate does not hold"),
+                ListenerSpec("SSL_EXPIRING", protocol="SSL", certificate="expiring",
+                             advertise=_TLS_NAME + ":{port}", bootstrap=_TLS_NAME + ":{port}",
+                             note="certificate expires in 5 days"),
+                ListenerSpec("SSL_OTHER_CA", protocol="SSL", certificate="other",
+                             note="certificate from a CA clients do not trust"),
+                ListenerSpec("SSL_FORWARD", protocol="SSL", certificate="main", advertise="{ep[0][SSL_OTHER_CA]}",
+                             bootstrap=_TLS_NAME + ":{port}",
+                             note="trusted at bootstrap, advertises SSL_OTHER_CA's endpoint"),
+                ListenerSpec("SSL_TO_PLAIN", protocol="SSL", certificate="main", advertise="{ep[0][INTERNAL]}",
+                             bootstrap=_TLS_NAME + ":{port}", note="advertises a PLAINTEXT listener's port"),
+            ),
+        ),
+    ),
+    views={"clients": {_TLS_NAME: ("127.0.0.41",), _TLS_INTERNAL: ("127.0.0.41",)}},
+    certificates={
+        "main": CertSpec((_TLS_NAME, "127.0.0.41")),
+        "expiring": CertSpec((_TLS_NAME, "127.0.0.41"), days=5),
+        "other": CertSpec((_TLS_NAME, "127.0.0.41"), ca="other-ca"),
+    },
+)
+
+_SASL = Scenario(
+    name="sasl",
+    summary="SASL_PLAINTEXT listeners with PLAIN and SCRAM-SHA-256 (user alice, password printed at start)",
+    story=(
+        "One broker with SASL listeners. SASL_PLAIN takes PLAIN, SASL_SCRAM takes SCRAM-SHA-256; user "
+        "alice's password is made at start and printed by kprobe lab up."
+    ),
+    nodes=(
+        NodeSpec(
+            node_id=0,
+            address="127.0.0.51",
+            hostnames=("kafka-sasl",),
+            listeners=(
+                ListenerSpec("INTERNAL", inter_broker=True, note="inter-broker, PLAINTEXT"),
+                ListenerSpec("SASL_PLAIN", protocol="SASL_PLAINTEXT", mechanism="PLAIN", note="SASL/PLAIN"),
+                ListenerSpec("SASL_SCRAM", protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-256",
+                             note="SASL/SCRAM-SHA-256"),
+            ),
+        ),
+    ),
+    users=("alice",),
+)
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (_LISTENERS, _CLOUD, _THREE, _TLS, _SASL)}
 
 
 def get_scenario(name: str) -> Scenario:

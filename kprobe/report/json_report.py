@@ -29,6 +29,8 @@ def _dns(d: DnsResult) -> dict[str, Any]:
     }
     if d.detail is not None:
         out["detail"] = _dns(d.detail)
+    if d.server is not None:
+        out["server"] = d.server
     return out
 
 
@@ -52,6 +54,9 @@ def _bootstrap(b: BootstrapResult) -> dict[str, Any]:
         "ms": _round(b.ms),
         "via": b.via,
         "metadata_version": meta.api_version if meta else None,
+        "node_id": b.node_id,
+        "identity_note": b.identity_note,
+        "protocol": b.protocol,
     }
 
 
@@ -67,6 +72,19 @@ def endpoint_dict(r: EndpointResult) -> dict[str, Any]:
         "dns": _dns(r.dns),
         "tcp": [{"address": t.address, "status": t.status, "ms": _round(t.ms), "error": t.error} for t in r.tcp],
         "status": r.status,
+        "identity": None if r.identity is None else {
+            "status": r.identity.status, "node_id": r.identity.node_id, "detail": r.identity.detail,
+            "address": r.identity.address, "ms": _round(r.identity.ms),
+            "advertised": None if r.identity.advertised is None else [
+                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in r.identity.advertised
+            ],
+        },
+        "tls": None if r.tls is None else {
+            "status": r.tls.status, "address": r.tls.address, "subject": r.tls.subject, "names": list(r.tls.names),
+            "issuer": r.tls.issuer, "not_after": r.tls.not_after, "days_left": r.tls.days_left,
+            "trusted": r.tls.trusted, "hostname_ok": r.tls.hostname_ok, "error": r.tls.error,
+        },
+        "compared_dns": [_dns(d) for d in r.compared_dns],
     }
 
 

@@ -18,8 +18,11 @@ _SEVERITY_COLOR = {"error": "red", "warning": "yellow", "info": "dim"}
 _STATUS_COLOR = {"ok": "green", "gap": "red", "failed": "red", "interrupted": "yellow"}
 
 
-def safe(value: object) -> str:
-    """Printable text: control and undecodable characters become visible escapes."""
+def safe(value: object, limit: int = 300) -> str:
+    """Printable text: control and undecodable characters become visible escapes.
+
+    `limit` bounds what one network-supplied name can take of the screen.
+    """
     out = []
     for ch in str(value):
         code = ord(ch)
@@ -32,7 +35,7 @@ def safe(value: object) -> str:
         else:
             out.append(ch)
     text = "".join(out)
-    return text if len(text) <= 300 else text[:300] + f"...({len(text)} chars)"
+    return text if len(text) <= limit else text[:limit] + f"...({len(text)} chars)"
 
 
 class _Style:
@@ -76,17 +79,36 @@ def _tcp_cell(tcp: tuple[TcpResult, ...]) -> str:
     return ", ".join(f"{t.status} {_ms(t.ms)}" if t.status == "ok" else t.status for t in tcp)
 
 
+def _identity_cell(r: EndpointResult) -> str:
+    ident = r.identity
+    if ident is None or ident.status == "unchecked":
+        return "-"
+    if ident.status == "not_kafka":
+        return "not kafka"
+    return f"node {ident.node_id}" + ("" if ident.status == "match" else " (wrong)")
+
+
+def _tls_cell(r: EndpointResult) -> str:
+    if r.tls is None:
+        return "-"
+    return r.tls.status.replace("_", " ")
+
+
 def _endpoint_table(results: tuple[EndpointResult, ...], style: _Style) -> list[str]:
-    header = ("NODE", "ENDPOINT", "DNS", "ADDRESSES", "TCP", "VERDICT")
+    with_tls = any(r.tls is not None for r in results)
+    header: tuple[str, ...] = ("NODE", "ENDPOINT", "DNS", "ADDRESSES", "TCP", "ANSWERS")
+    header += ("TLS", "VERDICT") if with_tls else ("VERDICT",)
     rows = []
     for r in results:
         dns = r.dns.status if r.dns.source != "literal" else "literal"
         if r.dns.status == "ok" and r.dns.source != "literal":
             dns += f" {_ms(r.dns.ms)}"
-        rows.append((
+        row: tuple[str, ...] = (
             str(r.endpoint.node_id), safe(r.endpoint.hostport), dns,
-            ", ".join(r.dns.addresses) or "-", _tcp_cell(r.tcp), r.status,
-        ))
+            ", ".join(r.dns.addresses) or "-", _tcp_cell(r.tcp), _identity_cell(r),
+        )
+        row += (_tls_cell(r), r.status) if with_tls else (r.status,)
+        rows.append(row)
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = ["  " + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)).rstrip()]
     for row in rows:
@@ -112,10 +134,10 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
         for f in report.findings:
             lines.append(f"  {style(f.severity.upper(), _SEVERITY_COLOR[f.severity])} {f.code}")
             for part, prefix in ((f.message, "    "), ("Fix: " + f.fix, "    ")):
-                lines.extend(
-                    textwrap.wrap(safe(part), width=width, initial_indent=prefix, subsequent_indent=prefix + "  ",
-                                  break_on_hyphens=False, break_long_words=False)
-                )
+                lines.extend(textwrap.wrap(
+                    safe(part, limit=4000), width=width, initial_indent=prefix, subsequent_indent=prefix + "  ",
+                    break_on_hyphens=False, break_long_words=False,
+                ))
         lines.append("")
     total = len(report.endpoints)
     answered = sum(1 for b in report.bootstraps if b.status == "ok")

@@ -1,0 +1,91 @@
+"""Certificates for the lab's TLS listeners, made fresh at each start with the openssl CLI.
+
+Why openssl rather than a Python crypto package: it is on every machine that runs the lab,
+and brokers read its PEM output directly (`ssl.keystore.type=PEM`), so no Java keystore tool is
+needed. Certificates follow what strict verifiers (Python 3.13's VERIFY_X509_STRICT, the JDK)
+demand: critical basicConstraints and keyUsage on the CA, key identifiers, serverAuth.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from kprobe.errors import LabError
+
+_CURVE = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+
+@dataclass(frozen=True)
+class CertSpec:
+    """A broker certificate: which CA signs it, the names it holds, how long it lasts."""
+
+    names: tuple[str, ...]
+    ca: str = "lab-ca"
+    days: int = 825
+
+
+@dataclass(frozen=True)
+class CertFiles:
+    """Where a made certificate lives: `keystore` is key + chain, as Kafka's PEM keystore wants."""
+
+    keystore: Path
+    certificate: Path
+    ca: Path
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise LabError("the lab's TLS scenarios need the openssl command: install it (apt-get install openssl)")
+    done = subprocess.run([openssl, *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        raise LabError(f"openssl {args[0]} failed: {done.stderr.strip().splitlines()[-1:]}")
+
+
+def make_ca(directory: Path, name: str) -> Path:
+    """A self-signed CA (ten years), returned as its PEM certificate path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    _openssl("req", "-x509", *_CURVE, "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "3650",
+             "-subj", f"/CN=kprobe lab {name}",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+             "-addext", "subjectKeyIdentifier=hash", cwd=directory)
+    return directory / f"{name}.pem"
+
+
+def make_cert(directory: Path, name: str, spec: CertSpec) -> CertFiles:
+    """A server certificate signed by `spec.ca` (made first if needed)."""
+    ca = directory / f"{spec.ca}.pem"
+    if not ca.exists():
+        make_ca(directory, spec.ca)
+    san = ",".join(f"IP:{n}" if _is_ip(n) else f"DNS:{n}" for n in spec.names)
+    ext = directory / f"{name}.ext"
+    ext.write_text(
+        f"subjectAltName={san}\n"
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectKeyIdentifier=hash\n"
+        "authorityKeyIdentifier=keyid,issuer\n"
+    )
+    _openssl("req", *_CURVE, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={spec.names[0]}",
+             cwd=directory)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{spec.ca}.pem", "-CAkey", f"{spec.ca}.key",
+             "-CAcreateserial", "-out", f"{name}.pem", "-days", str(spec.days), "-extfile", ext.name, cwd=directory)
+    keystore = directory / f"{name}.keystore.pem"
+    keystore.write_text((directory / f"{name}.key").read_text() + (directory / f"{name}.pem").read_text()
+                        + ca.read_text())
+    return CertFiles(keystore, directory / f"{name}.pem", ca)
+
+
+def _is_ip(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
