@@ -7,7 +7,6 @@ commands, so `kprobe --help` stays fast and `kprobe probe` never imports pyspark
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -360,7 +359,8 @@ def _scrub(message: str, secrets: list[str]) -> str:
 
 def main() -> None:
     """Console entry point: one line per error, never a traceback, never a secret."""
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGPIPE stays ignored (Python's default): a broker closing a socket mid-write must raise
+    # EPIPE, not kill the run. A closed stdout (`kprobe ... | head`) is handled below.
     argv = sys.argv[1:]
     secrets = _secrets_in(argv)
 
@@ -389,6 +389,9 @@ def main() -> None:
         fail(f"kprobe: error: {exc}", exc.exit_code)
     except KeyboardInterrupt:
         fail("kprobe: interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the reader left: stop quietly
+        sys.exit(1)
     except OSError as exc:
         fail(f"kprobe: error: {exc.strerror or exc} ({exc.filename or 'I/O'})", 1)
     except Exception as exc:

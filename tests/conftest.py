@@ -44,3 +44,13 @@ def cloud_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
 @pytest.fixture(scope="session")
 def three_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
     return _lab(lab_factory, "three-brokers")
+
+
+@pytest.fixture(scope="session")
+def tls_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
+    return _lab(lab_factory, "tls")
+
+
+@pytest.fixture(scope="session")
+def sasl_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
+    return _lab(lab_factory, "sasl")

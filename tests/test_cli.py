@@ -34,7 +34,7 @@ def test_lab_list_one_line_per_scenario():
     done = run("lab", "list")
     assert done.returncode == 0
     names = [line.split()[0] for line in done.stdout.splitlines()]
-    assert names == ["listeners", "cloud", "three-brokers"]
+    assert names == ["listeners", "cloud", "three-brokers", "tls", "sasl"]
 
 
 def test_schema_is_valid_json_schema():

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from kprobe.lab.base import Blackhole, render
+from kprobe.lab.base import Blackhole, Impostor, render
 from kprobe.lab.containers import container_properties, docker_available, environment
 from kprobe.lab.scenarios import get_scenario
 
@@ -17,11 +17,14 @@ needs_docker = pytest.mark.skipif(not DOCKER, reason="no Docker engine answers (
 def rendered(name: str):
     scenario = get_scenario(name)
     holes = {n: Blackhole(h) for n, h in scenario.blackholes.items()}
+    fakes = {n: Impostor(h) for n, h in scenario.impostors.items()}
     try:
-        return scenario, render(scenario, holes)
+        return scenario, render(scenario, holes, fakes)
     finally:
         for hole in holes.values():
             hole.close()
+        for fake in fakes.values():
+            fake.close()
 
 
 def test_listeners_inside_a_container():

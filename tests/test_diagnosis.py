@@ -1,0 +1,262 @@
+"""Deeper diagnosis against real situations: identity, consistency, TLS, SASL, proposed fixes.
+
+Each finding is produced by a lab situation, and its absence in the healthy case is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+from kprobe.report import json_report
+
+SCHEMA = json_report.schema()
+
+
+def probe_json(*args: str, timeout: float = 60) -> tuple[int, dict, str]:
+    done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "--json", "--timeout", "2", *args],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    data = json.loads(done.stdout)
+    jsonschema.validate(data, SCHEMA)
+    return done.returncode, data, done.stderr
+
+
+def found(data: dict) -> set[tuple[str, int | None]]:
+    return {(f["code"], f["node_id"]) for f in data["findings"]}
+
+
+def codes(data: dict) -> set[str]:
+    return {f["code"] for f in data["findings"]}
+
+
+IDENTITY_CODES = {"ENDPOINT_WRONG_BROKER", "ENDPOINT_NOT_KAFKA", "ENDPOINT_ADVERTISES_DIFFERENTLY"}
+CONSISTENCY_CODES = {"CLUSTER_ID_MISMATCH", "BROKER_SET_MISMATCH", "DUPLICATE_ENDPOINT", "DNS_VIEWS_DISAGREE"}
+TLS_CODES = {"TLS_HOSTNAME_MISMATCH", "TLS_UNTRUSTED", "TLS_EXPIRING", "TLS_HANDSHAKE_FAILED"}
+
+
+# -- identity --------------------------------------------------------------------------------------
+
+def test_healthy_cluster_every_endpoint_is_who_it_says(three_lab):
+    code, data, _ = probe_json("-b", three_lab.bootstrap_all("CLIENT"))
+    assert code == 0
+    assert [(e["node_id"], e["identity"]["status"], e["identity"]["node_id"]) for e in data["endpoints"]] == [
+        (0, "match", 0), (1, "match", 1), (2, "match", 2)
+    ]
+    assert [b["node_id"] for b in data["bootstraps"]] == [0, 1, 2]
+    assert not codes(data) & (IDENTITY_CODES | CONSISTENCY_CODES | TLS_CODES)
+
+
+def test_crossed_endpoint_answers_as_another_broker(three_lab):
+    code, data, _ = probe_json("-b", three_lab.real_endpoint("CROSSED", 0))
+    assert code == 1
+    node2 = next(e for e in data["endpoints"] if e["node_id"] == 2)
+    assert node2["identity"]["status"] == "mismatch" and node2["identity"]["node_id"] == 0
+    assert ("ENDPOINT_WRONG_BROKER", 2) in found(data)
+    # Broker 0's CLIENT listener (where 2's endpoint leads) advertises the CLIENT set, not CROSSED's.
+    assert ("ENDPOINT_ADVERTISES_DIFFERENTLY", 2) in found(data)
+    wrong = next(f for f in data["findings"] if f["code"] == "ENDPOINT_WRONG_BROKER")
+    assert "is node 0" in wrong["message"]
+
+
+def test_twin_endpoint_is_a_duplicate(three_lab):
+    code, data, _ = probe_json("-b", three_lab.real_endpoint("TWIN", 1))
+    assert code == 1
+    assert ("DUPLICATE_ENDPOINT", 0) in found(data)
+    assert ("ENDPOINT_WRONG_BROKER", 2) in found(data)
+    assert "ENDPOINT_ADVERTISES_DIFFERENTLY" not in codes(data)  # same listener, same set
+
+
+def test_impostor_is_not_kafka(three_lab):
+    code, data, _ = probe_json("-b", three_lab.real_endpoint("IMPOSTOR", 0))
+    assert code == 1
+    node2 = next(e for e in data["endpoints"] if e["node_id"] == 2)
+    assert node2["status"] == "reachable"  # TCP alone says all is well...
+    assert node2["identity"]["status"] == "not_kafka"  # ...Kafka says otherwise
+    assert found(data) >= {("ENDPOINT_NOT_KAFKA", 2)}
+    assert {s for s in codes(data)} - {"ENDPOINT_NOT_KAFKA"} == set()
+
+
+def test_no_identity_skips_the_check(three_lab):
+    _, data, _ = probe_json("-b", three_lab.real_endpoint("CROSSED", 0), "--no-identity")
+    assert all(e["identity"] is None for e in data["endpoints"])
+    assert not codes(data) & IDENTITY_CODES
+
+
+# -- consistency ----------------------------------------------------------------------------------
+
+def test_bootstraps_of_two_clusters(three_lab, listeners_lab):
+    code, data, _ = probe_json("-b", three_lab.bootstrap("CLIENT", 0), "-b", listeners_lab.bootstrap("LISTENER_FRED"))
+    assert code == 1
+    assert "CLUSTER_ID_MISMATCH" in codes(data)
+    ids = {b["cluster_id"] for b in data["bootstraps"]}
+    assert ids == {three_lab.cluster_id, listeners_lab.cluster_id}
+
+
+def test_listener_missing_on_one_broker(three_lab):
+    code, data, _ = probe_json("-b", three_lab.real_endpoint("PARTIAL", 0), "-b", three_lab.bootstrap("CLIENT", 1))
+    assert "BROKER_SET_MISMATCH" in codes(data)
+    assert code == 0  # a warning: every advertised endpoint is reachable
+    partial_only = probe_json("-b", three_lab.real_endpoint("PARTIAL", 0), "-b", three_lab.real_endpoint("PARTIAL", 1))
+    assert "BROKER_SET_MISMATCH" not in codes(partial_only[1])
+
+
+def test_dns_views_disagree(listeners_lab):
+    code, data, _ = probe_json("-b", listeners_lab.real_endpoint("LISTENER_BOB"),
+                               "--nameserver", listeners_lab.nameserver("docker"),
+                               "--compare-nameserver", listeners_lab.nameserver("host"))
+    assert code == 0  # a warning: from the docker network (the resolver in use) all is well
+    assert ("DNS_VIEWS_DISAGREE", 0) in found(data)
+    compared = data["endpoints"][0]["compared_dns"]
+    assert compared[0]["status"] == "nxdomain" and compared[0]["server"] == listeners_lab.nameserver("host")
+    same = probe_json("-b", listeners_lab.real_endpoint("LISTENER_BOB"), "--nameserver",
+                      listeners_lab.nameserver("docker"), "--compare-nameserver", listeners_lab.nameserver("docker"))
+    assert "DNS_VIEWS_DISAGREE" not in codes(same[1]) and same[0] == 0
+
+
+# -- TLS ------------------------------------------------------------------------------------------
+
+def tls_probe(lab, listener: str, *extra: str) -> tuple[int, dict, str]:
+    return probe_json("-b", "SSL://" + lab.bootstrap(listener), "--nameserver", lab.nameserver("clients"),
+                      "-X", f"ssl.ca.location={lab.ca_file}", *extra)
+
+
+def test_tls_good_listener(tls_lab):
+    code, data, _ = tls_probe(tls_lab, "SSL_GOOD")
+    assert code == 0, data["findings"]
+    tls = data["endpoints"][0]["tls"]
+    assert tls["status"] == "ok" and tls["trusted"] and tls["hostname_ok"]
+    assert "broker.tls.kprobe.test" in tls["names"] and tls["days_left"] > 700
+    assert data["endpoints"][0]["identity"]["status"] == "match"
+    assert not codes(data) & TLS_CODES
+
+
+def test_tls_certificate_names_another_host(tls_lab):
+    code, data, _ = tls_probe(tls_lab, "SSL_INTERNAL_NAME")
+    assert code == 1
+    [finding] = [f for f in data["findings"] if f["code"] == "TLS_HOSTNAME_MISMATCH"]
+    assert "kafka-tls.internal.kprobe.test" in finding["message"]
+    assert "broker.tls.kprobe.test" in finding["message"]  # the certificate's names
+
+
+def test_tls_expiring(tls_lab):
+    code, data, _ = tls_probe(tls_lab, "SSL_EXPIRING")
+    [finding] = [f for f in data["findings"] if f["code"] == "TLS_EXPIRING"]
+    assert finding["severity"] == "warning" and code == 0
+    assert 3.9 < data["endpoints"][0]["tls"]["days_left"] <= 5
+    _, quiet, _ = tls_probe(tls_lab, "SSL_EXPIRING", "--tls-expiry-days", "2")
+    assert "TLS_EXPIRING" not in codes(quiet)
+
+
+def test_tls_untrusted_behind_a_trusted_bootstrap(tls_lab):
+    code, data, _ = tls_probe(tls_lab, "SSL_FORWARD")
+    assert code == 1
+    [finding] = [f for f in data["findings"] if f["code"] == "TLS_UNTRUSTED"]
+    assert "other-ca" in finding["message"]
+
+
+def test_tls_advertised_port_is_plaintext(tls_lab):
+    code, data, _ = tls_probe(tls_lab, "SSL_TO_PLAIN")
+    assert code == 1
+    assert "TLS_HANDSHAKE_FAILED" in codes(data)
+
+
+def test_tls_bootstrap_without_the_ca(tls_lab):
+    code, data, _ = probe_json("-b", "SSL://" + tls_lab.bootstrap("SSL_GOOD"), "--nameserver",
+                               tls_lab.nameserver("clients"))
+    assert code == 3
+    [finding] = data["findings"]
+    assert finding["code"] == "BOOTSTRAP_UNREACHABLE" and "ssl.ca.location" in finding["fix"]
+
+
+# -- SASL and secrets -------------------------------------------------------------------------------
+
+def sasl_args(lab, listener: str, mechanism: str, password: str) -> list[str]:
+    return ["-b", lab.bootstrap(listener), "-X", "security.protocol=SASL_PLAINTEXT", "-X",
+            f"sasl.mechanism={mechanism}", "-X", "sasl.username=alice", "-X", f"sasl.password={password}"]
+
+
+def test_sasl_plain_spoken_by_kprobe(sasl_lab):
+    password = sasl_lab.passwords["alice"]
+    code, data, _ = probe_json(*sasl_args(sasl_lab, "SASL_PLAIN", "PLAIN", password))
+    assert code == 0
+    assert data["bootstraps"][0]["via"] == "kprobe"
+    assert data["endpoints"][0]["identity"]["status"] == "match"
+    assert data["settings"]["properties"]["sasl.password"] == "[redacted]"
+
+
+def test_sasl_plain_wrong_password_is_auth_failed(sasl_lab):
+    code, data, _ = probe_json(*sasl_args(sasl_lab, "SASL_PLAIN", "PLAIN", "not-the-password"))
+    assert code == 3
+    assert data["bootstraps"][0]["status"] == "auth_failed"
+    assert codes(data) == {"AUTH_FAILED"}
+
+
+def test_sasl_scram_through_librdkafka(sasl_lab):
+    code, data, _ = probe_json(*sasl_args(sasl_lab, "SASL_SCRAM", "SCRAM-SHA-256", sasl_lab.passwords["alice"]))
+    assert code == 0
+    assert data["bootstraps"][0]["via"] == "librdkafka"
+    assert data["endpoints"][0]["status"] == "reachable"
+    assert codes(data) == {"IDENTITY_NOT_CHECKED"}
+
+
+def test_sasl_scram_wrong_password_is_auth_failed(sasl_lab):
+    code, data, _ = probe_json(*sasl_args(sasl_lab, "SASL_SCRAM", "SCRAM-SHA-256", "wrong-password-here"))
+    assert code == 3
+    assert data["bootstraps"][0]["status"] == "auth_failed"
+    assert "AUTH_FAILED" in codes(data)
+
+
+def test_no_password_anywhere(sasl_lab, tmp_path):
+    """Every byte of every output of SASL runs, searched for the secret."""
+    secret = sasl_lab.passwords["alice"]
+    props = tmp_path / "client.properties"
+    props.write_text(f"sasl.password={secret}\nssl.key.password={secret}\n")
+    runs = []
+    for listener, mechanism in (("SASL_PLAIN", "PLAIN"), ("SASL_SCRAM", "SCRAM-SHA-256")):
+        for password in (secret, secret + "-wrong"):
+            for fmt in ("--json", "--no-color"):
+                out = tmp_path / f"{listener}-{fmt}-{len(runs)}.json"
+                args = [*sasl_args(sasl_lab, listener, mechanism, password), fmt, "--verbose", "-o", str(out),
+                        "--timeout", "2"]
+                runs.append(subprocess.run([sys.executable, "-m", "kprobe", "probe", *args],
+                                           capture_output=True, timeout=60, check=False))
+        runs.append(subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", sasl_lab.bootstrap(listener),
+                                    "-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanism={mechanism}",
+                                    "-X", "sasl.username=alice", "-F", str(props), "--json", "--timeout", "2"],
+                                   capture_output=True, timeout=60, check=False))
+    # a typo that makes the secret an unexpected argument
+    runs.append(subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", "h:1", "-X", "sasl.password", secret],
+                               capture_output=True, timeout=60, check=False))
+    needle = secret.encode()
+    for run in runs:
+        assert needle not in run.stdout and needle not in run.stderr, run.args
+    for report in tmp_path.glob("*.json"):
+        assert needle not in report.read_bytes()
+    assert any(b"[redacted]" in run.stdout for run in runs)
+    assert runs[-1].returncode == 2 and b"[redacted]" in runs[-1].stderr
+
+
+# -- fixes the evidence supports ------------------------------------------------------------------
+
+def test_fix_proposes_listener_lines_from_the_bootstrap(cloud_lab):
+    bootstrap = cloud_lab.bootstrap("INTERNAL")
+    code, data, _ = probe_json("-b", bootstrap, "--nameserver", cloud_lab.nameserver("internet"))
+    assert code == 1
+    [finding] = data["findings"]
+    assert finding["code"] == "ADVERTISED_UNRESOLVABLE"
+    host = bootstrap.rsplit(":", 1)[0]
+    assert f"answers at {bootstrap} (your bootstrap, identified as node 0)" in finding["fix"]
+    assert f"`EXTERNAL://{host}:<free port>` in advertised.listeners" in finding["fix"]
+    assert "`EXTERNAL:PLAINTEXT` in listener.security.protocol.map" in finding["fix"]
+
+
+@pytest.mark.parametrize("extra", [["--no-identity"]])
+def test_no_proposal_without_evidence(cloud_lab, extra):
+    _, data, _ = probe_json("-b", cloud_lab.bootstrap("INTERNAL"), "--nameserver", cloud_lab.nameserver("internet"),
+                            *extra)
+    [finding] = data["findings"]
+    assert "EXTERNAL://" not in finding["fix"] and "your bootstrap" not in finding["fix"]
