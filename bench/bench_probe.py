@@ -52,10 +52,30 @@ def manual_loop(bootstrap: str, timeout: float) -> str:
     )
 
 
+def identity_cost(lab: object, runs: int) -> tuple[float, float]:
+    """Median in-process probe time of the healthy 3-broker cluster, with and without identity."""
+    from kprobe.config import parse_address
+    from kprobe.probe import ProbeOptions, run_probe
+
+    bootstrap = [parse_address(lab.real_endpoint("CLIENT", 0))]  # type: ignore[attr-defined]
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(runs * 4):
+        for identity in (True, False):
+            started = time.perf_counter()
+            report = run_probe(ProbeOptions(bootstraps=bootstrap, timeout=2, identity=identity))
+            times[identity].append(time.perf_counter() - started)
+            assert report.status == "ok"
+    return statistics.median(times[True]), statistics.median(times[False])
+
+
+IDENTITY: list[tuple[float, float]] = []
+
+
 def side_by_side(runs: int, timeout: float) -> list[tuple[str, float, float]]:
     rows = []
     kprobe = [sys.executable, "-m", "kprobe", "probe", "--timeout", f"{timeout:g}", "--no-color"]
     with start_lab("three-brokers") as lab:
+        IDENTITY.append(identity_cost(lab, runs))
         cases = (("healthy (3 endpoints)", "CLIENT"), ("1 of 3 blackholed", "BLACKHOLED"),
                  ("3 of 3 blackholed", "DARK"))
         for label, listener in cases:
@@ -116,6 +136,9 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- |")
     for label, ours, theirs in side_by_side(args.runs, args.timeout):
         print(f"| {label} | {ours:.3f}s | {theirs:.3f}s | {ours - theirs:+.3f}s | {theirs / ours:.2f}x |")
+    with_id, without_id = IDENTITY[0]
+    print(f"\nidentity check (3 endpoints, in-process, median): {with_id * 1000:.1f} ms with, "
+          f"{without_id * 1000:.1f} ms without (+{(with_id - without_id) * 1000:.1f} ms)")
     elapsed, ratio = concurrency(args.timeout)
     print(f"\n200 endpoints, 100 blackholed: {elapsed:.3f}s = {ratio:.2f} x the connect timeout "
           f"(a sequential nc loop: about {100 * args.timeout + 100 * 0.001:.0f}s = ~100 x)\n")

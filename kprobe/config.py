@@ -55,10 +55,18 @@ def parse_address(text: str) -> BootstrapAddress:
         host, _, port_text = raw.partition(":")
         if raw.endswith(":"):
             raise UsageError(f"bad bootstrap address {text!r}: the port after ':' is missing")
-        if not _HOST_RE.match(host):
+        if not _valid_host(host):
             raise UsageError(f"bad bootstrap address {text!r}: {host!r} is not a valid host name")
     port = parse_port(port_text, text) if port_text else DEFAULT_PORT
     return BootstrapAddress(host[:-1] if host.endswith(".") else host, port, protocol)
+
+
+def _valid_host(host: str) -> bool:
+    """A host name as resolvers accept it: 1-63 character labels, no leading or trailing dash."""
+    if not _HOST_RE.match(host):
+        return False
+    labels = host.rstrip(".").split(".")
+    return all(0 < len(label) <= 63 and not label.startswith("-") and not label.endswith("-") for label in labels)
 
 
 def parse_port(text: str, context: str) -> int:

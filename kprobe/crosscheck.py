@@ -96,11 +96,30 @@ def consistency_findings(bootstraps: Sequence[BootstrapResult], endpoints: Seque
             "Check that every broker defines the same listener names and is registered (kafka-broker-api-versions, "
             "the controller's logs); a broker missing from one listener needs that listener added.",
             bootstrap=answered[0].address))
+    for b in answered:
+        assert b.metadata is not None
+        if not b.metadata.brokers:
+            out.append(Finding(
+                "NO_ADVERTISED_BROKERS", ERROR,
+                f"{b.address} answered, but its metadata lists no broker at all: clients have nowhere to send "
+                "anything and retry until they time out.",
+                "Check the brokers' registration with the controller (a broker that never finished starting, "
+                "or a listener no broker defines).", bootstrap=b.address))
+        ids = [x.node_id for x in b.metadata.brokers]
+        twice = _dupes(ids)
+        if twice:
+            out.append(Finding(
+                "DUPLICATE_NODE_ID", ERROR,
+                f"{b.address} lists node id(s) {', '.join(map(str, twice[:20]))} more than once, with different "
+                "endpoints. Clients keep one of them at random and send that node's requests there.",
+                "Two brokers share a node.id (a cloned config or volume): give every broker its own node.id.",
+                twice[0], bootstrap=b.address))
     owners: dict[tuple[str, int], set[int]] = defaultdict(set)
     for r in endpoints:
         owners[(r.endpoint.host.lower(), r.endpoint.port)].add(r.endpoint.node_id)
-    for (host, port), ids in sorted(owners.items()):
-        if len(ids) > 1:
+    for (host, port), owner_ids in sorted(owners.items()):
+        if len(owner_ids) > 1:
+            ids = sorted(owner_ids)
             where = format_hostport(host, port)
             out.append(Finding(
                 "DUPLICATE_ENDPOINT", ERROR,
@@ -183,3 +202,11 @@ def dns_view_findings(result: EndpointResult) -> list[Finding]:
 
 def _say(addresses: set[str], status: str) -> str:
     return ", ".join(sorted(addresses)) if addresses else status
+
+
+def _dupes(ids: list[int]) -> list[int]:
+    seen: set[int] = set()
+    twice: set[int] = set()
+    for i in ids:
+        (twice if i in seen else seen).add(i)
+    return sorted(twice)

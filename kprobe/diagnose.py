@@ -10,6 +10,7 @@ import ipaddress
 from collections.abc import Sequence
 
 from kprobe.crosscheck import consistency_findings, dns_view_findings, identity_findings, tls_findings
+from kprobe.endpoints import host_problem, port_problem
 from kprobe.models import BootstrapResult, EndpointResult, Finding
 from kprobe.resolve import is_loopback_name
 
@@ -112,11 +113,18 @@ def _endpoint_findings(result: EndpointResult, bootstraps: dict[str, BootstrapRe
         source = ep.advertised_by[0] if ep.advertised_by else None
         out.append(Finding(code, severity, message, fix, ep.node_id, where, source))
 
-    if not 0 < ep.port < 65536 or not ep.host:
-        add("INVALID_ADVERTISED_ENDPOINT", ERROR,
-            f"Broker {ep.node_id} advertises {where!r} (via {via}), which is not a usable host:port: "
-            f"{_AFTER_BOOTSTRAP}.",
-            f"Fix advertised.listeners of {listener} on broker {ep.node_id}: it needs a host name and a port 1-65535.")
+    bad_host, bad_port = host_problem(ep), port_problem(ep)
+    if bad_host:
+        add("INVALID_ADVERTISED_HOST", ERROR,
+            f"Broker {ep.node_id} advertises {where} (via {via}), which is not a usable host: {bad_host}. "
+            f"{_AFTER_BOOTSTRAP[0].upper()}{_AFTER_BOOTSTRAP[1:]}.",
+            f"Fix advertised.listeners of {listener} on broker {ep.node_id}: a host name or IP address.")
+    if bad_port:
+        add("INVALID_ADVERTISED_PORT", ERROR,
+            f"Broker {ep.node_id} advertises {where} (via {via}): {bad_port}. {_AFTER_BOOTSTRAP[0].upper()}"
+            f"{_AFTER_BOOTSTRAP[1:]}.",
+            f"Fix advertised.listeners of {listener} on broker {ep.node_id}: a port between 1 and 65535.")
+    if bad_host or bad_port:
         return out
 
     proposal = _proposal(result, bootstraps)

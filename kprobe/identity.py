@@ -9,7 +9,6 @@ DescribeConfigs for the advertised node id (which node is it?).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -17,6 +16,7 @@ from dataclasses import replace
 from kprobe.config import security_from
 from kprobe.metadata import NATIVE_SASL
 from kprobe.models import EndpointResult, Identity
+from kprobe.pool import run_bounded
 from kprobe.wire import WireError, fetch_and_identify
 
 MAX_PARALLEL = 32
@@ -67,27 +67,19 @@ def check_all(
 
     `protocols` maps each bootstrap (`host:port`) to its listener's security protocol.
     """
-    identities: dict[int, Identity] = {}
-    gate = threading.Semaphore(MAX_PARALLEL)
+    chosen = [i for i, r in enumerate(results) if any(t.status == "ok" for t in r.tcp)]
 
-    def work(index: int, result: EndpointResult) -> None:
-        with gate:
-            try:
-                sources = result.endpoint.advertised_by
-                protocol = (protocols or {}).get(sources[0]) if sources else None
-                identities[index] = check_identity(result, props, timeout=timeout, deadline=deadline,
-                                                   protocol=protocol)
-            except Exception as exc:  # a bug must cost one identity, not the report
-                identities[index] = Identity("unchecked", detail=f"internal error: {exc.__class__.__name__}")
+    def work(index: int) -> Identity:
+        result = results[index]
+        sources = result.endpoint.advertised_by
+        protocol = (protocols or {}).get(sources[0]) if sources else None
+        try:
+            return check_identity(result, props, timeout=timeout, deadline=deadline, protocol=protocol)
+        except Exception as exc:  # a bug must cost one identity, not the report
+            return Identity("unchecked", detail=f"internal error: {exc.__class__.__name__}")
 
-    threads = []
-    for index, result in enumerate(results):
-        if any(t.status == "ok" for t in result.tcp):
-            thread = threading.Thread(target=work, args=(index, result), daemon=True)
-            thread.start()
-            threads.append(thread)
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()) + 0.05)
+    found = run_bounded(chosen, work, workers=MAX_PARALLEL, deadline=deadline)
+    identities = {chosen[i]: ident for i, ident in found.items()}
     out = []
     for index, result in enumerate(results):
         if any(t.status == "ok" for t in result.tcp):

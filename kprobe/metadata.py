@@ -9,13 +9,13 @@ to one confluent-kafka client per address, and the result says so (`via: librdka
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kprobe.config import security_from
 from kprobe.models import AdvertisedBroker, BootstrapAddress, BootstrapResult, ClusterMetadata
+from kprobe.pool import run_bounded
 from kprobe.resolve import Resolver
 from kprobe.wire import WireError, fetch_and_identify
 
@@ -95,23 +95,18 @@ def fetch_all(
 ) -> list[BootstrapResult]:
     """Every bootstrap in parallel, each in a daemon thread bounded by the deadline."""
     addresses = list(addresses)
-    results: dict[int, BootstrapResult] = {}
 
-    def work(index: int, address: BootstrapAddress) -> None:
+    def work(address: BootstrapAddress) -> BootstrapResult:
         try:
-            results[index] = fetch(address, props, resolver, timeout=timeout, deadline=deadline, topics=topics,
-                                   identity=identity)
+            return fetch(address, props, resolver, timeout=timeout, deadline=deadline, topics=topics,
+                         identity=identity)
         except Exception as exc:  # a bug must cost one bootstrap, not the report
             _LOG.debug("bootstrap %s failed unexpectedly", address.hostport, exc_info=True)
-            results[index] = BootstrapResult(address.hostport, "error", f"internal error: {exc.__class__.__name__}")
+            return BootstrapResult(address.hostport, "error", f"internal error: {exc.__class__.__name__}")
 
-    threads = [threading.Thread(target=work, args=(i, a), daemon=True) for i, a in enumerate(addresses)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()) + 0.05)
+    done = run_bounded(addresses, work, workers=64, deadline=deadline + 0.05)
     return [
-        results.get(i) or BootstrapResult(a.hostport, "timeout", "no answer before the run's deadline")
+        done.get(i) or BootstrapResult(a.hostport, "timeout", "no answer before the run's deadline")
         for i, a in enumerate(addresses)
     ]
 

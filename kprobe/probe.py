@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from kprobe.config import redact, security_from
 from kprobe.connect import connect_all
 from kprobe.diagnose import ERROR, diagnose
-from kprobe.endpoints import collect
+from kprobe.endpoints import collect, host_problem, port_problem
 from kprobe.metadata import fetch_all
 from kprobe.models import (
     BootstrapAddress,
@@ -174,14 +174,15 @@ def probe_endpoints(
     endpoints: Sequence[Endpoint], resolver: Resolver, *, timeout: float, deadline: float
 ) -> list[EndpointResult]:
     """Resolve every distinct host, then connect to every address, all concurrently."""
-    valid = [e for e in endpoints if e.host and 0 < e.port < 65536]
+    valid = [e for e in endpoints if host_problem(e) is None and port_problem(e) is None]
     dns = resolve_all((e.host for e in valid), resolver, deadline)
     targets = [(addr, e.port) for e in valid for addr in dns[e.host].addresses if dns[e.host].status == "ok"]
     tcp = connect_all(targets, timeout, deadline)
     results: list[EndpointResult] = []
     for e in endpoints:
         if e not in valid:
-            bad = DnsResult(e.host, "error", (), 0.0, resolver.kind, error="not a valid advertised host:port")
+            why = host_problem(e) or port_problem(e) or "not a valid advertised endpoint"
+            bad = DnsResult(e.host, "error", (), 0.0, resolver.kind, error=why)
             results.append(EndpointResult(e, bad, (), "unresolvable"))
             continue
         d = dns[e.host]

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from kprobe.models import DnsResult
+from kprobe.pool import run_bounded
 
 HOSTS_FILE = "/etc/hosts"
 MAX_PARALLEL = 64
@@ -210,29 +211,21 @@ def _getaddrinfo(host: str, timeout: float) -> DnsResult:
 
 
 def resolve_all(hosts: Iterable[str], resolver: Resolver, deadline: float) -> dict[str, DnsResult]:
-    """Resolve distinct names concurrently; names still pending at the deadline are timeouts."""
+    """Resolve distinct names concurrently; names still pending at the deadline are timeouts.
+
+    IP literals are answered inline; names go to a bounded pool of daemon workers.
+    """
     unique = list(dict.fromkeys(hosts))
-    results: dict[str, DnsResult] = {}
-    lock = threading.Lock()
-    gate = threading.Semaphore(MAX_PARALLEL)
-
-    def work(name: str) -> None:
-        with gate:
-            if time.monotonic() >= deadline:
-                return
-            result = resolver.resolve(name)
-            with lock:
-                results[name] = result
-
-    threads = [threading.Thread(target=work, args=(h,), daemon=True) for h in unique]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    with lock:
-        final = dict(results)
+    final: dict[str, DnsResult] = {}
+    names = []
     for name in unique:
-        if name not in final:
-            final[name] = DnsResult(name, "timeout", (), None, resolver.kind,
-                                    error=f"{name}: not resolved before the run's deadline")
-    return final
+        if is_ip_literal(name):
+            final[name] = resolver.resolve(name)
+        else:
+            names.append(name)
+    done = run_bounded(names, resolver.resolve, workers=MAX_PARALLEL, deadline=deadline)
+    for index, name in enumerate(names):
+        final[name] = done.get(index) or DnsResult(
+            name, "timeout", (), None, resolver.kind, error=f"{name}: not resolved before the run's deadline"
+        )
+    return {name: final[name] for name in unique}

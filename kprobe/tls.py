@@ -14,13 +14,13 @@ import os
 import socket
 import ssl
 import tempfile
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from kprobe.models import EndpointResult, TlsResult
+from kprobe.pool import run_bounded
 
 EXPIRY_DAYS = 30.0
 
@@ -173,18 +173,12 @@ def check_all(
     expiry_days: float = EXPIRY_DAYS,
 ) -> list[EndpointResult]:
     """TLS for every endpoint that connects, concurrently, within the deadline."""
-    found: dict[int, TlsResult] = {}
+    chosen = [i for i, r in enumerate(results) if any(t.status == "ok" for t in r.tcp)]
 
-    def work(index: int, result: EndpointResult) -> None:
+    def work(index: int) -> TlsResult:
         wait = max(0.1, min(timeout, deadline - time.monotonic()))
-        found[index] = check_tls(result, props, timeout=wait, expiry_days=expiry_days)
+        return check_tls(results[index], props, timeout=wait, expiry_days=expiry_days)
 
-    threads = []
-    for index, result in enumerate(results):
-        if any(t.status == "ok" for t in result.tcp):
-            thread = threading.Thread(target=work, args=(index, result), daemon=True)
-            thread.start()
-            threads.append(thread)
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()) + 0.05)
+    done = run_bounded(chosen, work, workers=32, deadline=deadline)
+    found = {chosen[i]: tls for i, tls in done.items()}
     return [replace(r, tls=found[i]) if i in found else r for i, r in enumerate(results)]

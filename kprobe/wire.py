@@ -148,7 +148,7 @@ class _Reader:
     def array_len(self, flexible: bool, min_item: int = 1) -> int:
         n = self.uvarint() - 1 if flexible else self.int32()
         if n < 0:
-            return 0
+            raise WireError("protocol", "a required array is null")
         if n * min_item > len(self.data) - self.pos:
             raise WireError("protocol", f"array of {n} items does not fit in the response")
         return n
@@ -480,6 +480,8 @@ def decode_metadata(reader: _Reader, version: int) -> ClusterMetadata:
         reader.int32()  # cluster authorized operations
     if flexible:
         reader.tagged_fields()
+    if reader.pos != len(reader.data):
+        raise WireError("protocol", f"Metadata response has {len(reader.data) - reader.pos} unexpected trailing bytes")
     return ClusterMetadata(tuple(brokers), cluster_id, controller_id, tuple(topics), version)
 
 

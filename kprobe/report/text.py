@@ -18,7 +18,7 @@ _SEVERITY_COLOR = {"error": "red", "warning": "yellow", "info": "dim"}
 _STATUS_COLOR = {"ok": "green", "gap": "red", "failed": "red", "interrupted": "yellow"}
 
 
-def safe(value: object, limit: int = 300) -> str:
+def safe(value: object, limit: int = 256) -> str:
     """Printable text: control and undecodable characters become visible escapes.
 
     `limit` bounds what one network-supplied name can take of the screen.

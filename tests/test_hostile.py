@@ -1,0 +1,148 @@
+"""Hostile brokers: kprobe never crashes, never hangs, never lets a broker write to the terminal."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import jsonschema
+import pytest
+from hostile_broker import Broker, HostileBroker, Partition, Script, Topic
+
+from kprobe.report import json_report
+
+SCHEMA = json_report.schema()
+TIMEOUT = 2.0
+
+
+def run(broker: HostileBroker, *args: str, command: str = "probe") -> tuple[subprocess.CompletedProcess[bytes], float]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "kprobe", command, "-b", broker.address, "--timeout", str(TIMEOUT),
+                           "--deadline", "20", *args], capture_output=True, timeout=60, check=False)
+    return done, time.monotonic() - started
+
+
+def sane(done: subprocess.CompletedProcess[bytes], elapsed: float, codes: set[int]) -> None:
+    assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    assert done.returncode in codes, (done.returncode, done.stderr[-500:])
+    assert elapsed < 15, elapsed
+
+
+def probe_both(script: Script, codes: set[int] = frozenset({0, 1})) -> tuple[dict, str]:
+    with HostileBroker(script) as broker:
+        done, elapsed = run(broker, "--json")
+        sane(done, elapsed, codes)
+        data = json.loads(done.stdout)
+        jsonschema.validate(data, SCHEMA)
+        text, elapsed = run(broker, "--no-color")
+        sane(text, elapsed, codes)
+    assert b"\x1b" not in text.stdout and b"\r" not in text.stdout
+    return data, text.stdout.decode("utf-8")
+
+
+def test_ansi_escapes_and_control_characters_are_escaped():
+    evil = b"\x1b[2J\x1b[31mpwned\x1b[0m\r\nbroker 9 at fake:1"
+    data, text = probe_both(Script(brokers=[Broker(0, evil, 9092)]))
+    assert data["bootstraps"][0]["brokers"][0]["host"] == evil.decode()  # exact value, JSON-escaped
+    assert "\\x1b[2J\\x1b[31mpwned\\x1b[0m\\x0d\\x0abroker 9 at fake:1" in text
+    assert "\nbroker 9 at fake:1" not in text  # no forged line
+    assert [f["code"] for f in data["findings"]] == ["INVALID_ADVERTISED_HOST"]
+
+
+def test_non_utf8_host_is_kept_exactly_and_shown_escaped():
+    data, text = probe_both(Script(brokers=[Broker(0, b"kafka-\xff\xfe", 9092)]))
+    host = data["bootstraps"][0]["brokers"][0]["host"]
+    assert host.encode("utf-8", "surrogateescape") == b"kafka-\xff\xfe"
+    assert "kafka-\\xff\\xfe" in text
+    assert [f["code"] for f in data["findings"]] == ["INVALID_ADVERTISED_HOST"]
+
+
+def test_very_long_and_empty_hosts():
+    data, text = probe_both(Script(brokers=[Broker(0, b"a" * 300, 9092), Broker(1, b"", 9092)]))
+    assert {(f["code"], f["node_id"]) for f in data["findings"]} == {
+        ("INVALID_ADVERTISED_HOST", 0), ("INVALID_ADVERTISED_HOST", 1)
+    }
+    assert "(300 chars)" in text
+    assert len(data["endpoints"][0]["host"]) == 300
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536, 2**31 - 1])
+def test_impossible_ports(port):
+    data, _ = probe_both(Script(brokers=[Broker(0, b"127.0.0.1", port)]))
+    assert [f["code"] for f in data["findings"]] == ["INVALID_ADVERTISED_PORT"]
+    assert data["endpoints"][0]["tcp"] == []
+
+
+def test_duplicate_node_ids():
+    data, _ = probe_both(Script(brokers=[Broker(0, b"127.0.3.1", 9), Broker(0, b"127.0.3.2", 9)]))
+    assert "DUPLICATE_NODE_ID" in {f["code"] for f in data["findings"]}
+
+
+def test_partitions_naming_unknown_brokers_are_shown():
+    script = Script(brokers=[Broker(0, b"127.0.3.1", 9)],
+                    topics=[Topic(b"orders", [Partition(0, 7, [7, 0], [7]), Partition(1, -1, [0], [])])])
+    with HostileBroker(script) as broker:
+        done, elapsed = run(broker, "--no-reachability", command="list")
+    sane(done, elapsed, {1})
+    text = done.stdout.decode()
+    assert "    partition 0, leader 7, replicas: 7,0, isrs: 7" in text
+    assert "partitions led by a broker missing from the broker list: orders/0 (leader 7)" in text
+    assert "partitions offline (no leader): orders/1" in text
+
+
+@pytest.mark.parametrize("mode", ["truncate", "close_mid", "slowloris", "huge_size", "garbage"])
+def test_broken_responses_fail_the_bootstrap_cleanly(mode):
+    script = Script(brokers=[Broker(0, b"127.0.3.1", 9)], mode=mode)
+    with HostileBroker(script) as broker:
+        done, elapsed = run(broker, "--json")
+    sane(done, elapsed, {3})
+    data = json.loads(done.stdout)
+    jsonschema.validate(data, SCHEMA)
+    assert data["bootstraps"][0]["status"] in ("error", "timeout")
+    assert data["findings"][0]["code"] == "BOOTSTRAP_UNREACHABLE"
+    assert elapsed < TIMEOUT + 5
+
+
+def test_ten_thousand_brokers_in_bounded_memory_and_time():
+    brokers = [Broker(i, f"127.0.{3 + i // 250}.{1 + i % 250}".encode(), 9) for i in range(10_000)]
+    with HostileBroker(Script(brokers=brokers)) as broker:
+        code = (
+            "import resource, subprocess, sys, time, json\n"
+            "t = time.monotonic()\n"
+            f"p = subprocess.run([sys.executable, '-m', 'kprobe', 'probe', '-b', '{broker.address}', '--json', "
+            "'--timeout', '2', '--no-identity'], capture_output=True)\n"
+            "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(json.dumps({'rc': p.returncode, 'rss_kb': r.ru_maxrss, 's': time.monotonic() - t, "
+            "'endpoints': json.loads(p.stdout)['summary']['endpoints'], 'tb': b'Traceback' in p.stderr}))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    result = json.loads(done.stdout)
+    print("10,000 brokers:", result)
+    assert result["rc"] == 1 and not result["tb"]
+    assert result["endpoints"] == 10_000
+    assert result["rss_kb"] / 1024 < 200
+    assert result["s"] < 30
+
+
+def test_hundred_thousand_partitions_in_bounded_memory_and_time():
+    topics = [Topic(f"t{t}".encode(), [Partition(p, 0, [0], [0]) for p in range(1000)]) for t in range(100)]
+    with HostileBroker(Script(brokers=[Broker(0, b"127.0.3.1", 9)], topics=topics)) as broker:
+        code = (
+            "import resource, subprocess, sys, time, json\n"
+            "t = time.monotonic()\n"
+            f"p = subprocess.run([sys.executable, '-m', 'kprobe', 'list', '-b', '{broker.address}', '-J', "
+            "'--timeout', '5'], capture_output=True)\n"
+            "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "d = json.loads(p.stdout)\n"
+            "print(json.dumps({'rc': p.returncode, 'rss_kb': r.ru_maxrss, 's': time.monotonic() - t, "
+            "'partitions': d['summary']['partitions'], 'tb': b'Traceback' in p.stderr}))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    result = json.loads(done.stdout)
+    print("100,000 partitions:", result)
+    assert result["rc"] == 0 and not result["tb"]
+    assert result["partitions"] == 100_000
+    assert result["rss_kb"] / 1024 < 300
+    assert result["s"] < 30
