@@ -9,6 +9,9 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,7 +22,8 @@ from kprobe.errors import EXIT_INTERRUPTED, EXIT_USAGE, KprobeError, UsageError
 
 if TYPE_CHECKING:
     from kprobe.models import Report
-    from kprobe.probe import ProbeRun
+    from kprobe.outputs import Outputs
+    from kprobe.probe import ProbeOptions, ProbeRun
 
 app = typer.Typer(
     name="kprobe",
@@ -63,68 +67,89 @@ def _use_color(no_color: bool) -> bool:
     return not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Temporary file, fsync, rename: the report appears whole or not at all."""
-    from kprobe.report.files import write_atomic
+# Options shared by `probe` and `watch` (typer reads these Annotated aliases like inline ones).
+BootstrapOpt = Annotated[
+    list[str],
+    typer.Option("--bootstrap", "-b", envvar="KPROBE_BOOTSTRAP",
+                 help="Bootstrap address: host:port, host, [v6]:port or PROTOCOL://host:port; "
+                 "comma lists and repeats allowed."),
+]
+PropOpt = Annotated[list[str], typer.Option("-X", help="librdkafka property key=value (repeatable).")]
+PropFileOpt = Annotated[
+    list[str], typer.Option("-F", envvar="KPROBE_CONFIG", help="librdkafka properties file, as kcat reads it.")
+]
+NameserverOpt = Annotated[
+    list[str],
+    typer.Option("--nameserver", "-n", envvar="KPROBE_NAMESERVER",
+                 help="Resolve through this DNS server (IP[:PORT]) with dnspython only: what a host on that "
+                 "network would see."),
+]
+TimeoutOpt = Annotated[
+    str, typer.Option("--timeout", "-m", envvar="KPROBE_TIMEOUT",
+                      help="Per-request timeout (connect, metadata, DNS query).")
+]
+DeadlineOpt = Annotated[str, typer.Option("--deadline", envvar="KPROBE_DEADLINE", help="Deadline for the whole run.")]
+VantageOpt = Annotated[
+    str | None,
+    typer.Option("--vantage", envvar="KPROBE_VANTAGE", help="Name of this vantage point (default: hostname)."),
+]
+NoIdentityOpt = Annotated[
+    bool, typer.Option("--no-identity", help="Skip asking each endpoint which node it is (DescribeConfigs).")
+]
+ExpiryOpt = Annotated[
+    float, typer.Option("--tls-expiry-days", help="Warn when a broker certificate expires within this many days.")
+]
+CompareOpt = Annotated[
+    list[str],
+    typer.Option("--compare-nameserver", help="Also resolve through this DNS server (IP[:PORT]) and report "
+                 "names on which it disagrees with the resolver in use (split-horizon DNS)."),
+]
+FormatOpt = Annotated[
+    str | None, typer.Option("--format", help="text, json or prometheus (default text; json with --json).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", "-J", help="Print the JSON report (same as --format json).")]
+OutputOpt = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Also write the JSON report to this file, atomically.")
+]
+OutDirOpt = Annotated[
+    Path | None,
+    typer.Option("--out", envvar="KPROBE_OUT",
+                 help="Write each report to DIR/<date>/<vantage>-<timestamp>-<id>.json (atomic, never overwrites)."),
+]
+PromFileOpt = Annotated[
+    Path | None,
+    typer.Option("--prom-file", help="Write Prometheus metrics to this file atomically (node_exporter textfile)."),
+]
+PublishOpt = Annotated[
+    str | None, typer.Option("--publish", envvar="KPROBE_PUBLISH",
+                             help="Produce each report to BOOTSTRAP/TOPIC (spooled first, forwarded when reachable).")
+]
+PublishPropOpt = Annotated[
+    list[str], typer.Option("--publish-property", help="librdkafka property for the collector cluster (key=value).")
+]
+SpoolOpt = Annotated[
+    Path | None, typer.Option("--spool", envvar="KPROBE_SPOOL",
+                              help="Spool directory for --publish (default ~/.cache/kprobe/spool).")
+]
+SpoolMaxOpt = Annotated[int, typer.Option("--spool-max", help="Most reports kept in the spool; the oldest go first.")]
+NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colours, even on a terminal.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Progress and client log lines on stderr.")]
 
-    write_atomic(path, text)
 
+def _probe_options(
+    bootstrap: list[str], prop: list[str], prop_file: list[str], nameserver: list[str], timeout: str,
+    deadline: str, vantage: str | None, no_identity: bool, tls_expiry_days: float, compare_nameserver: list[str],
+) -> ProbeOptions:
+    from kprobe.config import parse_addresses, parse_duration, parse_nameserver, parse_properties, security_from
+    from kprobe.probe import ProbeOptions
 
-@app.command()
-def probe(
-    bootstrap: Annotated[
-        list[str],
-        typer.Option("--bootstrap", "-b", envvar="KPROBE_BOOTSTRAP",
-                     help="Bootstrap address: host:port, host, [v6]:port or PROTOCOL://host:port; "
-                     "comma lists and repeats allowed."),
-    ] = [],  # noqa: B006 - typer reads the default, never mutates it
-    prop: Annotated[list[str], typer.Option("-X", help="librdkafka property key=value (repeatable).")] = [],  # noqa: B006
-    prop_file: Annotated[
-        list[str], typer.Option("-F", envvar="KPROBE_CONFIG", help="librdkafka properties file, as kcat reads it.")
-    ] = [],  # noqa: B006
-    nameserver: Annotated[
-        list[str],
-        typer.Option("--nameserver", "-n", envvar="KPROBE_NAMESERVER",
-                     help="Resolve through this DNS server (IP[:PORT]) with dnspython only: what a host "
-                     "on that network would see."),
-    ] = [],  # noqa: B006
-    timeout: Annotated[str, typer.Option("--timeout", "-m", envvar="KPROBE_TIMEOUT",
-                                         help="Per-request timeout (connect, metadata, DNS query).")] = "5s",
-    deadline: Annotated[str, typer.Option("--deadline", envvar="KPROBE_DEADLINE",
-                                          help="Deadline for the whole run.")] = "30s",
-    json_out: Annotated[bool, typer.Option("--json", "-J", help="Print the JSON report.")] = False,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write the JSON report to this file, atomically.")
-    ] = None,
-    vantage: Annotated[
-        str | None,
-        typer.Option("--vantage", envvar="KPROBE_VANTAGE", help="Name of this vantage point (default: hostname)."),
-    ] = None,
-    no_color: Annotated[bool, typer.Option("--no-color", help="No colours, even on a terminal.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Progress and client log lines on stderr.")] = False,
-    no_identity: Annotated[
-        bool, typer.Option("--no-identity", help="Skip asking each endpoint which node it is (DescribeConfigs).")
-    ] = False,
-    tls_expiry_days: Annotated[
-        float, typer.Option("--tls-expiry-days", help="Warn when a broker certificate expires within this many days.")
-    ] = 30.0,
-    compare_nameserver: Annotated[
-        list[str],
-        typer.Option("--compare-nameserver", help="Also resolve through this DNS server (IP[:PORT]) and report "
-                     "names on which it disagrees with the resolver in use (split-horizon DNS)."),
-    ] = [],  # noqa: B006
-) -> None:
-    """Bootstrap against each address separately, then resolve and connect to every endpoint the
-    brokers advertise, from here. Exit 0 no gap, 1 gap, 2 bad input, 3 no bootstrap answered,
-    130 interrupted.
-    """
-    from kprobe.config import parse_addresses, parse_duration, parse_nameserver, parse_properties
-    from kprobe.probe import ProbeOptions, ProbeRun
-
-    _setup_logging(verbose)
     addresses = parse_addresses(bootstrap)
     props = parse_properties(prop, prop_file)
-    options = ProbeOptions(
+    for address in addresses:
+        security_from(props, address)  # a bad security.protocol is a usage error, before any I/O
+    if not 0 <= tls_expiry_days <= 3650:
+        raise UsageError(f"bad --tls-expiry-days {tls_expiry_days:g}: give a number of days from 0 to 3650")
+    return ProbeOptions(
         bootstraps=addresses,
         props=props,
         nameservers=[parse_nameserver(n) for n in nameserver],
@@ -135,39 +160,178 @@ def probe(
         tls_expiry_days=tls_expiry_days,
         compare_nameservers=[parse_nameserver(n) for n in compare_nameserver],
     )
-    if output is not None:
-        _check_writable(output)
-    from kprobe.config import security_from
 
-    for address in addresses:
-        security_from(props, address)  # a bad security.protocol is a usage error, before any I/O
+
+def _outputs(
+    fmt: str | None, json_out: bool, no_color: bool, output: Path | None, out_dir: Path | None,
+    prom_file: Path | None, publish: str | None, publish_property: list[str], spool: Path | None, spool_max: int,
+) -> Outputs:
+    from kprobe.config import parse_properties
+    from kprobe.outputs import FORMATS, Outputs
+
+    chosen = (fmt or ("json" if json_out else "text")).lower()
+    if chosen not in FORMATS:
+        raise UsageError(f"bad --format {fmt!r}: use text, json or prometheus")
+    if json_out and chosen != "json":
+        raise UsageError("--json and --format disagree: give one of them")
+    for path, flag in ((output, "-o"), (prom_file, "--prom-file")):
+        if path is not None:
+            _check_writable(path, flag)
+    if out_dir is not None:
+        _check_dir(out_dir, "--out")
+    target = None
+    if publish is not None:
+        from kprobe.publish import parse_target
+
+        target = parse_target(publish)
+    if spool_max < 1:
+        raise UsageError(f"bad --spool-max {spool_max}: keep at least 1 report")
+    return Outputs(
+        fmt=chosen, color=_use_color(no_color), output=output, out_dir=out_dir, prom_file=prom_file,
+        publish=target, publish_props=parse_properties(publish_property), spool=spool, spool_max=spool_max,
+    )
+
+
+@app.command()
+def probe(
+    bootstrap: BootstrapOpt = [],  # noqa: B006 - typer reads the default, never mutates it
+    prop: PropOpt = [],  # noqa: B006
+    prop_file: PropFileOpt = [],  # noqa: B006
+    nameserver: NameserverOpt = [],  # noqa: B006
+    timeout: TimeoutOpt = "5s",
+    deadline: DeadlineOpt = "30s",
+    json_out: JsonOpt = False,
+    fmt: FormatOpt = None,
+    output: OutputOpt = None,
+    out_dir: OutDirOpt = None,
+    prom_file: PromFileOpt = None,
+    publish: PublishOpt = None,
+    publish_property: PublishPropOpt = [],  # noqa: B006
+    spool: SpoolOpt = None,
+    spool_max: SpoolMaxOpt = 10_000,
+    vantage: VantageOpt = None,
+    no_color: NoColorOpt = False,
+    verbose: VerboseOpt = False,
+    no_identity: NoIdentityOpt = False,
+    tls_expiry_days: ExpiryOpt = 30.0,
+    compare_nameserver: CompareOpt = [],  # noqa: B006
+) -> None:
+    """Bootstrap against each address separately, then resolve and connect to every endpoint the
+    brokers advertise, from here.
+
+    Exit 0 no gap, 1 gap, 2 bad input, 3 no bootstrap answered, 130 interrupted.
+    """
+    from kprobe.outputs import deliver
+    from kprobe.probe import ProbeRun
+
+    _setup_logging(verbose)
+    options = _probe_options(bootstrap, prop, prop_file, nameserver, timeout, deadline, vantage, no_identity,
+                             tls_expiry_days, compare_nameserver)
+    outputs = _outputs(fmt, json_out, no_color, output, out_dir, prom_file, publish, publish_property, spool,
+                       spool_max)
     run = ProbeRun(options)
-    report = _run_interruptibly(run)
-    _emit(report, json_out=json_out, output=output, color=_use_color(no_color))
+    with _progress(run, len(options.bootstraps)):
+        report = _run_interruptibly(run)
+    deliver(report, outputs, timeout=options.timeout)
     raise typer.Exit(STATUS_EXIT[report.status])
 
 
+@app.command()
+def watch(
+    bootstrap: BootstrapOpt = [],  # noqa: B006
+    every: Annotated[str, typer.Option("--every", help="Start a probe this often (e.g. 60s, 5m).")] = "60s",
+    jitter: Annotated[str, typer.Option("--jitter", help="Random delay up to this long before each run.")] = "0s",
+    count: Annotated[int | None, typer.Option("--count", help="Stop after this many runs.")] = None,
+    prop: PropOpt = [],  # noqa: B006
+    prop_file: PropFileOpt = [],  # noqa: B006
+    nameserver: NameserverOpt = [],  # noqa: B006
+    timeout: TimeoutOpt = "5s",
+    deadline: DeadlineOpt = "30s",
+    json_out: JsonOpt = False,
+    fmt: FormatOpt = None,
+    out_dir: OutDirOpt = None,
+    prom_file: PromFileOpt = None,
+    publish: PublishOpt = None,
+    publish_property: PublishPropOpt = [],  # noqa: B006
+    spool: SpoolOpt = None,
+    spool_max: SpoolMaxOpt = 10_000,
+    vantage: VantageOpt = None,
+    no_color: NoColorOpt = False,
+    verbose: VerboseOpt = False,
+    no_identity: NoIdentityOpt = False,
+    tls_expiry_days: ExpiryOpt = 30.0,
+    compare_nameserver: CompareOpt = [],  # noqa: B006
+) -> None:
+    """Probe on a schedule in one long-lived process, one run at a time.
+
+    A late run skips slots instead of piling up; each report goes to --out / --publish / --prom-file,
+    one summary line (or JSON line) per run on stdout. SIGTERM ends it cleanly (exit 0).
+    """
+    from kprobe.config import parse_duration
+    from kprobe.watch import Schedule, run_watch
+
+    _setup_logging(verbose)
+    options = _probe_options(bootstrap, prop, prop_file, nameserver, timeout, deadline, vantage, no_identity,
+                             tls_expiry_days, compare_nameserver)
+    outputs = _outputs(fmt, json_out, no_color, None, out_dir, prom_file, publish, publish_property, spool,
+                       spool_max)
+    if count is not None and count < 1:
+        raise UsageError(f"bad --count {count}: run at least once")
+    jitter_s = 0.0 if jitter.strip() in ("0", "0s", "") else parse_duration(jitter, "--jitter")
+    schedule = Schedule(parse_duration(every, "--every"), jitter_s, count)
+    if options.deadline > schedule.every:
+        options = replace(options, deadline=schedule.every)  # a run never overlaps the next
+    raise typer.Exit(run_watch(options, outputs, schedule))
+
+
 def _setup_logging(verbose: bool) -> None:
-    """--verbose: kprobe's progress and captured client log lines on stderr, never on stdout."""
+    """--verbose: kprobe's progress and captured client log lines on stderr, never on stdout.
+
+    Warnings (a full spool, a late run) always reach stderr.
+    """
     import logging
 
     logger = logging.getLogger("kprobe")
     logger.propagate = False
-    if verbose and not logger.handlers:
+    if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("kprobe: %(message)s"))
         logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
+    logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
-def _check_writable(path: Path) -> None:
+def _check_writable(path: Path, flag: str = "-o") -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
-        raise UsageError(f"cannot write -o {path}: it is a directory, give a file name")
+        raise UsageError(f"cannot write {flag} {path}: it is a directory, give a file name")
     if not parent.is_dir():
-        raise UsageError(f"cannot write -o {path}: directory {parent} does not exist")
+        raise UsageError(f"cannot write {flag} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
-        raise UsageError(f"cannot write -o {path}: no permission to write in {parent}")
+        raise UsageError(f"cannot write {flag} {path}: no permission to write in {parent}")
+
+
+def _check_dir(path: Path, flag: str) -> None:
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"cannot write {flag} {path}: it is a file, give a directory")
+    probe = path if path.exists() else path.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK):
+        raise UsageError(f"cannot write {flag} {path}: no permission to create or write it")
+
+
+@contextmanager
+def _progress(run: ProbeRun, bootstraps: int) -> Iterator[None]:
+    """A transient progress line on a terminal for runs over many bootstraps; silent otherwise."""
+    if bootstraps < 4 or not sys.stderr.isatty() or os.environ.get("TERM") == "dumb":
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("starting")
+        run.on_phase = lambda text: bar.update(task, description=text)
+        yield
 
 
 def _run_interruptibly(run: ProbeRun) -> Report:
@@ -192,15 +356,6 @@ def _run_interruptibly(run: ProbeRun) -> Report:
     if isinstance(result, BaseException):
         raise result
     return result
-
-
-def _emit(report: Report, *, json_out: bool, output: Path | None, color: bool) -> None:
-    from kprobe.report import json_report, text
-
-    if output is not None:
-        _write_atomically(output, json_report.render(report))
-    sys.stdout.write(json_report.render(report) if json_out else text.render(report, color=color))
-    sys.stdout.flush()
 
 
 @app.command("list")

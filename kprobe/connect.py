@@ -68,8 +68,9 @@ def _connect_batch(
             code = sock.connect_ex((address, port))
             if code in (0, errno.ECONNREFUSED) or code not in (errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
                 ms = (time.perf_counter() - t0) * 1000
+                source = _local_address(sock) if code == 0 else None
                 sock.close()
-                results[target] = _result(address, port, code, ms)
+                results[target] = _result(address, port, code, ms, source)
                 continue
             started[target] = t0
             sel.register(sock, selectors.EVENT_WRITE, target)
@@ -87,9 +88,10 @@ def _connect_batch(
                 target = key.data
                 code = ready.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 ms = (time.perf_counter() - started[target]) * 1000
+                source = _local_address(ready) if code == 0 else None
                 sel.unregister(ready)
                 ready.close()
-                results[target] = _result(target[0], target[1], code, ms)
+                results[target] = _result(target[0], target[1], code, ms, source)
     finally:
         for key in list(sel.get_map().values()):
             sel.unregister(key.fileobj)
@@ -121,7 +123,15 @@ def _expire(
             results[target] = TcpResult(target[0], target[1], "timeout", elapsed * 1000, reason)
 
 
-def _result(address: str, port: int, code: int, ms: float) -> TcpResult:
+def _result(address: str, port: int, code: int, ms: float, source: str | None = None) -> TcpResult:
     status = classify(code)
     error = None if status == "ok" else (errno.errorcode.get(code, str(code)) + ": " + os.strerror(code))
-    return TcpResult(address, port, status, ms, error)
+    return TcpResult(address, port, status, ms, error, source)
+
+
+def _local_address(sock: socket.socket) -> str | None:
+    """The source address the kernel chose: which interface this vantage really uses."""
+    try:
+        return str(sock.getsockname()[0])
+    except OSError:
+        return None

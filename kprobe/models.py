@@ -84,6 +84,7 @@ class ClusterMetadata:
     controller_id: int | None
     topics: tuple[TopicInfo, ...] = ()
     api_version: int | None = None
+    local_address: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,7 @@ class TcpResult:
     status: str
     ms: float | None = None
     error: str | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True)

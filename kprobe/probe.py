@@ -12,7 +12,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kprobe.config import redact, security_from
@@ -81,16 +81,24 @@ class ProbeRun:
         self.endpoints: list[Endpoint] = []
         self.results: list[EndpointResult] | None = None
         self.interrupted = False
+        self.on_phase: Callable[[str], None] | None = None
+
+    def _phase(self, text: str) -> None:
+        if self.on_phase is not None:
+            self.on_phase(text)
 
     def run(self) -> Report:
         """Every step in order; never raises for the network."""
         opts = self.options
+        self._phase(f"asking {len(opts.bootstraps)} bootstrap address(es) for metadata")
         self.bootstraps = fetch_all(opts.bootstraps, opts.props, self.resolver, timeout=opts.timeout,
                                     deadline=self.deadline, topics=[], identity=opts.identity)
         self.endpoints = collect(self.bootstraps)
         _LOG.debug("%d distinct advertised endpoints after %.0f ms", len(self.endpoints),
                    (time.monotonic() - self.t0) * 1000)
+        self._phase(f"resolving and connecting to {len(self.endpoints)} advertised endpoint(s)")
         results = probe_endpoints(self.endpoints, self.resolver, timeout=opts.timeout, deadline=self.deadline)
+        self._phase("checking who answers at each endpoint")
         results = self._deeper(results)
         self.results = results
         for r in self.results:

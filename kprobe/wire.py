@@ -19,7 +19,7 @@ import socket
 import ssl
 import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kprobe.models import AdvertisedBroker, ClusterMetadata, PartitionInfo, TopicInfo
 
@@ -555,6 +555,11 @@ def fetch_and_identify(
         if sec.uses_sasl:
             conn.authenticate_plain()
         meta = conn.metadata(topics)
+        try:
+            local = str(conn.sock.getsockname()[0]) if conn.sock is not None else None
+        except OSError:
+            local = None
+        meta = replace(meta, local_address=local)
         if not identity:
             return meta, None, None
         ask = expected if expected is not None else (meta.brokers[0].node_id if meta.brokers else 0)

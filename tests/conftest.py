@@ -54,3 +54,8 @@ def tls_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
 @pytest.fixture(scope="session")
 def sasl_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
     return _lab(lab_factory, "sasl")
+
+
+@pytest.fixture(scope="session")
+def collector_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
+    return _lab(lab_factory, "collector")

@@ -23,7 +23,7 @@ def test_version():
 def test_help_lists_every_command():
     done = run("--help")
     assert done.returncode == 0
-    for command in ("probe", "list", "schema", "demo", "lab"):
+    for command in ("probe", "list", "watch", "schema", "demo", "lab"):
         assert f"  {command} " in done.stdout
     lab = run("lab", "--help")
     for command in ("up", "down", "list"):
@@ -34,7 +34,7 @@ def test_lab_list_one_line_per_scenario():
     done = run("lab", "list")
     assert done.returncode == 0
     names = [line.split()[0] for line in done.stdout.splitlines()]
-    assert names == ["listeners", "cloud", "three-brokers", "tls", "sasl"]
+    assert names == ["listeners", "cloud", "three-brokers", "tls", "sasl", "collector"]
 
 
 def test_schema_is_valid_json_schema():

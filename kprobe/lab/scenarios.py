@@ -275,7 +275,24 @@ _SASL = Scenario(
     users=("alice",),
 )
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (_LISTENERS, _CLOUD, _THREE, _TLS, _SASL)}
+_COLLECTOR = Scenario(
+    name="collector",
+    summary="one plain broker that collects reports (kprobe probe --publish), for the scheduling tests",
+    story="A single broker on 127.0.0.71 whose topic receives the reports of scheduled probes.",
+    nodes=(
+        NodeSpec(
+            node_id=0,
+            address="127.0.0.71",
+            hostnames=("collector",),
+            listeners=(
+                ListenerSpec("INTERNAL", inter_broker=True, note="inter-broker"),
+                ListenerSpec("CLIENT", note="where probes publish their reports"),
+            ),
+        ),
+    ),
+)
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (_LISTENERS, _CLOUD, _THREE, _TLS, _SASL, _COLLECTOR)}
 
 
 def get_scenario(name: str) -> Scenario:

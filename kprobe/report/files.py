@@ -34,3 +34,36 @@ def write_atomic(path: Path, text: str) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def write_new(path: Path, text: str) -> None:
+    """Like write_atomic, but never replaces an existing file: link(2) fails if it exists."""
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(tmp, path)
+    except FileExistsError:
+        raise KprobeError(f"cannot write {path}: it already exists (reports are never overwritten)") from None
+    except OSError as exc:
+        raise KprobeError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def report_path(out_dir: Path, vantage: str, started_at: str, report_id: str) -> Path:
+    """`DIR/<date>/<vantage>-<timestamp>-<id>.json`: sortable, unique, safe as a file name."""
+    safe_vantage = "".join(c if c.isalnum() or c in "-_." else "_" for c in vantage)[:64] or "vantage"
+    stamp = started_at.replace(":", "").replace("-", "")  # 20261122T180000.123Z
+    return out_dir / started_at[:10] / f"{safe_vantage}-{stamp}-{report_id}.json"

@@ -46,6 +46,7 @@ def _bootstrap(b: BootstrapResult) -> dict[str, Any]:
         "error": b.error,
         "answered_by": None if b.answered_by_id is None else {"node_id": b.answered_by_id, "name": b.answered_by_name},
         "connected_to": b.connected_to,
+        "source": meta.local_address if meta else None,
         "cluster_id": meta.cluster_id if meta else None,
         "controller_id": meta.controller_id if meta else None,
         "brokers": [
@@ -70,7 +71,8 @@ def endpoint_dict(r: EndpointResult) -> dict[str, Any]:
         "rack": e.rack,
         "advertised_by": list(e.advertised_by),
         "dns": _dns(r.dns),
-        "tcp": [{"address": t.address, "status": t.status, "ms": _round(t.ms), "error": t.error} for t in r.tcp],
+        "tcp": [{"address": t.address, "status": t.status, "ms": _round(t.ms), "error": t.error, "source": t.source}
+                for t in r.tcp],
         "status": r.status,
         "identity": None if r.identity is None else {
             "status": r.identity.status, "node_id": r.identity.node_id, "detail": r.identity.detail,
@@ -109,6 +111,10 @@ def to_dict(report: Report) -> dict[str, Any]:
             "name": report.vantage.name,
             "hostname": report.vantage.hostname,
             "resolver": {"kind": report.vantage.resolver_kind, "nameservers": list(report.vantage.nameservers)},
+            "source_addresses": sorted(
+                {t.source for r in report.endpoints for t in r.tcp if t.source}
+                | {b.metadata.local_address for b in report.bootstraps if b.metadata and b.metadata.local_address}
+            ),
         },
         "settings": report.settings,
         "bootstraps": [_bootstrap(b) for b in report.bootstraps],

@@ -1,0 +1,89 @@
+"""Where a finished report goes: stdout in the chosen format, files, metrics, a Kafka topic.
+
+Kept apart from the CLI so `probe` and `watch` deliver identically, and apart from the
+formats (kprobe.report.*), which only turn a report into text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kprobe.errors import KprobeError
+from kprobe.models import Report
+from kprobe.publish import DEFAULT_SPOOL_MAX, Spool, Target, forward
+
+FORMATS = ("text", "json", "prometheus")
+_LOG = logging.getLogger("kprobe.outputs")
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Validated output choices of one command."""
+
+    fmt: str = "text"
+    color: bool = False
+    output: Path | None = None
+    out_dir: Path | None = None
+    prom_file: Path | None = None
+    publish: Target | None = None
+    publish_props: dict[str, str] = field(default_factory=dict)
+    spool: Path | None = None
+    spool_max: int = DEFAULT_SPOOL_MAX
+
+
+def render(report: Report, fmt: str, color: bool = False) -> str:
+    """The report as text in one of FORMATS."""
+    if fmt == "json":
+        from kprobe.report import json_report
+
+        return json_report.render(report)
+    if fmt == "prometheus":
+        from kprobe.report import prometheus
+
+        return prometheus.render(report)
+    from kprobe.report import text
+
+    return text.render(report, color=color)
+
+
+def default_spool() -> Path:
+    """~/.cache/kprobe/spool (XDG), beside the lab's jar cache."""
+    from kprobe.lab.jars import cache_root
+
+    return cache_root() / "spool"
+
+
+def deliver(report: Report, outputs: Outputs, *, timeout: float, stdout: bool = True) -> None:
+    """Write the report everywhere asked; the files first, so stdout never claims what failed."""
+    from kprobe.report import json_report
+    from kprobe.report.files import report_path, write_atomic, write_new
+
+    data = json_report.to_dict(report)
+    if outputs.output is not None:
+        write_atomic(outputs.output, json_report.render(report))
+    if outputs.out_dir is not None:
+        write_new(report_path(outputs.out_dir, report.vantage.name, report.started_at, report.id),
+                  json.dumps(data, ensure_ascii=True, indent=1) + "\n")
+    if outputs.prom_file is not None:
+        from kprobe.report import prometheus
+
+        write_atomic(outputs.prom_file, prometheus.render(report))
+    if outputs.publish is not None:
+        spool = Spool(outputs.spool or default_spool(), outputs.spool_max)
+        spool.put(data)
+        try:
+            sent, pending = forward(spool, outputs.publish, outputs.publish_props, timeout=timeout)
+        except KprobeError:
+            raise
+        except Exception as exc:  # the collector's trouble must not lose the run: it stays spooled
+            _LOG.warning("publishing failed (%s); %d reports stay spooled", exc.__class__.__name__,
+                         len(spool.pending()))
+        else:
+            _LOG.debug("published %d reports, %d pending", sent, pending)
+    if stdout:
+        sys.stdout.write(render(report, outputs.fmt, outputs.color))
+        sys.stdout.flush()

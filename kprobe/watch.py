@@ -1,0 +1,117 @@
+"""`kprobe watch`: the probe on a schedule, in one long-lived process.
+
+One run at a time: each run's deadline is at most the interval, and a run that still ends late
+skips the slots it overran instead of starting runs back to back. SIGTERM (or Ctrl-C) lets the
+current run finish within a short grace, delivers it, and ends; an abandoned run writes
+nothing, and every file is written atomically, so nothing is ever half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import resource
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from types import FrameType
+
+from kprobe.errors import EXIT_INTERRUPTED, KprobeError
+from kprobe.models import Report
+from kprobe.outputs import Outputs, deliver
+from kprobe.probe import ProbeOptions, ProbeRun
+
+GRACE = 5.0
+_LOG = logging.getLogger("kprobe.watch")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """--every, --jitter, --count."""
+
+    every: float
+    jitter: float = 0.0
+    count: int | None = None
+
+
+def _summary(report: Report, number: int) -> str:
+    errors = sum(1 for f in report.findings if f.severity == "error")
+    return (f"run {number} {report.started_at} {report.status}: "
+            f"{sum(1 for b in report.bootstraps if b.status == 'ok')}/{len(report.bootstraps)} bootstraps, "
+            f"{report.reachable}/{len(report.endpoints)} endpoints reachable, {errors} errors, "
+            f"{report.duration_ms / 1000:.2f}s")
+
+
+def _stdout_text(report: Report, number: int, fmt: str) -> str:
+    """A summary line per run, or JSON Lines (one report per line), or the metrics."""
+    if fmt == "text":
+        return _summary(report, number) + "\n"
+    if fmt == "json":
+        from kprobe.report import json_report
+
+        return json.dumps(json_report.to_dict(report), ensure_ascii=True) + "\n"
+    from kprobe.report import prometheus
+
+    return prometheus.render(report)
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule) -> int:
+    """Run until --count runs are done or a signal arrives; returns the exit code."""
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    next_start = time.monotonic()
+    done = 0
+    while not stop.is_set() and (schedule.count is None or done < schedule.count):
+        delay = next_start + (random.uniform(0, schedule.jitter) if schedule.jitter else 0) - time.monotonic()
+        if delay > 0 and stop.wait(delay):
+            break
+        started = time.monotonic()
+        report = _one_run(options, stop)
+        if report is None:
+            break  # abandoned on a signal: nothing written
+        done += 1
+        try:
+            deliver(report, outputs, timeout=options.timeout, stdout=False)
+        except KprobeError as exc:
+            _LOG.warning("run %d: %s", done, exc)
+        sys.stdout.write(_stdout_text(report, done, outputs.fmt))
+        sys.stdout.flush()
+        _LOG.debug("run %d took %.2fs, peak RSS %.1f MB", done, time.monotonic() - started, _rss_mb())
+        next_start += schedule.every
+        late = time.monotonic() - next_start
+        if late > 0:
+            skipped = math.ceil(late / schedule.every)
+            _LOG.warning("run %d took %.1fs, longer than --every %gs: skipping %d slot(s)", done,
+                         time.monotonic() - started, schedule.every, skipped)
+            next_start += skipped * schedule.every
+    if received and received[0] == signal.SIGINT:
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _one_run(options: ProbeOptions, stop: threading.Event) -> Report | None:
+    """One probe in a worker thread; on a signal, wait a short grace, else abandon it."""
+    run = ProbeRun(options)
+    box: list[Report] = []
+    worker = threading.Thread(target=lambda: box.append(run.run()), daemon=True)
+    worker.start()
+    while worker.is_alive():
+        if stop.wait(0.05):
+            worker.join(GRACE)
+            break
+    return box[0] if box else None
