@@ -428,6 +428,55 @@ def list_(
 
 
 @app.command()
+def aggregate(
+    inputs: Annotated[list[str], typer.Argument(help="Report files or directories (local, s3a://, hdfs://).")],
+    out: Annotated[str, typer.Option("--out", help="Output directory (replaced whole on success).")],
+    master: Annotated[str, typer.Option("--master", help="Spark master.")] = "local[*]",
+    since: Annotated[str | None, typer.Option("--since", help="Only reports at or after (RFC 3339 or date).")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Only reports before (RFC 3339 or date).")] = None,
+    no_html: Annotated[bool, typer.Option("--no-html", help="Skip report.html.")] = False,
+) -> None:
+    """Aggregate reports from many vantages with PySpark.
+
+    Reachability per endpoint and vantage, cluster summaries, findings by day, advertised-endpoint
+    drift, quarantine of bad records, and report.html.
+    """
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("pyspark") is None:
+        raise UsageError("kprobe aggregate needs PySpark: pip install 'kprobe[spark]'")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise UsageError("kprobe aggregate needs Java (Spark runs on the JVM): install a JDK 17 or set JAVA_HOME")
+    for value, flag in ((since, "--since"), (until, "--until")):
+        if value is not None:
+            _check_time(value, flag)
+    for item in inputs:
+        if "://" not in item and not Path(item).exists():
+            raise UsageError(f"no such input {item!r}: give report files or directories")
+    if "://" not in out and Path(out).exists() and not Path(out).is_dir():
+        raise UsageError(f"bad --out {out!r}: it is a file, give a directory")
+    from kprobe.aggregate.job import JobOptions, run, session, summary_lines
+
+    spark = session(master)
+    try:
+        result = run(spark, JobOptions(tuple(inputs), out, master, since, until, not no_html))
+    finally:
+        spark.stop()
+    typer.echo("\n".join(summary_lines(result)))
+    typer.echo(f"outputs in {out}")
+
+
+def _check_time(value: str, flag: str) -> None:
+    import datetime as dt
+
+    try:
+        dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"bad {flag} {value!r}: give an RFC 3339 time or a date, e.g. 2026-11-22T18:00:00Z") from None
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of the report (kprobe.report/v1)."""
     from kprobe.report.json_report import schema_text
