@@ -141,7 +141,7 @@ def findings_by_day(reps: DataFrame) -> DataFrame:
     return (reps.select("cluster_id", "vantage", F.to_date("ts").alias("day"), F.explode("findings").alias("f"))
             .groupBy("cluster_id", "vantage", "day", F.col("f.code").alias("code"),
                      F.col("f.severity").alias("severity"))
-            .agg(F.count(F.lit(1)).alias("count")))
+            .agg(F.count(F.lit(1)).alias("occurrences")))
 
 
 def cluster_summary(reps: DataFrame) -> DataFrame:
@@ -159,7 +159,7 @@ def cluster_summary(reps: DataFrame) -> DataFrame:
         F.max(F.when(F.col("status") != "ok", F.col("ts"))).alias("last_bad"),
     )
     counts = findings_by_day(reps).groupBy("cluster_id", "vantage", "code", "severity").agg(
-        F.sum("count").alias("n"))
+        F.sum("occurrences").alias("n"))
     rank = Window.partitionBy("cluster_id", "vantage").orderBy(_severity_rank(), F.col("n").desc(), "code")
     worst = (counts.withColumn("rn", F.row_number().over(rank)).where("rn = 1")
              .select("cluster_id", "vantage", F.col("code").alias("worst_finding"),
