@@ -429,8 +429,13 @@ def list_(
 
 @app.command()
 def aggregate(
-    inputs: Annotated[list[str], typer.Argument(help="Report files or directories (local, s3a://, hdfs://).")],
     out: Annotated[str, typer.Option("--out", help="Output directory (replaced whole on success).")],
+    inputs: Annotated[
+        list[str] | None, typer.Argument(help="Report files or directories (local, s3a://, hdfs://).")
+    ] = None,
+    kafka: Annotated[
+        list[str], typer.Option("--kafka", help="Also read reports from BOOTSTRAP/TOPIC (Spark's Kafka source).")
+    ] = [],  # noqa: B006
     master: Annotated[str, typer.Option("--master", help="Spark master.")] = "local[*]",
     since: Annotated[str | None, typer.Option("--since", help="Only reports at or after (RFC 3339 or date).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Only reports before (RFC 3339 or date).")] = None,
@@ -451,6 +456,12 @@ def aggregate(
     for value, flag in ((since, "--since"), (until, "--until")):
         if value is not None:
             _check_time(value, flag)
+    inputs = inputs or []
+    if not inputs and not kafka:
+        raise UsageError("nothing to aggregate: give report files or directories, or --kafka BOOTSTRAP/TOPIC")
+    from kprobe.publish import parse_target
+
+    topics = tuple((t.bootstrap, t.topic) for t in (parse_target(k) for k in kafka))
     for item in inputs:
         if "://" not in item and not Path(item).exists():
             raise UsageError(f"no such input {item!r}: give report files or directories")
@@ -458,9 +469,9 @@ def aggregate(
         raise UsageError(f"bad --out {out!r}: it is a file, give a directory")
     from kprobe.aggregate.job import JobOptions, run, session, summary_lines
 
-    spark = session(master)
+    spark = session(master, kafka=bool(topics))
     try:
-        result = run(spark, JobOptions(tuple(inputs), out, master, since, until, not no_html))
+        result = run(spark, JobOptions(tuple(inputs), out, master, since, until, not no_html, topics))
     finally:
         spark.stop()
     typer.echo("\n".join(summary_lines(result)))

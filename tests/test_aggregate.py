@@ -173,3 +173,33 @@ def test_spark_schema_is_derived_from_the_json_schema():
     assert spark_fields >= set(schema()["required"])
     endpoint = next(f for f in report_schema().fields if f.name == "endpoints").dataType.elementType
     assert {"tcp", "dns", "identity", "tls", "status"} <= set(endpoint.names)
+
+
+def test_reading_a_topic_gives_what_reading_the_files_gives(listeners_lab, collector_lab, tmp_path):
+    """Reports published by real probes (--publish) and written by the same runs (--out)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    collector = collector_lab.bootstrap("CLIENT")
+    topic = f"agg-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": collector})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    del admin
+    for view in ("docker", "host"):
+        for _ in range(2):
+            done = subprocess.run(
+                [sys.executable, "-m", "kprobe", "probe", "-b", listeners_lab.real_endpoint("LISTENER_BOB"),
+                 "--nameserver", listeners_lab.nameserver(view), "--vantage", view, "--out", str(tmp_path / "files"),
+                 "--publish", f"{collector}/{topic}", "--spool", str(tmp_path / "spool"), "--json"],
+                capture_output=True, text=True, timeout=120, check=False)
+            assert done.returncode in (0, 1), done.stderr
+    results = {}
+    for name, extra in (("files", [str(tmp_path / "files")]), ("topic", ["--kafka", f"{collector}/{topic}"])):
+        done = subprocess.run([sys.executable, "-m", "kprobe", "aggregate", *extra, "--out", str(tmp_path / name),
+                               "--no-html"], capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        rows = [json.loads(line) for f in (tmp_path / name / "json" / "endpoint_vantage").glob("*.json")
+                for line in f.read_text().splitlines()]
+        results[name] = sorted(rows, key=lambda r: r["vantage"])
+        assert done.stdout.startswith("4 records: 4 reports aggregated")
+    assert results["files"] == results["topic"]
+    assert [(r["vantage"], r["probes"], r["successes"]) for r in results["topic"]] == [("docker", 2, 2), ("host", 2, 0)]

@@ -14,7 +14,8 @@ from kprobe.aggregate.job import JobOptions, run, session, summary_lines
 def main(argv: list[str] | None = None) -> int:
     """Parse, run, print the summary."""
     parser = argparse.ArgumentParser(prog="kprobe.aggregate", description=__doc__)
-    parser.add_argument("inputs", nargs="+", help="report files or directories (any path Spark reads)")
+    parser.add_argument("inputs", nargs="*", help="report files or directories (any path Spark reads)")
+    parser.add_argument("--kafka", action="append", default=[], help="BOOTSTRAP/TOPIC to read reports from")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument("--since", default=None)
@@ -23,8 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Under spark-submit the JVM gateway exists and carries spark-submit's master: keep it.
     master = args.master or (None if os.environ.get("PYSPARK_GATEWAY_PORT") else "local[*]")
-    spark = session(master)
-    result = run(spark, JobOptions(tuple(args.inputs), args.out, master, args.since, args.until, not args.no_html))
+    topics = tuple(tuple(k.rsplit("/", 1)) for k in args.kafka)
+    if not args.inputs and not topics:
+        parser.error("give report files or directories, or --kafka BOOTSTRAP/TOPIC")
+    spark = session(master, kafka=bool(topics))
+    result = run(spark, JobOptions(tuple(args.inputs), args.out, master, args.since, args.until, not args.no_html,
+                                   topics))
     print("\n".join(summary_lines(result)))
     return 0
 

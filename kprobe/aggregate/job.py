@@ -34,14 +34,25 @@ class JobOptions:
     since: str | None = None
     until: str | None = None
     html: bool = True
+    kafka: tuple[tuple[str, str], ...] = ()  # (bootstrap, topic)
 
 
-def session(master: str | None, app: str = "kprobe-aggregate") -> SparkSession:
-    """A session; under spark-submit the master is already set and `master` is None."""
+def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = False) -> SparkSession:
+    """A session; under spark-submit the master is already set and `master` is None.
+
+    With `kafka`, the Kafka source's jars are resolved (cached) and put on the session.
+    """
     builder = SparkSession.builder.appName(app)
+    if kafka:
+        import pyspark
+
+        from kprobe.aggregate.kafka_source import connector_jars
+
+        builder = builder.config("spark.jars", ",".join(connector_jars(pyspark.__version__)))
     if master:
         builder = builder.master(master)
     builder = (builder.config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", os.environ.get("KPROBE_SPARK_DRIVER_MEMORY", "2g"))
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", os.environ.get("KPROBE_SHUFFLE_PARTITIONS", "8")))
     spark = builder.getOrCreate()
@@ -49,16 +60,41 @@ def session(master: str | None, app: str = "kprobe-aggregate") -> SparkSession:
     return spark
 
 
-def read_records(spark: SparkSession, inputs: tuple[str, ...]) -> DataFrame:
-    """Every input file as whole text, split into records (`file`, `line`)."""
-    files = (spark.read.option("recursiveFileLookup", "true").text(list(inputs), wholetext=True)
-             .select(F.input_file_name().alias("file"), "value"))
-    return tf.split_records(files)
+def read_records(spark: SparkSession, inputs: tuple[str, ...],
+                 kafka: tuple[tuple[str, str], ...] = ()) -> DataFrame:
+    """Every input file as whole text, split into records (`file`, `line`), plus topic messages.
+
+    A topic is read whole (earliest to latest offsets) as a batch: each message is one report,
+    as `kprobe probe --publish` produces them.
+    """
+    parts: list[DataFrame] = []
+    if inputs:
+        reader = spark.read.option("recursiveFileLookup", "true")
+        # .jsonl: JSON Lines, read line by line (files of any size); .json: one report per file
+        # (what --out writes), or JSON Lines, told apart by split_records.
+        lines = (reader.option("pathGlobFilter", "*.jsonl").text(list(inputs))
+                 .select(F.input_file_name().alias("file"), F.col("value").alias("line"))
+                 .where(F.trim(F.col("line")) != ""))
+        files = (reader.option("pathGlobFilter", "*.json").text(list(inputs), wholetext=True)
+                 .select(F.input_file_name().alias("file"), "value"))
+        parts += [lines, tf.split_records(files)]
+    for bootstrap, topic in kafka:
+        messages = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                    .option("subscribe", topic).option("startingOffsets", "earliest")
+                    .option("endingOffsets", "latest").option("failOnDataLoss", "false").load())
+        parts.append(messages.select(
+            F.concat(F.lit(f"kafka://{bootstrap}/{topic}/"), F.col("partition").cast("string"), F.lit("@"),
+                     F.col("offset").cast("string")).alias("file"),
+            F.col("value").cast("string").alias("line")))
+    result = parts[0]
+    for part in parts[1:]:
+        result = result.unionByName(part)
+    return result
 
 
 def run(spark: SparkSession, options: JobOptions) -> dict[str, Any]:
     """The whole job; returns the counts and the worst gaps."""
-    records = tf.quarantine_reason(tf.parse(read_records(spark, options.inputs))).cache()
+    records = tf.quarantine_reason(tf.parse(read_records(spark, options.inputs, options.kafka))).cache()
     good = records.where(F.col("reason").isNull())
     quarantined = records.where(F.col("reason").isNotNull()).select(
         "file", "reason", F.substring("line", 1, 10_000).alias("record"))
