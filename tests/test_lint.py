@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_ruff_clean():
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "kprobe", "tests", "bench"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "kprobe", "tests", "bench", "docs"], cwd=ROOT,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 
