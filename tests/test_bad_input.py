@@ -35,6 +35,15 @@ CASES = [
     # list
     ["list"], ["list", "-b", "host:0"], ["list", *B, "-t", ""], ["list", *B, "--timeout", "x"],
     ["list", *B, "-F", "/nonexistent"], ["-L"], ["-L", "-b", "[::1"],
+    # watch
+    ["watch"], ["watch", *B, "--every", "never"], ["watch", *B, "--every", "0"], ["watch", *B, "--count", "0"],
+    ["watch", *B, "--jitter", "x"], ["watch", *B, "--out", "/proc/version"], ["watch", *B, "--format", "xml"],
+    ["watch", *B, "--publish", "no-topic"], ["watch", *B, "--publish", "h:1/bad topic"],
+    ["watch", *B, "--spool-max", "0"], ["watch", *B, "--json", "--format", "prometheus"],
+    # aggregate
+    ["aggregate", "--out", "/tmp/x"], ["aggregate", "/nonexistent/reports", "--out", "/tmp/x"],
+    ["aggregate", ".", "--out", "/tmp/x", "--since", "yesterday"], ["aggregate", ".", "--out", "/proc/version"],
+    ["aggregate", ".", "--out", "/tmp/x", "--kafka", "nobroker"],
     # lab
     ["lab", "up", "no-such-scenario"], ["lab", "up"], ["lab", "up", "listeners", "--backend", "vm"],
     ["lab", "nope"],

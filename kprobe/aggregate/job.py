@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kprobe.aggregate import transforms as tf
+from kprobe.errors import KprobeError
 
 OUTPUTS = ("endpoint_vantage", "cluster_summary", "findings", "advertised_changes")
 
@@ -94,38 +95,41 @@ def read_records(spark: SparkSession, inputs: tuple[str, ...],
 
 def run(spark: SparkSession, options: JobOptions) -> dict[str, Any]:
     """The whole job; returns the counts and the worst gaps."""
-    records = tf.quarantine_reason(tf.parse(read_records(spark, options.inputs, options.kafka))).cache()
-    good = records.where(F.col("reason").isNull())
+    raw = read_records(spark, options.inputs, options.kafka)
+    records = tf.quarantine_reason(tf.parse(raw))
+    # Parsed once; what later steps re-read is cached in slim, flat form.
+    slim_all = tf.slim(records.where(F.col("reason").isNull())).cache()
     quarantined = records.where(F.col("reason").isNotNull()).select(
-        "file", "reason", F.substring("line", 1, 10_000).alias("record"))
-    all_reports = tf.reports(good)
+        "file", "reason", F.substring("line", 1, 10_000).alias("record")).cache()
+    all_reports = slim_all.dropDuplicates(["report_id"])
     reps = tf.within(all_reports, options.since, options.until).cache()
-    obs = tf.observations(reps)
+    obs = tf.observations(reps).cache()
     outputs = {
         "endpoint_vantage": tf.endpoint_vantage(obs),
         "cluster_summary": tf.cluster_summary(reps),
         "findings": tf.findings_by_day(reps),
         "advertised_changes": tf.advertised_changes(reps),
     }
-    total = records.count()
-    usable = good.count()
+    usable = slim_all.count()
+    bad = quarantined.count()
     unique = all_reports.count()
     counts: dict[str, Any] = {
-        "input_records": total,
-        "quarantined": total - usable,
+        "input_records": raw.count(),  # counted apart from the split below, so the check means something
+        "quarantined": bad,
         "duplicates": usable - unique,
         "reports": unique,
         "reports_in_window": reps.count(),
         "observations": obs.count(),
     }
-    assert counts["reports"] + counts["duplicates"] + counts["quarantined"] == counts["input_records"]
+    if counts["reports"] + counts["duplicates"] + counts["quarantined"] != counts["input_records"]:
+        raise KprobeError(f"record accounting does not add up: {counts}")
     counts["quarantine_reasons"] = {r["reason"]: r["n"] for r in
                                     quarantined.groupBy("reason").agg(F.count(F.lit(1)).alias("n")).collect()}
     worst = [row.asDict() for row in outputs["endpoint_vantage"].orderBy("success_rate", "cluster_id", "vantage",
                                                                           "node_id").limit(10).collect()]
     write(outputs, quarantined, counts, worst, options, obs)
-    records.unpersist()
-    reps.unpersist()
+    for cached in (slim_all, quarantined, reps, obs):
+        cached.unpersist()
     return {"counts": counts, "worst": worst}
 
 
@@ -139,9 +143,12 @@ def write(outputs: dict[str, DataFrame], quarantined: DataFrame, counts: dict[st
     local = "://" not in options.out or options.out.startswith("file://")
     final = Path(options.out.removeprefix("file://")) if local else None
     staging = str(final.parent / f".{final.name}.staging-{uuid.uuid4().hex[:8]}") if final else options.out
+    spark = quarantined.sparkSession
     for name, df in {**outputs, "quarantine": quarantined}.items():
         df.write.mode("overwrite").parquet(f"{staging}/parquet/{name}")
-        df.coalesce(1).write.mode("overwrite").json(f"{staging}/json/{name}")
+        # The JSON copy reads the small Parquet result back instead of recomputing it.
+        spark.read.parquet(f"{staging}/parquet/{name}").coalesce(1).write.mode("overwrite").json(
+            f"{staging}/json/{name}")
     if final is None:
         return
     Path(staging, "counts.json").write_text(json.dumps(counts, indent=2) + "\n")

@@ -49,19 +49,40 @@ def quarantine_reason(parsed: DataFrame) -> DataFrame:
     return parsed.withColumn("reason", reason)
 
 
-def reports(good: DataFrame) -> DataFrame:
-    """Usable reports, flattened a little: one row per report, duplicates (same id) once."""
+def slim(good: DataFrame) -> DataFrame:
+    """Usable reports reduced to what the outputs read: flat columns and small arrays.
+
+    This is what the job caches: nested report structs are costly to cache and re-read, these
+    few fields are not.
+    """
     cluster = F.expr("filter(r.bootstraps, b -> b.cluster_id is not null)[0].cluster_id")
-    return (good.select(
+    endpoints = F.transform("r.endpoints", lambda e: F.struct(
+        e["node_id"].alias("node_id"), e["host"].alias("host"), e["port"].alias("port"),
+        e["status"].alias("status"), e["dns"]["status"].alias("dns_status"), e["dns"]["ms"].alias("dns_ms"),
+        F.array_min(F.transform(F.filter(e["tcp"], lambda t: t["status"] == "ok"), lambda t: t["ms"])).alias("tcp_ms"),
+        _failure(e).alias("failure"),
+    ))
+    brokers = F.flatten(F.transform(
+        F.filter("r.bootstraps", lambda b: b["status"] == "ok"),
+        lambda b: F.transform(b["brokers"], lambda br: F.struct(
+            b["address"].alias("bootstrap"), br["node_id"].alias("node_id"),
+            F.concat_ws(":", br["host"], br["port"].cast("string")).alias("advertised")))))
+    return good.select(
         F.col("r.id").alias("report_id"),
         F.coalesce(cluster, F.lit("unknown")).alias("cluster_id"),
         F.col("r.vantage.name").alias("vantage"),
         F.to_timestamp("r.started_at").alias("ts"),
         F.col("r.summary.status").alias("status"),
-        F.col("r.bootstraps").alias("bootstraps"),
-        F.col("r.endpoints").alias("endpoints"),
-        F.col("r.findings").alias("findings"),
-    ).dropDuplicates(["report_id"]))
+        endpoints.alias("endpoints"),
+        F.transform("r.findings", lambda f: F.struct(f["code"].alias("code"), f["severity"].alias("severity")))
+        .alias("findings"),
+        brokers.alias("brokers"),
+    )
+
+
+def reports(good: DataFrame) -> DataFrame:
+    """Usable reports, slim, one row per report: duplicates (same id) count once."""
+    return slim(good).dropDuplicates(["report_id"])
 
 
 def within(df: DataFrame, since: str | None, until: str | None) -> DataFrame:
@@ -89,15 +110,9 @@ def _failure(e: Column) -> Column:
 
 def observations(reps: DataFrame) -> DataFrame:
     """One row per (report, advertised endpoint): what this vantage saw of it at that time."""
-    e = F.col("e")
-    ok_ms = F.filter(e["tcp"], lambda t: t["status"] == "ok")
     obs = reps.select("report_id", "cluster_id", "vantage", "ts", F.explode("endpoints").alias("e")).select(
-        "report_id", "cluster_id", "vantage", "ts",
-        e["node_id"].alias("node_id"), e["host"].alias("host"), e["port"].alias("port"),
-        e["status"].alias("endpoint_status"), e["dns"]["status"].alias("dns_status"),
-        e["dns"]["ms"].alias("dns_ms"),
-        F.array_min(F.transform(ok_ms, lambda t: t["ms"])).alias("tcp_ms"),
-        _failure(e).alias("failure"),
+        "report_id", "cluster_id", "vantage", "ts", "e.node_id", "e.host", "e.port",
+        F.col("e.status").alias("endpoint_status"), "e.dns_status", "e.dns_ms", "e.tcp_ms", "e.failure",
     )
     return obs.withColumn("success", F.col("failure").isNull() | (F.col("failure") == "partial"))
 
@@ -171,12 +186,8 @@ def cluster_summary(reps: DataFrame) -> DataFrame:
 
 def advertised_changes(reps: DataFrame) -> DataFrame:
     """When a bootstrap's advertised host:port for a node changed between consecutive reports (drift)."""
-    rows = (reps.select("report_id", "cluster_id", "vantage", "ts", F.explode("bootstraps").alias("b"))
-            .where(F.col("b.status") == "ok")
-            .select("report_id", "cluster_id", "vantage", "ts", F.col("b.address").alias("bootstrap"),
-                    F.explode("b.brokers").alias("br"))
-            .select("report_id", "cluster_id", "vantage", "ts", "bootstrap", F.col("br.node_id").alias("node_id"),
-                    F.concat_ws(":", F.col("br.host"), F.col("br.port").cast("string")).alias("advertised")))
+    rows = reps.select("report_id", "cluster_id", "vantage", "ts", F.explode("brokers").alias("x")).select(
+        "report_id", "cluster_id", "vantage", "ts", "x.bootstrap", "x.node_id", "x.advertised")
     order = Window.partitionBy("cluster_id", "vantage", "bootstrap", "node_id").orderBy("ts", "report_id")
     return (rows.withColumn("previous", F.lag("advertised").over(order))
             .where(F.col("previous").isNotNull() & (F.col("previous") != F.col("advertised")))
