@@ -1,7 +1,8 @@
 """Writing reports so that a reader never sees half of one.
 
-Temporary file in the same directory, fsync, rename over the target, fsync the directory:
-on a crash or a full disk the report is whole or absent, and no temporary file is left.
+Temporary file in the same directory, fsync, then rename (replace) or link (never replace),
+then fsync the directory: on a crash or a full disk the report is whole or absent, and no
+temporary file is left.
 """
 
 from __future__ import annotations
@@ -14,31 +15,8 @@ from pathlib import Path
 from kprobe.errors import KprobeError
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` atomically; raise KprobeError with the reason on failure."""
+def _publish(path: Path, text: str, *, replace: bool) -> None:
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise KprobeError(f"cannot write {path}: {exc.strerror or exc}") from None
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
-def write_new(path: Path, text: str) -> None:
-    """Like write_atomic, but never replaces an existing file: link(2) fails if it exists."""
-    directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
@@ -46,7 +24,10 @@ def write_new(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.link(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails if the path exists: reports are never overwritten
     except FileExistsError:
         raise KprobeError(f"cannot write {path}: it already exists (reports are never overwritten)") from None
     except OSError as exc:
@@ -60,6 +41,16 @@ def write_new(path: Path, text: str) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` atomically; KprobeError with the reason on failure."""
+    _publish(path, text, replace=True)
+
+
+def write_new(path: Path, text: str) -> None:
+    """Like write_atomic, but never replaces an existing file."""
+    _publish(path, text, replace=False)
 
 
 def report_path(out_dir: Path, vantage: str, started_at: str, report_id: str) -> Path:
