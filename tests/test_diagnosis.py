@@ -20,6 +20,10 @@ SCHEMA = json_report.schema()
 def probe_json(*args: str, timeout: float = 60) -> tuple[int, dict, str]:
     done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "--json", "--timeout", "2", *args],
                           capture_output=True, text=True, timeout=timeout, check=False)
+    for arg in args:  # every run with a secret is searched for it
+        if arg.startswith("sasl.password="):
+            secret = arg.split("=", 1)[1]
+            assert secret not in done.stdout and secret not in done.stderr
     data = json.loads(done.stdout)
     jsonschema.validate(data, SCHEMA)
     return done.returncode, data, done.stderr
@@ -210,6 +214,10 @@ def test_sasl_scram_wrong_password_is_auth_failed(sasl_lab):
     assert "AUTH_FAILED" in codes(data)
 
 
+def needle_of(secret: str) -> bytes:
+    return secret.encode()
+
+
 def test_no_password_anywhere(sasl_lab, tmp_path):
     """Every byte of every output of SASL runs, searched for the secret."""
     secret = sasl_lab.passwords["alice"]
@@ -228,6 +236,15 @@ def test_no_password_anywhere(sasl_lab, tmp_path):
                                     "-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanism={mechanism}",
                                     "-X", "sasl.username=alice", "-F", str(props), "--json", "--timeout", "2"],
                                    capture_output=True, timeout=60, check=False))
+    # reports spooled for a collector that is down keep no secret either
+    spool = tmp_path / "spool"
+    runs.append(subprocess.run([sys.executable, "-m", "kprobe", "probe", *sasl_args(sasl_lab, "SASL_PLAIN", "PLAIN",
+                                                                                 secret),
+                                "--publish", "127.0.0.1:1/reports", "--spool", str(spool), "--timeout", "1",
+                                "--json"], capture_output=True, timeout=60, check=False))
+    assert list(spool.glob("*.json"))
+    for spooled in spool.glob("*.json"):
+        assert needle_of(secret) not in spooled.read_bytes()
     # a typo that makes the secret an unexpected argument
     runs.append(subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", "h:1", "-X", "sasl.password", secret],
                                capture_output=True, timeout=60, check=False))

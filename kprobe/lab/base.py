@@ -12,6 +12,7 @@ import secrets
 import socket
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -242,7 +243,7 @@ def server_properties(
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 
-class RunningLab:
+class RunningLab(ABC):
     """A started scenario: where to bootstrap, which nameserver stands for which network.
 
     Backends subclass it and implement `_stop_processes`, `stop_node` and `start_node`.
@@ -343,16 +344,17 @@ class RunningLab:
             "nameservers": {view: s.nameserver for view, s in self.dns.items()},
         }
 
+    @abstractmethod
     def stop_node(self, node_id: int) -> None:
         """Stop one broker (its endpoints then refuse connections)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def start_node(self, node_id: int, wait: bool = True) -> None:
         """Start a stopped broker again."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _stop_processes(self) -> None:
-        raise NotImplementedError
+        """Stop every broker process the backend started."""
 
     def stop(self) -> None:
         """Stop everything; safe to call twice and after a failed start."""
