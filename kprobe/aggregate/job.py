@@ -97,11 +97,13 @@ def run(spark: SparkSession, options: JobOptions) -> dict[str, Any]:
     """The whole job; returns the counts and the worst gaps."""
     raw = read_records(spark, options.inputs, options.kafka)
     records = tf.quarantine_reason(tf.parse(raw))
-    # Parsed once; what later steps re-read is cached in slim, flat form.
-    slim_all = tf.slim(records.where(F.col("reason").isNull())).cache()
-    quarantined = records.where(F.col("reason").isNotNull()).select(
-        "file", "reason", F.substring("line", 1, 10_000).alias("record")).cache()
-    all_reports = slim_all.dropDuplicates(["report_id"])
+    # Parsed once, in one pass: each record's reason, and the slim report when it is usable; what
+    # later steps re-read is this cache of flat columns, never the nested report structs.
+    staged = tf.slim(records.withColumn("record", F.when(F.col("reason").isNotNull(), F.substring("line", 1, 10_000))),
+                     keep=("file", "reason", "record")).cache()
+    slim_all = staged.where(F.col("reason").isNull()).drop("file", "reason", "record")
+    quarantined = staged.where(F.col("reason").isNotNull()).select("file", "reason", "record")
+    all_reports = tf.dedupe(slim_all)
     reps = tf.within(all_reports, options.since, options.until).cache()
     obs = tf.observations(reps).cache()
     outputs = {
@@ -128,7 +130,7 @@ def run(spark: SparkSession, options: JobOptions) -> dict[str, Any]:
     worst = [row.asDict() for row in outputs["endpoint_vantage"].orderBy("success_rate", "cluster_id", "vantage",
                                                                           "node_id").limit(10).collect()]
     write(outputs, quarantined, counts, worst, options, obs)
-    for cached in (slim_all, quarantined, reps, obs):
+    for cached in (staged, reps, obs):
         cached.unpersist()
     return {"counts": counts, "worst": worst}
 

@@ -49,7 +49,7 @@ def quarantine_reason(parsed: DataFrame) -> DataFrame:
     return parsed.withColumn("reason", reason)
 
 
-def slim(good: DataFrame) -> DataFrame:
+def slim(good: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     """Usable reports reduced to what the outputs read: flat columns and small arrays.
 
     This is what the job caches: nested report structs are costly to cache and re-read, these
@@ -68,6 +68,7 @@ def slim(good: DataFrame) -> DataFrame:
             b["address"].alias("bootstrap"), br["node_id"].alias("node_id"),
             F.concat_ws(":", br["host"], br["port"].cast("string")).alias("advertised")))))
     return good.select(
+        *keep,
         F.col("r.id").alias("report_id"),
         F.coalesce(cluster, F.lit("unknown")).alias("cluster_id"),
         F.col("r.vantage.name").alias("vantage"),
@@ -80,9 +81,24 @@ def slim(good: DataFrame) -> DataFrame:
     )
 
 
+def dedupe(reps: DataFrame) -> DataFrame:
+    """One row per report id: the first (by time) of each duplicated id, everything else as is.
+
+    Duplicates are rare (re-deliveries), so only their ids are shuffled and broadcast back; a
+    dropDuplicates over whole rows would shuffle every report with its arrays.
+    """
+    twice = reps.groupBy("report_id").count().where(F.col("count") > 1).select("report_id")
+    marked = reps.join(F.broadcast(twice.withColumn("dup", F.lit(True))), "report_id", "left")
+    single = marked.where(F.col("dup").isNull()).drop("dup")
+    order = Window.partitionBy("report_id").orderBy("ts")
+    first = (marked.where(F.col("dup")).drop("dup").withColumn("rn", F.row_number().over(order))
+             .where("rn = 1").drop("rn"))
+    return single.unionByName(first)
+
+
 def reports(good: DataFrame) -> DataFrame:
     """Usable reports, slim, one row per report: duplicates (same id) count once."""
-    return slim(good).dropDuplicates(["report_id"])
+    return dedupe(slim(good))
 
 
 def within(df: DataFrame, since: str | None, until: str | None) -> DataFrame:
