@@ -63,3 +63,17 @@ def test_help_never_imports_dns_or_kafka_clients():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "LOADED"
+
+
+def test_demo_runs_the_listeners_story():
+    """The README's first command: real broker, three listeners, the gap shown, exit 0."""
+    done = subprocess.run([sys.executable, "-m", "kprobe", "demo", "--no-color"], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    for listener in ("LISTENER_FRED", "LISTENER_BOB", "LISTENER_ALICE"):
+        assert f"== {listener}, probed from" in out
+    assert out.count("ERROR ADVERTISED_UNRESOLVABLE") == 2  # BOB and ALICE from the Docker host
+    assert out.count("\nOK: ") == 2  # FRED from the host, BOB from inside the Docker network
+    assert "broker 0 at never-gonna-give-you-up:" in out
+    assert "lab stopped" in done.stderr
