@@ -35,7 +35,7 @@ def _is_loopback_host(host: str, addresses: Sequence[str]) -> bool:
     )
 
 
-def _listener_hint(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> str:
+def _listener_hint(result: EndpointResult) -> str:
     """Which listener to change: the one behind the bootstrap port that advertised this."""
     ports = sorted({b.split(":")[-1] for b in result.endpoint.advertised_by})
     if not ports:
@@ -106,7 +106,7 @@ def _endpoint_findings(result: EndpointResult, bootstraps: dict[str, BootstrapRe
     ep = result.endpoint
     where = ep.hostport
     via = ", ".join(ep.advertised_by)
-    listener = _listener_hint(result, bootstraps)
+    listener = _listener_hint(result)
     out: list[Finding] = []
 
     def add(code: str, severity: str, message: str, fix: str) -> None:

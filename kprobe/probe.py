@@ -110,21 +110,22 @@ class ProbeRun:
     def _deeper(self, results: list[EndpointResult]) -> list[EndpointResult]:
         """Identity, TLS and compared DNS views: each only where it applies and was asked for."""
         opts = self.options
+        security = {b.hostport: security_from(opts.props, b) for b in opts.bootstraps}
         if opts.identity:
             from kprobe.identity import check_all as check_identities
 
-            protocols = {b.hostport: security_from(opts.props, b).protocol for b in opts.bootstraps}
+            protocols = {hostport: sec.protocol for hostport, sec in security.items()}
             results = check_identities(results, opts.props, timeout=opts.timeout, deadline=self.deadline,
                                        protocols=protocols)
-        tls_sources = {b.hostport for b in opts.bootstraps if security_from(opts.props, b).uses_tls}
+        tls_sources = {hostport for hostport, sec in security.items() if sec.uses_tls}
         if tls_sources:
             from kprobe.tls import check_all as check_tls
 
-            chosen = [r for r in results if tls_sources.intersection(r.endpoint.advertised_by)]
-            checked = {id(r): c for r, c in zip(chosen, check_tls(chosen, opts.props, timeout=opts.timeout,
-                                                                   deadline=self.deadline,
-                                                                   expiry_days=opts.tls_expiry_days), strict=True)}
-            results = [checked.get(id(r), r) for r in results]
+            indexes = [i for i, r in enumerate(results) if tls_sources.intersection(r.endpoint.advertised_by)]
+            checked = check_tls([results[i] for i in indexes], opts.props, timeout=opts.timeout,
+                                deadline=self.deadline, expiry_days=opts.tls_expiry_days)
+            for i, result in zip(indexes, checked, strict=True):
+                results[i] = result
         for ip, port in opts.compare_nameservers:
             other = Resolver([(ip, port)], timeout=opts.timeout)
             answers = resolve_all((r.endpoint.host for r in results if r.endpoint.host), other, self.deadline)

@@ -21,6 +21,7 @@ from typing import Any
 
 from kprobe.models import EndpointResult, TlsResult
 from kprobe.pool import run_bounded
+from kprobe.resolve import is_ip_literal
 
 EXPIRY_DAYS = 30.0
 
@@ -113,7 +114,7 @@ def check_tls(
         return TlsResult("not_checked", "", error="no address accepts connections")
     address = ok[0].address
     host = result.endpoint.host
-    sni = None if _is_ip(host) else host
+    sni = None if is_ip_literal(host) else host
     cafile = props.get("ssl.ca.location")
     try:
         ctx = ssl.create_default_context(cafile=cafile)
@@ -158,14 +159,6 @@ def check_tls(
         status = "ok"
     return TlsResult(status, address, _subject(cert, "subject"), names, _subject(cert, "issuer"),
                      not_after, days_left, trusted, hostname_ok, error)
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
 
 
 def check_all(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kprobe.errors import LabError
+from kprobe.resolve import is_ip_literal
 
 _CURVE = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
@@ -61,7 +62,7 @@ def make_cert(directory: Path, name: str, spec: CertSpec) -> CertFiles:
     ca = directory / f"{spec.ca}.pem"
     if not ca.exists():
         make_ca(directory, spec.ca)
-    san = ",".join(f"IP:{n}" if _is_ip(n) else f"DNS:{n}" for n in spec.names)
+    san = ",".join(f"IP:{n}" if is_ip_literal(n) else f"DNS:{n}" for n in spec.names)
     ext = directory / f"{name}.ext"
     ext.write_text(
         f"subjectAltName={san}\n"
@@ -80,12 +81,3 @@ def make_cert(directory: Path, name: str, spec: CertSpec) -> CertFiles:
                         + ca.read_text())
     return CertFiles(keystore, directory / f"{name}.pem", ca)
 
-
-def _is_ip(text: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
