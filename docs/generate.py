@@ -82,14 +82,19 @@ def normalise(text: str, labs: list[Any]) -> str:
     return text.replace("1.0ms", "…    ")  # same width: tables stay aligned
 
 
-def _probe(bootstrap: str, nameserver: str, vantage: str) -> str:
+def _run(bootstrap: str, nameserver: str, vantage: str) -> Any:
+    """One real probe, as a client on the network of `nameserver` would see the cluster."""
     from kprobe.config import parse_address, parse_nameserver
     from kprobe.probe import ProbeOptions, run_probe
+
+    return run_probe(ProbeOptions(bootstraps=[parse_address(bootstrap)], nameservers=[parse_nameserver(nameserver)],
+                                  timeout=2, vantage=vantage))
+
+
+def _probe(bootstrap: str, nameserver: str, vantage: str) -> str:
     from kprobe.report import text
 
-    report = run_probe(ProbeOptions(bootstraps=[parse_address(bootstrap)], nameservers=[parse_nameserver(nameserver)],
-                                    timeout=2, vantage=vantage))
-    return text.render(_fixed_timings(report))
+    return text.render(_fixed_timings(_run(bootstrap, nameserver, vantage)))
 
 
 def _fixed_timings(report: Any) -> Any:
@@ -193,13 +198,9 @@ def report_reference(sample: str) -> str:
 
 def sample_report(listeners: Any) -> str:
     """A real report of LISTENER_BOB from the Docker host, with ids, ports and timings fixed."""
-    from kprobe.config import parse_address, parse_nameserver
-    from kprobe.probe import ProbeOptions, run_probe
     from kprobe.report import json_report
 
-    report = run_probe(ProbeOptions(bootstraps=[parse_address(listeners.real_endpoint("LISTENER_BOB"))],
-                                    nameservers=[parse_nameserver(listeners.nameserver("host"))], timeout=2,
-                                    vantage="laptop"))
+    report = _run(listeners.real_endpoint("LISTENER_BOB"), listeners.nameserver("host"), "laptop")
     data = json.loads(json_report.render(report))
     data["id"] = "00000000-0000-4000-8000-000000000000"
     data["started_at"] = data["finished_at"] = "2026-11-22T18:00:00.000Z"
