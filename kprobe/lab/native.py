@@ -63,8 +63,15 @@ def _die_with_parent() -> Callable[[], None] | None:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding.
+
+    Like Kafka's own ``Uuid.randomUuid()``, an id that starts with ``-`` is drawn again: one in
+    64 would, and ``kafka-storage format -t -abc...`` then reads the id as an option and fails.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class NativeLab(RunningLab):
