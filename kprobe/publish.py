@@ -38,16 +38,19 @@ class Target:
     topic: str
 
 
-def parse_target(text: str) -> Target:
-    """Split `host:port[,host:port]/topic`; a usage error names the expected form."""
+def parse_target(text: str, flag: str = "--publish") -> Target:
+    """Split `host:port[,host:port]/topic`; a usage error names the expected form and the option."""
     bootstrap, sep, topic = text.rpartition("/")
     if not sep or not bootstrap or not topic:
-        raise UsageError(f"bad --publish {text!r}: write it as BOOTSTRAP/TOPIC, e.g. collector:9092/kprobe-reports")
+        raise UsageError(f"bad {flag} {text!r}: write it as BOOTSTRAP/TOPIC, e.g. collector:9092/kprobe-reports")
     if len(topic) > 249 or not all(c.isalnum() or c in "._-" for c in topic):
-        raise UsageError(f"bad --publish topic {topic!r}: use letters, digits, '.', '_' and '-' (at most 249)")
+        raise UsageError(f"bad {flag} topic {topic!r}: use letters, digits, '.', '_' and '-' (at most 249)")
     from kprobe.config import parse_addresses
 
-    parse_addresses([bootstrap])
+    try:
+        parse_addresses([bootstrap])
+    except UsageError as exc:
+        raise UsageError(f"bad {flag} {text!r}: {exc}") from None
     return Target(bootstrap, topic)
 
 
@@ -96,7 +99,8 @@ def forward(spool: Spool, target: Target, props: Mapping[str, str], *, timeout: 
         return 0, 0
     logger = logging.getLogger("kprobe.librdkafka.publish")
     logger.propagate = False
-    logger.addHandler(logging.NullHandler())
+    if not logger.handlers:  # once per process: `watch` forwards every run, handlers must not pile up
+        logger.addHandler(logging.NullHandler())
     conf: dict[str, Any] = {
         **props,
         "bootstrap.servers": target.bootstrap,

@@ -77,20 +77,19 @@ def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule) -> in
     next_start = time.monotonic()
     done = 0
     while not stop.is_set() and (schedule.count is None or done < schedule.count):
-        delay = next_start + (random.uniform(0, schedule.jitter) if schedule.jitter else 0) - time.monotonic()
+        jitter = random.uniform(0, schedule.jitter) if schedule.jitter else 0.0
+        delay = next_start + jitter - time.monotonic()
         if delay > 0 and stop.wait(delay):
             break
+        if schedule.jitter:
+            _LOG.debug("run %d: jitter %.3fs of at most %gs, starting %.3fs after its slot", done + 1, jitter,
+                       schedule.jitter, time.monotonic() - next_start)
         started = time.monotonic()
         report = _one_run(options, stop)
         if report is None:
             break  # abandoned on a signal: nothing written
         done += 1
-        try:
-            deliver(report, outputs, timeout=options.timeout, stdout=False)
-        except KprobeError as exc:
-            _LOG.warning("run %d: %s", done, exc)
-        sys.stdout.write(_stdout_text(report, done, outputs.fmt))
-        sys.stdout.flush()
+        _deliver_run(report, outputs, done, options.timeout)
         _LOG.debug("run %d took %.2fs, peak RSS %.1f MB", done, time.monotonic() - started, _rss_mb())
         next_start += schedule.every
         late = time.monotonic() - next_start
@@ -104,6 +103,26 @@ def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule) -> in
     return 0
 
 
+def _deliver_run(report: Report, outputs: Outputs, number: int, timeout: float) -> None:
+    """Files, topic, then stdout; a failure costs this run's delivery, never the loop.
+
+    A long-lived watch must survive what a one-shot probe may die of (a full disk, a report
+    a hostile broker made unencodable): the trouble is logged by class and reason, never with
+    the report's content, and the next run goes ahead.
+    """
+    try:
+        deliver(report, outputs, timeout=timeout, stdout=False)
+    except KprobeError as exc:
+        _LOG.warning("run %d: %s", number, exc)
+    except Exception as exc:  # a bug must cost one run's delivery, not the watch
+        _LOG.warning("run %d: delivery failed (internal error: %s)", number, exc.__class__.__name__)
+    try:
+        sys.stdout.write(_stdout_text(report, number, outputs.fmt))
+        sys.stdout.flush()
+    except UnicodeError as exc:
+        _LOG.warning("run %d: cannot print the report (%s)", number, exc.__class__.__name__)
+
+
 def _one_run(options: ProbeOptions, stop: threading.Event) -> Report | None:
     """One probe in a worker thread; on a signal, wait a short grace, else abandon it."""
     run = ProbeRun(options)
@@ -111,7 +130,8 @@ def _one_run(options: ProbeOptions, stop: threading.Event) -> Report | None:
     worker = threading.Thread(target=lambda: box.append(run.run()), daemon=True)
     worker.start()
     while worker.is_alive():
-        if stop.wait(0.05):
+        worker.join(0.05)  # returns as soon as the run ends; a signal is seen within 50 ms
+        if stop.is_set():
             worker.join(GRACE)
             break
     return box[0] if box else None

@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import signal_when
 from prometheus_client.parser import text_string_to_metric_families
 
 from kprobe.report import json_report
@@ -57,7 +58,7 @@ def test_two_vantages_differ_exactly_where_their_views_differ(listeners_lab, tmp
     bootstrap = listeners_lab.real_endpoint("LISTENER_BOB")
     for view in ("docker", "host"):
         done = kprobe("watch", "-b", bootstrap, "--nameserver", listeners_lab.nameserver(view), "--vantage", view,
-                      "--every", "0.2s", "--count", "2", "--out", str(tmp_path / view), "--json")
+                      "--every", "1s", "--count", "2", "--out", str(tmp_path / view), "--json")
         assert done.returncode == 0, done.stderr
         assert len(done.stdout.splitlines()) == 2  # JSON Lines
     docker, host = reports_in(tmp_path / "docker"), reports_in(tmp_path / "host")
@@ -72,13 +73,10 @@ def test_two_vantages_differ_exactly_where_their_views_differ(listeners_lab, tmp
 
 
 def test_sigterm_during_a_run_exits_cleanly(three_lab, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "kprobe", "watch", "-b", three_lab.real_endpoint("DARK", 0),
-                             "--timeout", "2", "--every", "30s", "--out", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # inside the run: waiting on the blackholed endpoints
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
+    done, _ = signal_when(["watch", "-b", three_lab.real_endpoint("DARK", 0), "--timeout", "2", "--every", "30s",
+                           "--out", str(tmp_path)], "distinct advertised endpoints after", signal.SIGTERM)
+    out, err = done.stdout, done.stderr  # the signal came inside the run: waiting on the blackholed endpoints
+    assert done.returncode == 0, err
     assert "Traceback" not in err
     reports = reports_in(tmp_path)  # the run finished within the grace, whole
     assert len(reports) == 1 and reports[0]["summary"]["status"] == "gap"
@@ -93,14 +91,52 @@ def test_a_late_run_skips_slots(three_lab, tmp_path):
     assert len(reports_in(tmp_path)) == 2
 
 
-def test_memory_stays_flat_over_many_runs(listeners_lab):
-    done = kprobe("watch", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "--every", "0.01s", "--count", "1000",
-                  "--verbose", timeout=600)
-    assert done.returncode == 0
-    rss = [float(m) for m in re.findall(r"peak RSS ([\d.]+) MB", done.stderr)]
-    assert len(rss) == 1000
-    print(f"peak RSS after run 50: {rss[49]:.1f} MB, after run 1000: {rss[-1]:.1f} MB")
-    assert rss[-1] - rss[49] < 8
+def test_memory_stays_flat_over_thousands_of_complete_runs(listeners_lab, capsys):
+    """2,000 runs that really complete (status ok), in process, back to back: peak RSS stays flat.
+
+    In process, so a run costs the probe and not a Python start-up; identity checks off and a
+    deadline far above a run's length, so no run is cut short.
+    """
+    import logging
+
+    from kprobe.config import parse_addresses
+    from kprobe.outputs import Outputs
+    from kprobe.probe import ProbeOptions
+    from kprobe.watch import Schedule, run_watch
+
+    runs = 2000
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger("kprobe.watch")
+    handler, level = Keep(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    saved = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    options = ProbeOptions(bootstraps=parse_addresses([listeners_lab.bootstrap("LISTENER_FRED")]), timeout=5,
+                           deadline=10, identity=False, vantage="mem")
+    started = time.monotonic()
+    try:
+        code = run_watch(options, Outputs(), Schedule(every=0.001, count=runs))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        signal.signal(signal.SIGTERM, saved[0])
+        signal.signal(signal.SIGINT, saved[1])
+    elapsed = time.monotonic() - started
+    assert code == 0
+    summaries = capsys.readouterr().out.splitlines()
+    assert len(summaries) == runs
+    statuses = [re.match(r"run \d+ \S+ (\w+): 1/1 bootstraps, (\d+)/(\d+) endpoints reachable", s) for s in summaries]
+    assert all(m and m.group(1) == "ok" and m.group(2) == m.group(3) == "1" for m in statuses), \
+        [s for s, m in zip(summaries, statuses, strict=True) if not (m and m.group(1) == "ok")][:3]
+    rss = [float(m) for m in re.findall(r"peak RSS ([\d.]+) MB", "\n".join(lines))]
+    assert len(rss) == runs
+    print(f"{runs} runs in {elapsed:.1f}s; peak RSS after run 100: {rss[99]:.1f} MB, after run {runs}: {rss[-1]:.1f} MB")
+    assert rss[-1] - rss[99] < 8
 
 
 def test_prometheus_exposition_of_a_gap(listeners_lab, tmp_path):
@@ -213,6 +249,248 @@ def test_progress_on_a_terminal_only(three_lab):
     out, _ = proc.communicate(timeout=60)
     os.close(master)
     assert json.loads(out)["summary"]["bootstraps"] == 4  # stdout stays clean JSON
-    assert b"asking 4 bootstrap address(es) for metadata" in seen or b"checking who answers" in seen
+    screen = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", seen)  # the bar's cursor movements and colours
+    counts = [int(n) for n in re.findall(rb"bootstraps .*?(\d)/4", screen)]
+    assert counts and counts[-1] == 4, screen[-400:]  # a bar counting bootstraps answered, up to all 4
+    assert counts == sorted(counts)
+    assert "\u2501".encode() in screen  # rich's bar glyph, not just a spinner line
     piped = kprobe("probe", "--json", *[a for b in bootstraps for a in ("-b", b)])
     assert piped.stderr == ""
+
+
+# -- Prometheus: hostile label values, cluster ids, partial endpoints -----------------------------
+
+def _control_bytes(data: bytes) -> set[int]:
+    """Bytes a terminal would act on (everything below 0x20 but the newline, and DEL)."""
+    return {b for b in data if (b < 0x20 and b != 0x0A) or b == 0x7F}
+
+
+def test_hostile_host_names_in_prometheus_output_are_escaped(tmp_path):
+    from hostile_broker import Broker, HostileBroker, Script
+
+    evil = b"\x1b[2J\x1b[31mpwned\x1b[0m\r\nbroker 9 at fake:1\x07"
+    script = Script(brokers=[Broker(0, evil, 9092), Broker(1, b"kafka-\xff\xfe", 9092), Broker(2, b'q"uo\\te', 9)])
+    prom = tmp_path / "kprobe.prom"
+    watch_prom = tmp_path / "watch.prom"
+    with HostileBroker(script) as broker:
+        probe = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", broker.address, "--timeout", "2",
+                                "--format", "prometheus", "--prom-file", str(prom), "--vantage", "office"],
+                               capture_output=True, timeout=60, check=False)
+        watch = subprocess.run([sys.executable, "-m", "kprobe", "watch", "-b", broker.address, "--timeout", "2",
+                                "--every", "1s", "--count", "2", "--format", "prometheus", "--prom-file",
+                                str(watch_prom)], capture_output=True, timeout=60, check=False)
+    for done, codes in ((probe, {1}), (watch, {0})):
+        assert done.returncode in codes, done.stderr[-500:]
+        assert b"Traceback" not in done.stderr and b"internal error" not in done.stderr, done.stderr[-500:]
+        assert b"kprobe: run" not in done.stderr  # no delivery failed
+        assert not _control_bytes(done.stdout) and not _control_bytes(done.stderr)
+        done.stdout.decode("utf-8")  # strict: no raw undecodable byte reaches stdout
+    assert prom.read_bytes() == probe.stdout
+    assert not _control_bytes(watch_prom.read_bytes())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kprobe.prom", "watch.prom"]  # no temporary file left
+    for text in (prom.read_text(encoding="utf-8"), watch_prom.read_text(encoding="utf-8")):
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        hosts = {s.labels["node_id"]: s.labels["host"] for s in families["kprobe_endpoint_up"].samples}
+        # the same visible text the human report shows (tests/test_hostile.py), never the raw bytes
+        assert hosts == {"0": "\\x1b[2J\\x1b[31mpwned\\x1b[0m\\x0d\\x0abroker 9 at fake:1\\x07",
+                         "1": "kafka-\\xff\\xfe", "2": 'q"uo\\\\te'}
+        assert all(s.value == 0 for s in families["kprobe_endpoint_up"].samples)
+        assert {s.labels["cluster_id"] for s in families["kprobe_endpoint_up"].samples} == {"hostile-cluster"}
+        findings = {s.labels["code"]: s.value for s in families["kprobe_findings"].samples}
+        assert findings["INVALID_ADVERTISED_HOST"] == 3
+
+
+def test_cluster_id_is_per_bootstrap_and_per_endpoint(listeners_lab, three_lab):
+    fred = listeners_lab.bootstrap("LISTENER_FRED")
+    three = three_lab.real_endpoint("CLIENT", 0)
+    done = kprobe("probe", "-b", fred, "-b", three, "--no-identity", "--format", "prometheus")
+    assert done.returncode in (0, 1), done.stderr  # two clusters behind one run may be called a gap
+    assert listeners_lab.cluster_id != three_lab.cluster_id
+    families = {f.name: f for f in text_string_to_metric_families(done.stdout)}
+    bootstrap_cluster = {s.labels["bootstrap"]: s.labels["cluster_id"] for s in families["kprobe_bootstrap_up"].samples}
+    assert bootstrap_cluster == {fred: listeners_lab.cluster_id, three: three_lab.cluster_id}
+    endpoint_cluster = {(s.labels["host"], s.labels["port"]): s.labels["cluster_id"]
+                        for s in families["kprobe_endpoint_up"].samples}
+    fred_port = str(listeners_lab.listener("LISTENER_FRED").port)
+    expected = {("localhost", fred_port): listeners_lab.cluster_id}
+    for node in (0, 1, 2):
+        ip, port = three_lab.real_endpoint("CLIENT", node).rsplit(":", 1)
+        expected[(ip, port)] = three_lab.cluster_id
+    assert endpoint_cluster == expected
+
+
+def test_a_partial_endpoint_is_down(listeners_lab, tmp_path):
+    """kafka0 resolves to the broker's address and to one where nothing listens: partial, so up is 0."""
+    from kprobe.lab.dns_server import DnsServer
+
+    broker_ip = listeners_lab.real_endpoint("LISTENER_BOB").rsplit(":", 1)[0]
+    report = tmp_path / "report.json"
+    with DnsServer({"kafka0": (broker_ip, "127.0.0.12")}, name="split") as dns:
+        done = kprobe("probe", "-b", listeners_lab.real_endpoint("LISTENER_BOB"), "--nameserver", dns.nameserver,
+                      "--no-identity", "--timeout", "2", "--format", "prometheus", "-o", str(report))
+    assert done.returncode == 1, done.stderr
+    data = json.loads(report.read_text())
+    assert [e["status"] for e in data["endpoints"]] == ["partial"]
+    assert {t["address"]: t["status"] for t in data["endpoints"][0]["tcp"]} == {broker_ip: "ok", "127.0.0.12": "refused"}
+    families = {f.name: f for f in text_string_to_metric_families(done.stdout)}
+    [up] = families["kprobe_endpoint_up"].samples
+    assert up.labels["host"] == "kafka0" and up.labels["cluster_id"] == listeners_lab.cluster_id
+    assert up.value == 0
+    assert [s.labels["address"] for s in families["kprobe_tcp_connect_seconds"].samples] == [broker_ip]
+
+
+def test_cron_example_survives_cron_and_sh():
+    """cron makes an unescaped % a newline and runs /bin/sh, which has no $RANDOM."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "scheduling.md").read_text()
+    [line] = re.findall(r"```cron\n(.+?)\n```", docs, re.S)
+    assert not re.search(r"(?<!\\)%", line)
+    assert "RANDOM" not in line and line.startswith("* * * * * ")
+    sleep = line[len("* * * * * "):].split(";")[0].replace("sleep", "echo", 1)
+    values = {int(subprocess.run(["/bin/sh", "-c", sleep], capture_output=True, text=True, check=True).stdout)
+              for _ in range(30)}
+    assert values <= set(range(10)) and len(values) > 1
+
+
+# -- files never overwritten, jitter, SIGTERM -----------------------------------------------------
+
+def test_out_never_overwrites_an_existing_report(tmp_path):
+    from kprobe.errors import KprobeError
+    from kprobe.report.files import report_path, write_new
+
+    path = report_path(tmp_path, "office", "2026-11-22T18:00:00.123Z", "5f2b")
+    write_new(path, "first\n")
+    try:
+        write_new(path, "second\n")
+    except KprobeError as exc:
+        assert "already exists" in str(exc) and "never overwritten" in str(exc)
+    else:
+        raise AssertionError("an existing report was replaced")
+    assert path.read_text() == "first\n"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+
+
+def test_text_holding_undecodable_bytes_is_still_written(tmp_path):
+    """A non-UTF-8 byte kept from the network (a lone surrogate) must not fail the write."""
+    from kprobe.report.files import write_atomic
+
+    path = tmp_path / "kprobe.prom"
+    write_atomic(path, 'kprobe_endpoint_up{host="kafka-\udcff"} 0\n')
+    assert path.read_bytes() == b'kprobe_endpoint_up{host="kafka-\\udcff"} 0\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["kprobe.prom"]
+
+
+def test_jitter_is_applied_within_bounds(listeners_lab):
+    done = kprobe("watch", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "--no-identity", "--every", "0.5s",
+                  "--jitter", "0.4s", "--count", "6", "--verbose")
+    assert done.returncode == 0, done.stderr
+    seen = re.findall(r"run (\d+): jitter ([\d.]+)s of at most 0\.4s, starting ([\d.-]+)s after its slot", done.stderr)
+    assert [int(n) for n, _, _ in seen] == [1, 2, 3, 4, 5, 6]
+    jitters = [float(j) for _, j, _ in seen]
+    offsets = [float(o) for _, _, o in seen]
+    assert all(0 <= j <= 0.4 for j in jitters)
+    assert len(set(jitters)) > 1  # random, not a constant delay
+    # each run starts no earlier than its slot plus its jitter, and not long after
+    assert all(j - 0.002 <= o <= j + 1.0 for j, o in zip(jitters, offsets, strict=True)), [*zip(jitters, offsets, strict=True)]
+
+
+def test_sigterm_abandons_a_long_run_and_leaves_no_file(three_lab, tmp_path):
+    """A run still waiting on blackholed endpoints after the grace is abandoned: exit 0, nothing written."""
+    out, prom = tmp_path / "out", tmp_path / "metrics" / "kprobe.prom"
+    prom.parent.mkdir()
+    # The signal comes inside the run: connects to the blackholed endpoints take 15 s.
+    done, took = signal_when(["watch", "-b", three_lab.real_endpoint("DARK", 0), "--timeout", "15", "--every", "60s",
+                              "--out", str(out), "--prom-file", str(prom)], "distinct advertised endpoints after",
+                             signal.SIGTERM)
+    stdout, stderr = done.stdout, done.stderr
+    assert done.returncode == 0, stderr
+    assert took < 9  # the 5 s grace, not the 15 s timeout
+    assert "Traceback" not in stderr and stdout == ""
+    assert not out.exists() or list(out.rglob("*")) == []
+    assert list(prom.parent.iterdir()) == []
+
+
+# -- publishing: a bounded spool, kill -9 of watch, no secret anywhere ---------------------------
+
+def _refusing_address() -> str:
+    """127.0.0.1 and a port nothing listens on: a collector that is down."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_a_full_spool_drops_the_oldest_loudly(listeners_lab, tmp_path):
+    spool = tmp_path / "spool"
+    done = kprobe("watch", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "--no-identity", "--every", "0.5s",
+                  "--count", "4", "--json", "--timeout", "1", "--publish", f"{_refusing_address()}/reports",
+                  "--spool", str(spool), "--spool-max", "2")
+    assert done.returncode == 0, done.stderr
+    ids = [json.loads(line)["id"] for line in done.stdout.splitlines()]
+    assert len(ids) == 4
+    full = re.findall(r"spool (\S+) is full \(2 reports\): dropped the (\d+) oldest unsent", done.stderr)
+    assert full == [(str(spool), "1"), (str(spool), "1")]  # runs 3 and 4 each drop one
+    remaining = sorted(p.name for p in spool.iterdir())
+    assert [name.split("-", 1)[1] for name in remaining] == [f"{ids[2]}.json", f"{ids[3]}.json"]
+    assert all(json.loads((spool / name).read_text())["id"] in ids[2:] for name in remaining)
+
+
+def test_kill_9_of_watch_between_spool_and_send_loses_nothing(listeners_lab, collector_lab, tmp_path):
+    collector = collector_lab.bootstrap("CLIENT")
+    topic = f"kprobe-kill-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": collector})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    del admin
+    spool = tmp_path / "spool"
+    args = ["-b", listeners_lab.bootstrap("LISTENER_FRED"), "--no-identity", "--publish", f"{collector}/{topic}",
+            "--spool", str(spool), "--json"]
+    collector_lab.stop_node(0)
+    try:
+        # run 1 waits 2 s for an ack, gives up (stays spooled); run 2 spools and is killed while it waits
+        proc = subprocess.Popen([sys.executable, "-m", "kprobe", "watch", *args, "--timeout", "2", "--every", "3s"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while len(list(spool.glob("*.json"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # inside run 2's wait for the collector
+        proc.kill()
+        stdout, stderr = proc.communicate(timeout=10)
+        assert proc.returncode == -signal.SIGKILL
+        assert "reports stay spooled" in stderr
+        printed = [json.loads(line)["id"] for line in stdout.splitlines()]
+        spooled = [json.loads(p.read_text())["id"] for p in sorted(spool.glob("*.json"))]
+        assert len(printed) == 1 and len(spooled) == 2 and spooled[0] == printed[0]  # run 2 only in the spool
+    finally:
+        collector_lab.start_node(0)
+    done = kprobe("watch", *args, "--timeout", "15", "--every", "1s", "--count", "1")
+    assert done.returncode == 0, done.stderr
+    fresh = json.loads(done.stdout)["id"]
+    assert list(spool.glob("*.json")) == []
+    expected = [*spooled, fresh]
+    received = _consume_ids(collector, topic, expected=len(expected))
+    assert received == expected  # each report exactly once, oldest first
+
+
+def test_no_sasl_secret_in_any_output_of_watch(sasl_lab, tmp_path):
+    secret = sasl_lab.passwords["alice"].encode()
+    auth = ["-b", sasl_lab.bootstrap("SASL_PLAIN"), "-X", "security.protocol=SASL_PLAINTEXT", "-X",
+            "sasl.mechanism=PLAIN", "-X", "sasl.username=alice", "-X", f"sasl.password={secret.decode()}"]
+    runs = []
+    for fmt in ("text", "json", "prometheus"):
+        runs.append(subprocess.run(
+            [sys.executable, "-m", "kprobe", "watch", *auth, "--format", fmt, "--every", "1s", "--count", "2",
+             "--verbose", "--timeout", "1", "--out", str(tmp_path / "out"), "--prom-file", str(tmp_path / f"{fmt}.prom"),
+             "--publish", f"{_refusing_address()}/reports", "--publish-property", f"sasl.password={secret.decode()}",
+             "--spool", str(tmp_path / "spool")],
+            capture_output=True, timeout=90, check=False))
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-500:]
+        assert secret not in run.stdout and secret not in run.stderr, run.args[5:]
+    assert b'"sasl.password": "[redacted]"' in runs[1].stdout
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(list((tmp_path / "out").rglob("*.json"))) == 6 and len(list((tmp_path / "spool").glob("*.json"))) == 6
+    assert len([p for p in files if p.suffix == ".prom"]) == 3
+    for path in files:
+        assert secret not in path.read_bytes(), path
+    reports = [json.loads(p.read_text()) for p in (tmp_path / "out").rglob("*.json")]
+    assert all(r["summary"]["status"] == "ok" for r in reports)

@@ -20,7 +20,9 @@ def _publish(path: Path, text: str, *, replace: bool) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        # backslashreplace: text holding a lone surrogate (a non-UTF-8 byte kept from the
+        # network) is written as visible `\udcff` text instead of failing the whole report.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -32,6 +34,8 @@ def _publish(path: Path, text: str, *, replace: bool) -> None:
         raise KprobeError(f"cannot write {path}: it already exists (reports are never overwritten)") from None
     except OSError as exc:
         raise KprobeError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except (UnicodeError, ValueError) as exc:  # never expected after backslashreplace; still one clean line
+        raise KprobeError(f"cannot write {path}: {exc.__class__.__name__}") from None
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -1,7 +1,13 @@
-"""The Prometheus text exposition of a report, named like blackbox_exporter's probe metrics.
+r"""The Prometheus text exposition of a report, named like blackbox_exporter's probe metrics.
 
 For node_exporter's textfile collector (`--prom-file`, written atomically) or any scraper of
 `kprobe probe --format prometheus`. Gauges only: every run replaces the previous values.
+
+Label values come off the network (a broker chooses its advertised host), so each one goes
+through `text.safe()` first: control characters (ANSI escapes, CR, ...) and bytes that were not
+UTF-8 become visible `\xNN` text. A hostile broker can then neither write to a terminal showing
+the exposition nor make the file unencodable, and the parsed label value is the same text the
+human report shows.
 """
 
 from __future__ import annotations
@@ -9,16 +15,51 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from kprobe.models import Report
+from kprobe.models import EndpointResult, Report
+from kprobe.report.text import safe
+
+LABEL_LIMIT = 1024
+"""Longest label value kept whole: long enough for any real host name, bounded for a hostile one."""
 
 
-def _escape(value: object) -> str:
-    text = str(value)
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def escape_label(value: object) -> str:
+    r"""A label value as it goes between the quotes: printable, then escaped per the exposition format.
+
+    After `safe()` no control character is left (a newline is already `\x0a` text); the
+    exposition's own escaping then doubles backslashes and escapes quotes, so a parser hands
+    back exactly the `safe()` text.
+    """
+    text = safe(value, limit=LABEL_LIMIT)
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _labels(labels: Mapping[str, object]) -> str:
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+    return "{" + ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items()) + "}"
+
+
+def endpoint_up(result: EndpointResult) -> int:
+    """1 only when a client connecting to this endpoint would succeed whatever address it picks.
+
+    `partial` (some resolved addresses accept, some do not) is 0: a client choosing among the
+    addresses fails some of the time, which is a gap worth an alert. `kprobe_tcp_connect_seconds`
+    still shows which addresses answered.
+    """
+    return 1 if result.status == "reachable" else 0
+
+
+def _cluster_ids(report: Report) -> dict[str, str]:
+    """Map each bootstrap address to the cluster id that bootstrap answered with ("" when none)."""
+    return {b.address: (b.metadata.cluster_id or "") if b.metadata else "" for b in report.bootstraps}
+
+
+def _endpoint_cluster(result: EndpointResult, clusters: Mapping[str, str]) -> str:
+    """The cluster id(s) of the bootstraps that advertised this endpoint.
+
+    Normally one; two bootstraps of different clusters advertising the same endpoint (a real
+    misconfiguration) give both, sorted and comma-separated, rather than picking one silently.
+    """
+    ids = sorted({clusters.get(b, "") for b in result.endpoint.advertised_by} - {""})
+    return ",".join(ids)
 
 
 def render(report: Report) -> str:
@@ -33,21 +74,22 @@ def render(report: Report) -> str:
     def sample(name: str, labels: Mapping[str, object], value: float) -> None:
         out.append(f"{name}{_labels(labels)} {value:g}")
 
-    cluster = next((b.metadata.cluster_id for b in report.bootstraps if b.metadata), None) or ""
+    clusters = _cluster_ids(report)
     family("kprobe_probe_success", "1 if the probe found no gap (status ok), else 0.")
     sample("kprobe_probe_success", {"vantage": vantage}, 1 if report.status == "ok" else 0)
     family("kprobe_probe_duration_seconds", "How long the whole probe took.")
     sample("kprobe_probe_duration_seconds", {"vantage": vantage}, report.duration_ms / 1000)
     family("kprobe_bootstrap_up", "1 if this bootstrap address answered with metadata.")
     for b in report.bootstraps:
-        sample("kprobe_bootstrap_up", {"bootstrap": b.address, "cluster_id": cluster, "vantage": vantage},
-               1 if b.status == "ok" else 0)
-    family("kprobe_endpoint_up", "1 if the advertised endpoint resolves and accepts connections from this vantage.")
+        sample("kprobe_bootstrap_up", {"bootstrap": b.address, "cluster_id": clusters[b.address],
+                                       "vantage": vantage}, 1 if b.status == "ok" else 0)
+    family("kprobe_endpoint_up",
+           "1 if every resolved address of the advertised endpoint accepts connections from this vantage "
+           "(partial is 0).")
     for r in report.endpoints:
         e = r.endpoint
-        sample("kprobe_endpoint_up", {"cluster_id": cluster, "node_id": e.node_id, "host": e.host,
-                                      "port": e.port, "vantage": vantage},
-               1 if r.status in ("reachable", "partial") else 0)
+        sample("kprobe_endpoint_up", {"cluster_id": _endpoint_cluster(r, clusters), "node_id": e.node_id,
+                                      "host": e.host, "port": e.port, "vantage": vantage}, endpoint_up(r))
     family("kprobe_dns_lookup_seconds", "Time to resolve the advertised host.")
     for host, ms in {r.endpoint.host: r.dns.ms for r in report.endpoints if r.dns.ms is not None}.items():
         sample("kprobe_dns_lookup_seconds", {"host": host, "vantage": vantage}, (ms or 0) / 1000)
