@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,11 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 
 from kprobe.aggregate import transforms as tf  # noqa: E402
-from kprobe.aggregate.job import JobOptions, read_records, run, session  # noqa: E402
+from kprobe.aggregate.checks import MARKER, validate  # noqa: E402
+from kprobe.aggregate.job import JobOptions, accounting_error, read_records, run, session, summary_lines  # noqa: E402
+from kprobe.errors import KprobeError, UsageError  # noqa: E402
+
+UTC = dt.timezone.utc
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +43,15 @@ def lab_reports(listeners_lab, tmp_path_factory) -> Path:
              "--out", str(root / view)], capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, done.stderr
     return root
+
+
+def parse_time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def as_utc(value: dt.datetime) -> dt.datetime:
+    """PySpark hands timestamps back as naive datetimes in the driver's local zone (TZ)."""
+    return value.astimezone(UTC)
 
 
 def load(root: Path) -> list[dict]:
@@ -70,8 +86,8 @@ def test_endpoint_vantage_matches_hand_counts(spark, lab_reports, listeners_lab)
         assert row.successes == want["successes"]
         assert row.success_rate == want["successes"] / want["probes"]
         assert row.fail_dns == want["fail_dns"]
-        assert row.first_seen.isoformat()[:19] == min(want["times"])[:19]
-        assert row.last_seen.isoformat()[:19] == max(want["times"])[:19]
+        assert as_utc(row.first_seen) == min(map(parse_time, want["times"]))
+        assert as_utc(row.last_seen) == max(map(parse_time, want["times"]))
         assert row.dns_max_ms == pytest.approx(max(want["dns_ms"]))
         assert row.status_changes == 0
     docker = got[(listeners_lab.cluster_id, 0, "kafka0", listeners_lab.listener("LISTENER_BOB").port, "docker")]
@@ -89,13 +105,21 @@ def test_cluster_summary_and_findings(spark, lab_reports, listeners_lab):
         row = summary[vantage]
         assert row.cluster_id == listeners_lab.cluster_id and row.reports == len(mine) == 3
         assert row.endpoints_advertised == 1
-    assert summary["docker"].endpoints_reachable == 1 and summary["docker"].worst_finding is None
-    assert summary["docker"].last_bad is None and summary["docker"].last_good is not None
+    assert summary["docker"].endpoints_reachable == 1 and summary["docker"].last_bad is None
+    assert summary["docker"].last_good is not None
     assert summary["host"].endpoints_reachable == 0
-    assert (summary["host"].worst_finding, summary["host"].worst_severity) == ("ADVERTISED_UNRESOLVABLE", "error")
     assert summary["host"].last_good is None
+    rank = {"error": 0, "warning": 1, "info": 2}
+    for vantage in ("docker", "host"):
+        seen = Counter((f["code"], f["severity"]) for r in reports if r["vantage"]["name"] == vantage
+                       for f in r["findings"])
+        worst = min(seen, key=lambda k: (rank[k[1]], -seen[k], k[0])) if seen else (None, None)
+        assert (summary[vantage].worst_finding, summary[vantage].worst_severity) == worst
+    assert (summary["host"].worst_finding, summary["host"].worst_severity) == ("ADVERTISED_UNRESOLVABLE", "error")
     findings = tf.findings_by_day(reps).collect()
-    assert [(f.vantage, f.code, f.occurrences) for f in findings] == [("host", "ADVERTISED_UNRESOLVABLE", 3)]
+    by_hand = Counter((r["vantage"]["name"], r["started_at"][:10], f["code"]) for r in reports for f in r["findings"])
+    assert {(f.vantage, f.day.isoformat(), f.code): f.occurrences for f in findings} == dict(by_hand)
+    assert by_hand[("host", reports[0]["started_at"][:10], "ADVERTISED_UNRESOLVABLE")] >= 1
 
 
 def test_advertised_drift(spark, lab_reports, tmp_path):
@@ -148,7 +172,7 @@ def test_cli_end_to_end_and_atomic_rerun(lab_reports, tmp_path):
     assert done.stdout.splitlines()[0] == "6 records: 6 reports aggregated (6 in the window, 6 endpoint " \
                                           "observations), 0 duplicates, 0 quarantined"
     assert "0.0%  cluster" in done.stdout and "from host (3 probes, last dns)" in done.stdout
-    assert sorted(p.name for p in out.iterdir()) == ["counts.json", "json", "parquet", "report.html"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "counts.json", "json", "parquet", "report.html"]
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging or old directory left
     page = (out / "report.html").read_text()
     assert "id='heatmap'" in page and page.count("data:image/png;base64,") >= 2
@@ -194,10 +218,12 @@ def test_reading_a_topic_gives_what_reading_the_files_gives(listeners_lab, colle
             assert done.returncode in (0, 1), done.stderr
     results = {}
     for name, extra in (("files", [str(tmp_path / "files")]), ("topic", ["--kafka", f"{collector}/{topic}"])):
-        done = subprocess.run([sys.executable, "-m", "kprobe", "aggregate", *extra, "--out", str(tmp_path / name),
+        # Its own --out: the files' directory as --out would be refused (it is the input).
+        out = tmp_path / f"agg-{name}"
+        done = subprocess.run([sys.executable, "-m", "kprobe", "aggregate", *extra, "--out", str(out),
                                "--no-html"], capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-3000:]
-        rows = [json.loads(line) for f in (tmp_path / name / "json" / "endpoint_vantage").glob("*.json")
+        rows = [json.loads(line) for f in (out / "json" / "endpoint_vantage").glob("*.json")
                 for line in f.read_text().splitlines()]
         results[name] = sorted(rows, key=lambda r: r["vantage"])
         assert done.stdout.startswith("4 records: 4 reports aggregated")
@@ -234,3 +260,242 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
     pixels = matplotlib.image.imread(shot)
     colours = {tuple(round(float(c), 1) for c in px[:3]) for row in pixels[::20] for px in row[::20]}
     assert len(colours) > 10, "the screenshot is blank: the embedded plots did not render"
+
+
+# --- Crafted reports: small, exact inputs whose expected rows are worked out by hand below. ---
+
+T0 = dt.datetime(2026, 11, 1, tzinfo=UTC)
+HIDDEN = "v2\x1b[2J\x1b]0;pwned\x07"  # a vantage name that would clear the screen and retitle the terminal
+
+
+def stamp(hours: float) -> str:
+    return (T0 + dt.timedelta(hours=hours)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def endpoint(node: int, outcome: str, dns_ms: float, tcp_ms: float = 1.0) -> dict:
+    """An advertised endpoint b<node>.c1:9092 as a probe writes it: ok, refused, timeout, nxdomain or unchecked."""
+    host, ip = f"b{node}.c1", f"10.0.0.{node + 1}"
+    dns = {"status": "ok", "addresses": [ip], "ms": dns_ms, "source": "system", "error": None}
+    if outcome == "unchecked":  # the run's deadline came first: nothing is known of it
+        dns = {**dns, "status": "timeout", "addresses": [], "ms": None, "error": f"{host}: not resolved before the run's deadline"}
+        tcp, status = [], "unchecked"
+    elif outcome == "nxdomain":
+        dns = {**dns, "status": "nxdomain", "addresses": [], "error": f"{host}: no such name (NXDOMAIN)"}
+        tcp, status = [], "unresolvable"
+    elif outcome == "ok":
+        tcp, status = [{"address": ip, "status": "ok", "ms": tcp_ms, "error": None}], "reachable"
+    else:
+        tcp, status = [{"address": ip, "status": outcome, "ms": 5.0, "error": outcome}], "unreachable"
+    return {"node_id": node, "host": host, "port": 9092, "rack": None, "advertised_by": ["boot.c1:9092"],
+            "dns": dns, "tcp": tcp, "status": status, "identity": None, "tls": None}
+
+
+def crafted(vantage: str, hours: float, endpoints: list[dict], boot_status: str = "ok") -> dict:
+    ok = boot_status == "ok"
+    return {
+        "schema": "kprobe.report/v1", "id": str(uuid.uuid4()), "started_at": stamp(hours),
+        "finished_at": stamp(hours), "duration_ms": 10.0, "tool": {"name": "kprobe", "version": "0.1.0"},
+        "vantage": {"name": vantage, "hostname": vantage, "resolver": {"kind": "system", "nameservers": []}},
+        "bootstraps": [{"address": "boot.c1:9092", "status": boot_status, "error": None if ok else boot_status,
+                        "answered_by": {"node_id": -1, "name": "boot.c1:9092/bootstrap"} if ok else None,
+                        "cluster_id": "cluster-1" if ok else None, "controller_id": 0 if ok else None,
+                        "brokers": [{"node_id": e["node_id"], "host": e["host"], "port": 9092, "rack": None}
+                                    for e in endpoints], "ms": 2.0}],
+        "endpoints": endpoints, "findings": [],
+        "summary": {"status": "ok" if ok and all(e["status"] == "reachable" for e in endpoints) else "gap",
+                    "bootstraps": 1, "endpoints": len(endpoints),
+                    "reachable": sum(e["status"] == "reachable" for e in endpoints)},
+    }
+
+
+# The window is [2026-11-01, 2026-11-01T04:00Z): the reports at -1 h and +5 h are outside it.
+SINCE, UNTIL = "2026-11-01", "2026-11-01T04:00:00Z"
+V1 = [
+    crafted("v1", -1, [endpoint(0, "refused", 50.0), endpoint(1, "refused", 50.0)]),  # before --since
+    crafted("v1", 1, [endpoint(0, "ok", 5.0), endpoint(1, "timeout", 2.0)]),
+    crafted("v1", 2, [endpoint(0, "refused", 1.0), endpoint(1, "timeout", 2.0), endpoint(2, "unchecked", 0.0)]),
+    crafted("v1", 3, [endpoint(0, "ok", 3.0), endpoint(1, "ok", 2.0)]),
+    crafted("v1", 5, [endpoint(0, "refused", 90.0), endpoint(1, "refused", 90.0)]),  # at/after --until
+]
+V2 = [crafted(HIDDEN, 1.5, [endpoint(0, "nxdomain", 1.0)])]
+NO_BOOTSTRAP = [crafted("v3", 2.5, [], boot_status="timeout")]  # no cluster id, no endpoints
+
+
+@pytest.fixture(scope="module")
+def crafted_run(spark, tmp_path_factory) -> tuple[dict, Path, Path]:
+    """One job over the crafted reports, spread over every file kind the job reads, plus a stray file."""
+    root = tmp_path_factory.mktemp("crafted")
+    inputs = root / "in"
+    (inputs / "sub").mkdir(parents=True)
+    (inputs / "v1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in V1[:3]))
+    (inputs / "sub" / "v1.ndjson").write_text("".join(json.dumps(r) + "\n" for r in V1[3:]))
+    (inputs / "v2.json").write_text(json.dumps(V2[0], indent=2))
+    with gzip.open(inputs / "sub" / "v3.jsonl.gz", "wt") as handle:
+        handle.write(json.dumps(NO_BOOTSTRAP[0]) + "\n")
+    (inputs / "notes.txt").write_text("reports from the v1 host, see ticket 42\n")  # not a report file
+    result = run(spark, JobOptions((str(inputs),), str(root / "out"), since=SINCE, until=UNTIL, html=False))
+    return result, inputs, root / "out"
+
+
+def ev_rows(spark, out: Path) -> dict[tuple, object]:
+    rows = spark.read.parquet(str(out / "parquet" / "endpoint_vantage")).collect()
+    return {(r.vantage, r.node_id): r for r in rows}
+
+
+def test_every_file_is_read_or_quarantined_with_its_reason(crafted_run):
+    result, _, out = crafted_run
+    counts = result["counts"]
+    # 5 + 1 + 1 reports in .jsonl, .ndjson, .json and .jsonl.gz files, and notes.txt as one record.
+    assert counts["input_records"] == 8
+    assert (counts["reports"], counts["duplicates"], counts["quarantined"]) == (7, 0, 1)
+    assert counts["quarantine_reasons"] == {tf.UNSUPPORTED_FILE: 1}
+    assert counts["reports_in_window"] == 5  # the reports at -1 h and +5 h are outside [since, until)
+    assert (out / MARKER).exists()
+
+
+def test_window_flapping_failure_classes_and_latency(spark, crafted_run):
+    rows = ev_rows(spark, crafted_run[2])
+    b0, b1 = rows[("v1", 0)], rows[("v1", 1)]
+    # In the window, v1 saw b0: ok (dns 5 ms), refused (1 ms), ok (3 ms); b1: timeout, timeout, ok.
+    assert (b0.probes, b0.successes, b0.fail_refused, b0.fail_timeout) == (3, 2, 1, 0)
+    assert b0.status_changes == 2  # ok -> refused -> ok
+    assert (b0.dns_max_ms, b0.dns_p50_ms) == (5.0, 3.0)  # the 90 and 50 ms outside the window do not count
+    assert (b1.probes, b1.successes, b1.fail_refused, b1.fail_timeout, b1.status_changes) == (3, 1, 0, 2, 1)
+    assert (b0.last_status, b1.last_status) == ("ok", "ok")
+    assert as_utc(b0.first_seen) == T0 + dt.timedelta(hours=1)  # whatever TZ the test runs in
+    assert as_utc(b0.last_seen) == T0 + dt.timedelta(hours=3)
+    # b2 was only ever cut short by a deadline: no observation, so no row (neither success nor failure).
+    assert ("v1", 2) not in rows
+
+
+def test_report_with_no_bootstrap_answer_is_a_gap_keyed_by_bootstrap(spark, crafted_run):
+    row = ev_rows(spark, crafted_run[2])[("v3", -1)]
+    assert (row.cluster_id, row.host, row.port) == ("bootstrap:boot.c1:9092", "boot.c1", 9092)
+    assert (row.probes, row.successes, row.fail_timeout, row.last_status) == (1, 0, 1, "timeout")
+    assert any(w["vantage"] == "v3" for w in crafted_run[0]["worst"])
+
+
+def test_summary_worst_first_and_escaped(crafted_run):
+    lines = summary_lines(crafted_run[0])
+    gaps = lines[lines.index("worst gaps:") + 1:]
+    # By hand: v3 and HIDDEN never succeed (0%; ties ordered by cluster id, "bootstrap:..." before
+    # "cluster-1"), v1's b1 1 of 3, v1's b0 2 of 3.
+    assert [g.split()[0] for g in gaps] == ["0.0%", "0.0%", "33.3%", "66.7%"]
+    assert "b1.c1:9092 from v1" in gaps[2] and "b0.c1:9092 from v1" in gaps[3]
+    assert "cluster bootstrap:boot.c1:9092 bootstrap boot.c1:9092 from v3 (1 probes, last timeout)" in gaps[0]
+    assert "from v2\\x1b[2J\\x1b]0;pwned\\x07 (1 probes, last dns)" in gaps[1]
+    assert not any(ch in "".join(lines) for ch in "\x1b\x07")
+
+
+def test_accounting_check_fails_when_counts_do_not_add_up():
+    assert accounting_error({"input_records": 8, "reports": 7, "duplicates": 0, "quarantined": 1}) is None
+    error = accounting_error({"input_records": 8, "reports": 6, "duplicates": 0, "quarantined": 1})
+    assert error is not None and "8 records read" in error and "= 7" in error
+
+
+def test_failed_run_leaves_the_previous_output(spark, crafted_run, tmp_path):
+    _, inputs, out = crafted_run
+    previous = tmp_path / "out"
+    shutil.copytree(out, previous)
+    before = {p.relative_to(previous): p.read_bytes() for p in previous.rglob("*") if p.is_file()}
+    broken = tmp_path / "in"
+    shutil.copytree(inputs, broken)
+    (broken / "late.jsonl.gz").write_bytes(b"not gzip at all")  # fails only when a task reads it
+    with pytest.raises(KprobeError) as failure:
+        run(spark, JobOptions((str(broken),), str(previous), html=False))
+    message = str(failure.value)
+    assert "late.jsonl.gz" in message and "\n" not in message and "unchanged" in message
+    after = {p.relative_to(previous): p.read_bytes() for p in previous.rglob("*") if p.is_file()}
+    assert after == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]  # no staging directory left
+
+
+@pytest.mark.parametrize("case", ["same", "parent", "child", "foreign", "file"])
+def test_out_that_would_delete_data_is_refused(tmp_path, case):
+    inputs = tmp_path / "reports"
+    (inputs / "day").mkdir(parents=True)
+    (inputs / "day" / "r.json").write_text(json.dumps(V2[0]))
+    foreign = tmp_path / "home"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("years of work\n")
+    (tmp_path / "file").write_text("x")
+    out, source = {"same": (inputs, inputs), "parent": (tmp_path, inputs / "day"),
+                   "child": (inputs / "day" / "agg", inputs), "foreign": (foreign, inputs),
+                   "file": (tmp_path / "file", inputs)}[case]
+    with pytest.raises(UsageError, match="bad --out"):
+        validate([str(source)], str(out), [], None, None)
+    for argv in (["-m", "kprobe", "aggregate"], ["-m", "kprobe.aggregate"]):
+        done = subprocess.run([sys.executable, *argv, str(source), "--out", str(out)], capture_output=True,
+                              text=True, timeout=60, check=False)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("kprobe: error: bad --out") and done.stderr.count("\n") == 1, done.stderr
+    assert (foreign / "thesis.tex").read_text() == "years of work\n"
+    assert (inputs / "day" / "r.json").exists()
+
+
+def test_out_written_by_kprobe_or_empty_is_accepted(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "counts.json").write_text("{}")
+    (tmp_path / "ours" / MARKER).write_text("")
+    for out in ("empty", "ours", "new"):
+        assert validate([str(tmp_path / "in")], str(tmp_path / out), [], None, None) == ()
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["in", "--out", "o", "--kafka", "collector9092"], "kprobe: error: bad --kafka 'collector9092': write it as "
+                                                       "BOOTSTRAP/TOPIC, e.g. collector:9092/kprobe-reports\n"),
+    (["in", "--out", "o", "--since", "yesterday"], "kprobe: error: bad --since 'yesterday': give an RFC 3339 "
+                                                   "time or a date, e.g. 2026-11-22T18:00:00Z\n"),
+    (["--out", "o"], "kprobe: error: nothing to aggregate: give report files or directories, or --kafka "
+                     "BOOTSTRAP/TOPIC\n"),
+    (["in"], "kprobe: error: the following arguments are required: --out (see `python -m kprobe.aggregate --help`)\n"),
+])
+def test_module_entry_point_checks_like_the_cli(tmp_path, argv, expected):
+    (tmp_path / "in").mkdir()
+    done = subprocess.run([sys.executable, "-m", "kprobe.aggregate", *argv], capture_output=True, text=True,
+                          timeout=60, check=False, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert (done.returncode, done.stderr) == (2, expected)
+    assert not (tmp_path / "o").exists()
+
+
+def test_module_entry_point_under_spark_submit(tmp_path):
+    """The job as a cluster runs it: spark-submit (shipped in pyspark's package) with a master of its own."""
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    (tmp_path / "in").mkdir()
+    for i, report in enumerate(V1[1:3]):
+        (tmp_path / "in" / f"r{i}.json").write_text(json.dumps(report, indent=2))
+    entry = Path(__file__).parents[1] / "kprobe" / "aggregate" / "__main__.py"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "PYTHONPATH": str(Path(__file__).parents[1])}
+    env.pop("SPARK_HOME", None)
+    done = subprocess.run([str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false", str(entry),
+                           str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--no-html"],
+                          capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("2 records: 2 reports aggregated"), done.stdout
+    out = tmp_path / "out"
+    for name in ("endpoint_vantage", "cluster_summary", "findings", "advertised_changes", "quarantine"):
+        assert list((out / "parquet" / name).glob("*.parquet")), name
+        assert (out / "json" / name / "_SUCCESS").exists(), name
+    assert json.loads((out / "counts.json").read_text())["reports"] == 2 and (out / MARKER).exists()
+
+
+def test_generated_reports_follow_the_shipped_schema():
+    import jsonschema
+
+    from kprobe.aggregate.generate import reports
+
+    schema = json.loads((Path(__file__).parents[1] / "kprobe" / "report" / "schema.json").read_text())
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    # 2 clusters x 4 vantages over 3 h at 30 min: (v + c) % 4 == 0 gives DNS gaps, the middle hour an outage.
+    sample = list(reports(vantages=4, clusters=2, hours=3, every_s=1800))
+    assert len(sample) == 6 * 2 * 4
+    for report in sample:
+        errors = sorted(validator.iter_errors(report), key=str)
+        assert not errors, f"{report['vantage']['name']} {report['started_at']}: {errors[0].message}"
+    codes = {f["code"] for r in sample for f in r["findings"]}
+    assert codes == {"ADVERTISED_UNRESOLVABLE", "ADVERTISED_TIMEOUT"}
+    assert all(len(f["message"]) > 40 and f["fix"] != "..." for r in sample for f in r["findings"])

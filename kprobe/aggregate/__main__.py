@@ -1,5 +1,8 @@
 """Entry point for spark-submit: `spark-submit --py-files kprobe.zip -m kprobe.aggregate ...`,
 or `python -m kprobe.aggregate`. The master comes from spark-submit unless --master is given.
+
+Runs the same checks as `kprobe aggregate` (kprobe.aggregate.checks) and fails the same way:
+one line `kprobe: error: ...` and exit 2 for bad input, never a traceback.
 """
 
 from __future__ import annotations
@@ -7,26 +10,47 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
-from kprobe.aggregate.job import JobOptions, run, session, summary_lines
+from kprobe.aggregate.checks import validate
+from kprobe.errors import KprobeError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is kprobe's one line rather than argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `python -m kprobe.aggregate --help`)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse, run, print the summary."""
-    parser = argparse.ArgumentParser(prog="kprobe.aggregate", description=__doc__)
+    """Parse, check, run, print the summary; errors become one line and their exit code."""
+    try:
+        return _main(argv)
+    except KprobeError as exc:
+        sys.stderr.write(f"kprobe: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("kprobe: interrupted\n")
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = _Parser(prog="python -m kprobe.aggregate", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("inputs", nargs="*", help="report files or directories (any path Spark reads)")
     parser.add_argument("--kafka", action="append", default=[], help="BOOTSTRAP/TOPIC to read reports from")
-    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--out", required=True, help="output directory (replaced whole on success)")
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
-    parser.add_argument("--since", default=None)
-    parser.add_argument("--until", default=None)
-    parser.add_argument("--no-html", action="store_true")
+    parser.add_argument("--since", default=None, help="only reports at or after (RFC 3339 or date)")
+    parser.add_argument("--until", default=None, help="only reports before (RFC 3339 or date)")
+    parser.add_argument("--no-html", action="store_true", help="skip report.html")
     args = parser.parse_args(argv)
+    topics = validate(args.inputs, args.out, args.kafka, args.since, args.until)
+    from kprobe.aggregate.job import JobOptions, run, session, summary_lines
+
     # Under spark-submit the JVM gateway exists and carries spark-submit's master: keep it.
     master = args.master or (None if os.environ.get("PYSPARK_GATEWAY_PORT") else "local[*]")
-    topics = tuple(tuple(k.rsplit("/", 1)) for k in args.kafka)
-    if not args.inputs and not topics:
-        parser.error("give report files or directories, or --kafka BOOTSTRAP/TOPIC")
     spark = session(master, kafka=bool(topics))
     result = run(spark, JobOptions(tuple(args.inputs), args.out, master, args.since, args.until, not args.no_html,
                                    topics))

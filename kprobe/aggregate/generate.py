@@ -1,8 +1,8 @@
 """Synthetic reports: M vantages probing C clusters over T hours, with injected gaps.
 
 For tests and benchmarks of the aggregation at sizes no lab produces. Reports follow the
-shipped schema (the generator's test validates a sample), so the job sees what real probes
-write; gaps are injected per (cluster, vantage) so results are predictable.
+shipped schema (tests/test_aggregate.py validates a sample against kprobe/report/schema.json),
+so the job sees what real probes write; gaps are injected per (cluster, vantage) so results are predictable.
 """
 
 from __future__ import annotations
@@ -49,16 +49,25 @@ def _report(rng: random.Random, stamp: str, cluster: str, vantage: str, c: int, 
                    "error": f"{host}: no such name (NXDOMAIN)"}
             tcp: list[dict[str, Any]] = []
             status = "unresolvable"
-            findings.append({"code": "ADVERTISED_UNRESOLVABLE", "severity": "error", "node_id": n,
-                             "endpoint": f"{host}:9092", "message": "...", "fix": "..."})
+            findings.append({
+                "code": "ADVERTISED_UNRESOLVABLE", "severity": "error", "node_id": n, "endpoint": f"{host}:9092",
+                "message": f"You reached the cluster at boot.c{c}:9092, but broker {n} advertises {host}:9092, "
+                           f"which does not resolve from here ({host}: no such name (NXDOMAIN)): clients "
+                           "bootstrap fine, then fail on every request that broker leads.",
+                "fix": "Make the listener advertise a name this network can resolve (advertised.listeners), "
+                       "or add a listener for this network with its own advertised name."})
         else:
             dns = {"status": "ok", "addresses": [ip], "ms": round(rng.uniform(0.5, 3), 3), "source": "system",
                    "error": None}
             if outage and n == 0:
                 tcp = [{"address": ip, "status": "timeout", "ms": 5000.0, "error": "timeout"}]
                 status = "unreachable"
-                findings.append({"code": "ADVERTISED_TIMEOUT", "severity": "error", "node_id": n,
-                                 "endpoint": f"{host}:9092", "message": "...", "fix": "..."})
+                findings.append({
+                    "code": "ADVERTISED_TIMEOUT", "severity": "error", "node_id": n, "endpoint": f"{host}:9092",
+                    "message": f"Broker {n} advertises {host}:9092 ({ip}), but connections to it time out from "
+                               "here (a firewall or security group dropping packets, or a private address).",
+                    "fix": f"Open port 9092 between this network and {ip}, or make the listener advertise an "
+                           "address this network can reach."})
             else:
                 tcp = [{"address": ip, "status": "ok", "ms": round(rng.uniform(0.2, 20), 3), "error": None}]
                 status = "reachable"

@@ -42,7 +42,9 @@ def heatmap(endpoint_vantage: DataFrame) -> str | None:
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(vantages), 1 + 0.35 * len(endpoints)))
     image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
     ax.set_xticks(range(len(vantages)), vantages, rotation=45, ha="right")
-    ax.set_yticks(range(len(endpoints)), [f"{c[:8]} #{n} {hp}" for c, n, hp in endpoints])
+    # node -1 is a bootstrap no report got past (its cluster id is unknown): name it as such.
+    ax.set_yticks(range(len(endpoints)), [f"bootstrap {hp}" if n == -1 else f"{c[:8]} #{n} {hp}"
+                                          for c, n, hp in endpoints])
     for i, row in enumerate(grid):
         for j, value in enumerate(row):
             if value == value:  # not NaN

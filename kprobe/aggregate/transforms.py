@@ -11,10 +11,15 @@ from pyspark.sql import functions as F
 
 from kprobe.aggregate.schema import CORRUPT, SUPPORTED, report_schema
 
-FAILURE_CLASSES = ("dns", "refused", "timeout", "unreachable", "tls", "identity", "partial")
+FAILURE_CLASSES = ("dns", "refused", "timeout", "unreachable", "tls", "identity", "auth", "partial")
 TLS_FAILURES = ("untrusted", "hostname_mismatch", "handshake_failed")
-IDENTITY_FAILURES = ("mismatch", "not_kafka")
+IDENTITY_FAILURES = ("mismatch", "not_kafka", "silent")
 KEYS = ("cluster_id", "node_id", "host", "port", "vantage")
+# The node id of a bootstrap address in the outputs: a report whose bootstraps all failed has no
+# cluster id and no advertised endpoints, so its bootstraps stand in for them (see `slim`).
+BOOTSTRAP_NODE = -1
+BOOTSTRAP_FAILURES = {"dns_failed": "dns", "refused": "refused", "timeout": "timeout", "auth_failed": "auth"}
+UNSUPPORTED_FILE = "unsupported file type (kprobe reads *.json, *.jsonl, *.ndjson, optionally gzipped)"
 
 
 def split_records(files: DataFrame) -> DataFrame:
@@ -39,7 +44,8 @@ def quarantine_reason(parsed: DataFrame) -> DataFrame:
     """Add `reason`: null for a usable report, else why it is quarantined."""
     r = F.col("r")
     reason = (
-        F.when(r.isNull() | r[CORRUPT].isNotNull(), F.lit("malformed JSON (truncated or not JSON)"))
+        F.when(F.col("line").isNull(), F.lit(UNSUPPORTED_FILE))
+        .when(r.isNull() | r[CORRUPT].isNotNull(), F.lit("malformed JSON (truncated or not JSON)"))
         .when(r["schema"].isNull(), F.lit("not a kprobe report (no schema field)"))
         .when(~r["schema"].isin(*SUPPORTED), F.concat(F.lit("unknown schema version "), r["schema"]))
         .when(r["id"].isNull() | r["started_at"].isNull(), F.lit("missing id or started_at"))
@@ -55,13 +61,28 @@ def slim(good: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     This is what the job caches: nested report structs are costly to cache and re-read, these
     few fields are not.
     """
-    cluster = F.expr("filter(r.bootstraps, b -> b.cluster_id is not null)[0].cluster_id")
+    # get(), not [0]: with ANSI SQL (Spark 4's default) indexing an empty array fails the whole
+    # job, and a report whose bootstraps all failed has no bootstrap with a cluster id.
+    cluster = F.expr("get(filter(r.bootstraps, b -> b.cluster_id is not null), 0).cluster_id")
     endpoints = F.transform("r.endpoints", lambda e: F.struct(
         e["node_id"].alias("node_id"), e["host"].alias("host"), e["port"].alias("port"),
         e["status"].alias("status"), e["dns"]["status"].alias("dns_status"), e["dns"]["ms"].alias("dns_ms"),
         F.array_min(F.transform(F.filter(e["tcp"], lambda t: t["status"] == "ok"), lambda t: t["ms"])).alias("tcp_ms"),
         _failure(e).alias("failure"),
     ))
+    # No bootstrap answered: no cluster id, no endpoints. Such a report is the worst gap of all
+    # (the vantage cannot reach the cluster at all), so it is keyed by its bootstrap addresses
+    # and each bootstrap becomes an observation, instead of the report vanishing from the outputs.
+    failed_boots = F.transform("r.bootstraps", lambda b: F.struct(
+        F.lit(BOOTSTRAP_NODE).cast("long").alias("node_id"),
+        F.regexp_extract(b["address"], r"^\[?(.*?)\]?:(\d+)$", 1).alias("host"),
+        F.regexp_extract(b["address"], r"^\[?(.*?)\]?:(\d+)$", 2).cast("long").alias("port"),
+        b["status"].alias("status"), F.lit(None).cast("string").alias("dns_status"),
+        F.lit(None).cast("double").alias("dns_ms"), b["ms"].cast("double").alias("tcp_ms"),
+        _bootstrap_failure(b["status"]).alias("failure"),
+    ))
+    boot_key = F.concat(F.lit("bootstrap:"), F.array_join(F.array_sort(F.transform("r.bootstraps",
+                                                                                  lambda b: b["address"])), ","))
     brokers = F.flatten(F.transform(
         F.filter("r.bootstraps", lambda b: b["status"] == "ok"),
         lambda b: F.transform(b["brokers"], lambda br: F.struct(
@@ -70,7 +91,7 @@ def slim(good: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     return good.select(
         *keep,
         F.col("r.id").alias("report_id"),
-        F.coalesce(cluster, F.lit("unknown")).alias("cluster_id"),
+        F.coalesce(cluster, boot_key, F.lit("unknown")).alias("cluster_id"),
         F.col("r.vantage.name").alias("vantage"),
         F.to_timestamp("r.started_at").alias("ts"),
         F.col("r.summary.status").alias("status"),
@@ -78,7 +99,21 @@ def slim(good: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
         F.transform("r.findings", lambda f: F.struct(f["code"].alias("code"), f["severity"].alias("severity")))
         .alias("findings"),
         brokers.alias("brokers"),
+        F.when(cluster.isNull(), failed_boots).otherwise(F.array().cast(failed_boots_type())).alias("bootstrap_gaps"),
     )
+
+
+def failed_boots_type() -> str:
+    """The type of `bootstrap_gaps`: the fields of `endpoints` that observations read."""
+    return ("array<struct<node_id:bigint,host:string,port:bigint,status:string,dns_status:string,"
+            "dns_ms:double,tcp_ms:double,failure:string>>")
+
+
+def _bootstrap_failure(status: Column) -> Column:
+    out = F.when(status == "ok", F.lit(None).cast("string"))
+    for raw, name in BOOTSTRAP_FAILURES.items():
+        out = out.when(status == raw, F.lit(name))
+    return out.otherwise(F.lit("unreachable"))
 
 
 def dedupe(reps: DataFrame) -> DataFrame:
@@ -125,11 +160,16 @@ def _failure(e: Column) -> Column:
 
 
 def observations(reps: DataFrame) -> DataFrame:
-    """One row per (report, advertised endpoint): what this vantage saw of it at that time."""
-    obs = reps.select("report_id", "cluster_id", "vantage", "ts", F.explode("endpoints").alias("e")).select(
+    """One row per (report, advertised endpoint): what this vantage saw of it at that time.
+
+    An endpoint the run's deadline (or Ctrl-C) cut short is `unchecked`: nothing was seen of it,
+    so it is no observation at all, neither a success nor a failure.
+    """
+    seen = F.concat("endpoints", F.coalesce(F.col("bootstrap_gaps"), F.array().cast(failed_boots_type())))
+    obs = reps.select("report_id", "cluster_id", "vantage", "ts", F.explode(seen).alias("e")).select(
         "report_id", "cluster_id", "vantage", "ts", "e.node_id", "e.host", "e.port",
         F.col("e.status").alias("endpoint_status"), "e.dns_status", "e.dns_ms", "e.tcp_ms", "e.failure",
-    )
+    ).where(F.col("endpoint_status") != "unchecked")
     return obs.withColumn("success", F.col("failure").isNull() | (F.col("failure") == "partial"))
 
 
