@@ -1,13 +1,16 @@
 """Generate the documentation pages that must never go stale.
 
-    python docs/generate.py            # starts the lab's `listeners` and `cloud` scenarios
+    python docs/generate.py     # starts the lab's listeners, cloud, three-brokers, tls and sasl scenarios
 
 - cli.md: the CLI reference, walked from the typer app itself.
 - why.md: "Why can I connect to the broker but my client still fails?", with kprobe's own output
   from real lab runs of the seeds' cases.
 - report-schema.md: the report's JSON Schema, field by field, and a sample report from a lab run.
+- findings-examples.md: every finding the lab can stage, as `kprobe probe --json` reports it in a
+  real run, with the command line that staged it; the codes the loopback-only lab cannot stage,
+  with the tests that prove them.
 
-tests/test_docs_site.py regenerates all three and fails if the committed pages differ, and
+tests/test_docs_site.py regenerates all four and fails if the committed pages differ, and
 builds the site with `mkdocs build --strict`.
 """
 
@@ -66,19 +69,40 @@ def cli_reference() -> str:
 
 # -- lab runs -----------------------------------------------------------------------------------
 
-CLASSIC_PORTS = {"LISTENER_FRED": 9092, "LISTENER_BOB": 29092, "LISTENER_ALICE": 29094,
-                 "INTERNAL": 19092, "EXTERNAL": 9093}
+# The seeds' classic ports, for the two labs that stand for the seeds' set-ups (other labs use
+# listener names like INTERNAL too, with no classic port: they get named placeholders).
+CLASSIC_PORTS = {("listeners", "LISTENER_FRED"): 9092, ("listeners", "LISTENER_BOB"): 29092,
+                 ("listeners", "LISTENER_ALICE"): 29094, ("cloud", "INTERNAL"): 19092, ("cloud", "EXTERNAL"): 9093}
 
 
-def normalise(text: str, labs: list[Any]) -> str:
-    """Lab ports become the seeds' classic ports, ids and timings fixed, so the page is stable."""
+def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -> str:
+    """Everything that changes from run to run becomes a fixed name, so the pages are byte-stable.
+
+    Whole strings first (`extra`, cluster ids, `ip:port` of DNS servers), then bare port numbers:
+    a port could otherwise match digits inside a cluster id, and a DNS server's port is only
+    recognisable with its address. Lab listener ports become the seeds' classic ports where there
+    is one, otherwise `<LISTENER port>`; controller, blackhole and impostor ports are named too.
+    Certificate dates and days left, which move with the clock, become `<date>` and `<days>`.
+    """
+    for literal, name in (extra or {}).items():
+        text = text.replace(literal, name)
     for lab in labs:
-        for name, rl in lab.nodes[0].listeners.items():
-            if name in CLASSIC_PORTS:
-                text = re.sub(rf"(?<![\d.]){rl.port}(?!\d)", str(CLASSIC_PORTS[name]), text)
-        text = text.replace(lab.cluster_id, "<cluster-id>")
-        for server in lab.dns.values():
-            text = text.replace(server.nameserver, "<nameserver>")
+        text = text.replace(lab.cluster_id, f"<{lab.scenario.name} cluster id>")
+        for view, server in lab.dns.items():
+            text = text.replace(server.nameserver, f"<{view} view>")
+    ports: dict[int, str] = {}
+    for lab in labs:
+        for node in lab.nodes.values():
+            ports[node.controller_port] = "<controller port>"
+            for name, rl in node.listeners.items():
+                ports[rl.port] = str(CLASSIC_PORTS.get((lab.scenario.name, name), f"<{name} port>"))
+        ports.update({hole.port: f"<{name} port>" for name, hole in lab.blackholes.items()})
+        ports.update({imp.port: f"<{name} port>" for name, imp in lab.impostors.items()})
+    # One pass, so a placeholder put in for one port is never read as another.
+    text = re.sub(r"(?<![\d.])\d+(?!\d)", lambda m: ports.get(int(m.group(0)), m.group(0)), text)
+    text = re.sub(r"[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4} GMT", "<date>", text)
+    text = re.sub(r"-?\d+(\.\d+)? days left", "<days> days left", text)
+    text = re.sub(r"\(_ssl\.c:\d+\)", "(_ssl.c)", text)  # CPython's source line: moves between versions
     return text.replace("1.0ms", "…    ")  # same width: tables stay aligned
 
 
@@ -135,6 +159,13 @@ def why_page(listeners: Any, cloud: Any) -> str:
          "Inside the VPC the internal name resolves: the same configuration works, which is why it passed every "
          "test run from inside.",
          cloud.bootstrap("INTERNAL"), cloud.nameserver("vpc"), "vpc"),
+        ("Cloud, one listener with a name both networks resolve: a client inside the VPC",
+         "Option 1 of the classic fix: advertise a name that resolves inside the VPC as well as outside. The "
+         "public EC2 name `ec2-34-211-52-10.us-west-2.compute.amazonaws.com` is such a name (inside the VPC, "
+         "AWS's DNS answers it too, with the private address), so a listener advertising it serves the VPC "
+         "client here and the internet client below alike. The lab's EXTERNAL listener advertises it; from the "
+         "vpc view it resolves and connects: no gap, with no second listener needed for clients.",
+         cloud.bootstrap("EXTERNAL"), cloud.nameserver("vpc"), "vpc"),
         ("Cloud, two listeners: the internet client uses EXTERNAL",
          "Option 2 of the classic fix: an EXTERNAL listener advertises the public name, INTERNAL keeps the private "
          "one for inter-broker traffic and VPC clients. Each network bootstraps through its own listener.",
@@ -157,13 +188,21 @@ def why_page(listeners: Any, cloud: Any) -> str:
 
 # -- report reference ---------------------------------------------------------------------------
 
-def _rows(node: dict[str, Any], root: dict[str, Any], path: str, seen: tuple[str, ...]) -> list[tuple[str, str]]:
+def _rows(node: dict[str, Any], root: dict[str, Any], path: str, seen: tuple[str, ...],
+          required: bool = False) -> list[tuple[str, str, bool, str]]:
+    """(path, type or values, required, description) for `node` and everything under it.
+
+    `required` comes from the parent's `required` list, so a field reached through a `$ref`
+    keeps it; the description of the referring site wins over the definition's.
+    """
+    described = node.get("description", "")
     ref = node.get("$ref")
     if ref:
         if ref in seen:
-            return [(path, f"(same as `{ref.rsplit('/', 1)[-1]}`)")]
+            return [(path, f"(same as `{ref.rsplit('/', 1)[-1]}`)", required, described)]
         seen = (*seen, ref)
         node = root["$defs"][ref.rsplit("/", 1)[-1]]
+        described = described or node.get("description", "")
     kind = node.get("type")
     kinds = kind if isinstance(kind, list) else [kind] if kind else []
     if "enum" in node:
@@ -172,24 +211,31 @@ def _rows(node: dict[str, Any], root: dict[str, Any], path: str, seen: tuple[str
         desc = f"`{node['const']}`"
     else:
         desc = " or ".join(k for k in kinds if k) or "any"
-    rows = [(path, desc)] if path else []
+    rows = [(path, desc, required, described)] if path else []
+    needed = set(node.get("required", ()))
     for name, sub in node.get("properties", {}).items():
-        rows += _rows(sub, root, f"{path}.{name}" if path else name, seen)
+        rows += _rows(sub, root, f"{path}.{name}" if path else name, seen, name in needed)
     if "items" in node:
         rows += _rows(node["items"], root, f"{path}[]", seen)
     return rows
 
 
 def report_reference(sample: str) -> str:
-    """The schema field by field, then a sample report."""
+    """The schema field by field (with what it requires and says of each field), then a sample report."""
     from kprobe.report.json_report import schema
 
     root = schema()
     out = ["# Report schema (`kprobe.report/v1`)", "",
            "Every field of the JSON report, from the JSON Schema shipped in the package (`kprobe schema` prints it).",
-           "The meaning of each part is in [the report format](report.md).", "",
-           "| field | type or values |", "| --- | --- |"]
-    out += [f"| `{path}` | {desc} |" for path, desc in _rows(root, root, "", ())]
+           "The meaning of each part is in [the report format](report.md).", ""]
+    if root.get("description"):
+        out += [root["description"], ""]
+    out += ["A field marked *required* is always present in its object (its value may still be `null` where the "
+            "type allows).", "",
+            "| field | type or values | required | description |", "| --- | --- | --- | --- |"]
+    for path, desc, needed, described in _rows(root, root, "", ()):
+        cell = described.replace("|", "\\|")  # a pipe would end the table cell
+        out.append(f"| `{path}` | {desc} | {'required' if needed else ''} | {cell} |")
     out += ["", "## A sample report", "", "`kprobe probe -b 127.0.0.11:29092 --nameserver <host view> --json` "
             "against the lab's LISTENER_BOB, from the Docker host (ids, ports and timings normalised):", "",
             "```json", sample.rstrip("\n"), "```", ""]
@@ -207,23 +253,208 @@ def sample_report(listeners: Any) -> str:
     data["vantage"]["hostname"] = "laptop"
     text = json.dumps(data, indent=2)
     text = re.sub(r'("(ms|duration_ms)": )[\d.]+', r"\g<1>1.0", text)
-    text = re.sub(r'"(\w+)": "127\.0\.0\.1:\d+"', r'"\1": "<nameserver>"', text)
     return normalise(text, [listeners]).replace("…", "1.0")
 
 
-def generate_all(listeners: Any, cloud: Any) -> dict[str, str]:
-    """Page name -> content."""
+# -- findings, from real runs --------------------------------------------------------------------
+
+# Why the loopback-only lab cannot stage these codes; the page names the tests that prove them.
+NOT_STAGED = {
+    "ADVERTISED_LOOPBACK": "needs a client that reached the cluster on a non-loopback address; the lab is "
+                           "loopback only, so every client here is on the broker's machine",
+    "ADVERTISED_UNREACHABLE": "needs an advertised address with no route from here (ENETUNREACH / EHOSTUNREACH); "
+                              "every loopback address is routable",
+    "RESOLVED_ONLY_VIA_HOSTS_FILE": "needs the system resolver with a private /etc/hosts; the lab's runs resolve "
+                                    "through its DNS views",
+    "INVALID_ADVERTISED_HOST": "a host no client can use (control characters, bytes that are not UTF-8, 300 "
+                               "characters) is not something the lab's brokers are configured to advertise; the "
+                               "tests' scripted broker (tests/hostile_broker.py) sends it",
+    "INVALID_ADVERTISED_PORT": "a port outside 1-65535 is not something the lab's brokers are configured to "
+                               "advertise; the tests' scripted broker sends it",
+    "NO_ADVERTISED_BROKERS": "the broker that answers a lab bootstrap always lists at least itself",
+    "DUPLICATE_NODE_ID": "two brokers with one node.id do not form one cluster; the tests' scripted broker "
+                         "sends such a response",
+}
+
+
+def finding_codes() -> list[str]:
+    """Every finding code kprobe can emit: the quoted CODE_NAMEs of diagnose.py and crosscheck.py."""
+    root = DOCS.parent / "kprobe"
+    text = (root / "diagnose.py").read_text() + (root / "crosscheck.py").read_text()
+    return sorted(set(re.findall(r'"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)"', text)))
+
+
+def _tests_naming(code: str) -> list[str]:
+    """`tests/file.py::test_name` of every test whose body names `code`, found by parsing tests/."""
+    import ast
+
+    found = []
+    for path in sorted((DOCS.parent / "tests").rglob("test_*.py")):
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+                    and f'"{code}"' in (ast.get_source_segment(source, node) or "")):
+                found.append(f"{path.relative_to(DOCS.parent)}::{node.name}")
+    return found
+
+
+def _probe_args(args: list[str]) -> Any:
+    """The ProbeOptions of `kprobe probe ARGS`, parsed by the CLI itself: the line shown is the one that ran.
+
+    KPROBE_* variables are hidden while parsing, so a developer's environment cannot change a page.
+    """
+    import os
+    from unittest import mock
+
+    import typer.main
+
+    from kprobe.cli import _probe_options, app
+
+    command = typer.main.get_command(app).commands["probe"]  # type: ignore[attr-defined]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KPROBE_")}
+    with mock.patch.dict(os.environ, clean, clear=True):
+        p = command.make_context("probe", list(args)).params
+    return _probe_options(p["bootstrap"], p["prop"], p["prop_file"], p["nameserver"], p["timeout"], p["deadline"],
+                          p["vantage"], p["no_identity"], p["tls_expiry_days"], p["compare_nameserver"])
+
+
+def _stagings(listeners: Any, three: Any, tls: Any, sasl: Any, stale: str, dead: str, refused: str) -> list[Any]:
+    """(codes, where, what is staged, kprobe probe arguments): how the tests stage each finding."""
+    host, docker = listeners.nameserver("host"), listeners.nameserver("docker")
+    timeout = ["--timeout", "2"]
+
+    def note(listener: str, node: int = 0) -> str:
+        return f"`three-brokers` lab, listener {listener}: {three.listener(listener, node).spec.note}."
+
+    def tls_args(listener: str) -> list[str]:
+        return ["-b", "SSL://" + tls.bootstrap(listener), "--nameserver", tls.nameserver("clients"),
+                "-X", f"ssl.ca.location={tls.ca_file}", *timeout]
+
+    def sasl_ssl(user: str, password: str) -> list[str]:
+        return ["-b", sasl.bootstrap("SASL_SSL_PLAIN"), "--nameserver", sasl.nameserver("clients"),
+                "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={sasl.ca_file}",
+                "-X", "sasl.mechanism=PLAIN", "-X", f"sasl.username={user}", "-X", f"sasl.password={password}",
+                *timeout]
+
+    return [
+        (["BOOTSTRAP_UNREACHABLE"], "A bootstrap port on loopback where nothing listens (bound, never listening).",
+         ["-b", refused, *timeout]),
+        (["AUTH_FAILED"], "`sasl` lab, SASL_SSL_PLAIN: alice with a wrong password.",
+         sasl_ssl("alice", "not-alices-password")),
+        (["ADVERTISED_UNRESOLVABLE"], "`listeners` lab, LISTENER_ALICE, from the Docker host's view: "
+         f"{listeners.listener('LISTENER_ALICE').spec.note}.",
+         ["-b", listeners.real_endpoint("LISTENER_ALICE"), "--nameserver", host, *timeout]),
+        (["ADVERTISED_REFUSED"], "`listeners` lab, LISTENER_BOB, through a DNS server started for this example "
+         "that answers kafka0 with 127.0.0.98 only, where nothing listens.",
+         ["-b", listeners.real_endpoint("LISTENER_BOB"), "--nameserver", dead, *timeout]),
+        (["ADVERTISED_TIMEOUT"], note("BLACKHOLED", 2), ["-b", three.real_endpoint("BLACKHOLED", 0), "--timeout", "1"]),
+        (["ADVERTISED_PARTIAL"], "`listeners` lab, LISTENER_BOB, through a DNS server started for this example "
+         "that answers kafka0 with BOB's address and with 127.0.0.98, where nothing listens (a stale record).",
+         ["-b", listeners.real_endpoint("LISTENER_BOB"), "--nameserver", stale, *timeout]),
+        (["RUN_INCOMPLETE"], note("DARK") + " The run's deadline comes before any connect times out.",
+         ["-b", three.real_endpoint("DARK", 0), "--timeout", "10", "--deadline", "1.5"]),
+        (["PORT_DIFFERS_FROM_BOOTSTRAP", "ENDPOINT_WRONG_BROKER", "ENDPOINT_ADVERTISES_DIFFERENTLY"],
+         note("CROSSED", 2), ["-b", three.real_endpoint("CROSSED", 0), *timeout]),
+        (["ENDPOINT_NOT_KAFKA"], note("IMPOSTOR", 2), ["-b", three.real_endpoint("IMPOSTOR", 0), *timeout]),
+        (["IDENTITY_NOT_CHECKED"], "`sasl` lab, SASL_SSL_PLAIN: bob, who has no ACL, may read metadata but not "
+         "describe broker configs.", sasl_ssl("bob", sasl.passwords["bob"])),
+        (["CLUSTER_ID_MISMATCH"], "Two bootstraps of two clusters: the `three-brokers` lab's CLIENT listener and "
+         "the `listeners` lab's LISTENER_FRED.",
+         ["-b", three.bootstrap("CLIENT", 0), "-b", listeners.bootstrap("LISTENER_FRED"), *timeout]),
+        (["BROKER_SET_MISMATCH"], note("PARTIAL") + " It is probed beside broker 1's CLIENT listener.",
+         ["-b", three.real_endpoint("PARTIAL", 0), "-b", three.bootstrap("CLIENT", 1), *timeout]),
+        (["DUPLICATE_ENDPOINT"], note("TWIN"), ["-b", three.real_endpoint("TWIN", 1), *timeout]),
+        (["DNS_VIEWS_DISAGREE"], "`listeners` lab, LISTENER_BOB, resolved in the Docker network's view and "
+         "compared with the Docker host's.",
+         ["-b", listeners.real_endpoint("LISTENER_BOB"), "--nameserver", docker, "--compare-nameserver", host,
+          *timeout]),
+        (["TLS_HOSTNAME_MISMATCH"], f"`tls` lab, SSL_INTERNAL_NAME: {tls.listener('SSL_INTERNAL_NAME').spec.note}.",
+         tls_args("SSL_INTERNAL_NAME")),
+        (["TLS_UNTRUSTED"], f"`tls` lab, SSL_FORWARD: {tls.listener('SSL_FORWARD').spec.note}.",
+         tls_args("SSL_FORWARD")),
+        (["TLS_EXPIRING"], f"`tls` lab, SSL_EXPIRING: {tls.listener('SSL_EXPIRING').spec.note}.",
+         tls_args("SSL_EXPIRING")),
+        (["TLS_HANDSHAKE_FAILED"], f"`tls` lab, SSL_TO_PLAIN: {tls.listener('SSL_TO_PLAIN').spec.note}.",
+         tls_args("SSL_TO_PLAIN")),
+    ]
+
+
+def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any) -> str:
+    """Each finding the lab can stage, as `kprobe probe --json` reports it in a real run (issue 5).
+
+    The runs are the tests' own stagings (tests/test_probe.py, tests/test_diagnosis.py); a staging
+    that stops producing its code fails generation rather than leave a code without its excerpt.
+    """
+    import shlex
+    import socket
+
+    from kprobe.lab.dns_server import DnsServer
+    from kprobe.probe import run_probe
+    from kprobe.report import json_report
+
+    labs = [listeners, three, tls, sasl]
+    bob_ip = listeners.listener("LISTENER_BOB").bind_ip
+    with DnsServer({"kafka0": (bob_ip, "127.0.0.98")}, name="stale") as stale, \
+            DnsServer({"kafka0": ("127.0.0.98",)}, name="dead") as dead, socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound but not listening: connects are refused, and no one else gets it
+        refused = f"127.0.0.1:{closed.getsockname()[1]}"
+        extra = {stale.nameserver: f"<DNS: kafka0 = {bob_ip}, 127.0.0.98>",
+                 dead.nameserver: "<DNS: kafka0 = 127.0.0.98>", refused: "127.0.0.1:<a port nobody listens on>",
+                 tls.ca_file: "<lab CA file>", sasl.ca_file: "<lab CA file>"}
+        extra.update({pw: f"<{user}'s password>" for lab in labs for user, pw in lab.passwords.items()})
+        runs = []
+        for codes, staged, args in _stagings(listeners, three, tls, sasl, stale.nameserver, dead.nameserver,
+                                             refused):
+            data = json.loads(json_report.render(run_probe(_probe_args([*args, "--json"]))))
+            runs.append((codes, staged, shlex.join(["kprobe", "probe", *args, "--json"]), data["findings"]))
+    out = ["# Findings, from real runs", "",
+           "Each [finding](findings.md) the lab can stage, as it appears in the `findings` of `kprobe probe --json`, "
+           "from a real run against the lab's brokers on loopback (`kprobe lab up NAME`), with the command line "
+           "that produced it. The stagings are the tests' own; `docs/generate.py` regenerates this page and a test "
+           "fails when it is stale. Lab ports are shown as `<LISTENER port>` (the seeds' classic ports for the "
+           "`listeners` lab), DNS views as `<NAME view>`, and cluster ids, certificate dates and passwords by name.",
+           ""]
+    shown: list[str] = []
+    for codes, staged, command, findings in runs:
+        for code in codes:
+            mine = [f for f in findings if f["code"] == code]
+            if not mine:
+                raise RuntimeError(f"the staging of {code} ({command}) did not produce it: {findings}")
+            shown.append(code)
+            excerpt = "\n".join(json.dumps(f, indent=2, ensure_ascii=False) for f in mine)
+            out += [f"## `{code}`", "", staged, "", "```console", f"$ {command}", "```", "",
+                    "```json", excerpt, "```", ""]
+    out += ["## Codes the lab cannot stage", "",
+            "The lab runs real brokers on loopback only, so these codes never fire in a lab run. No excerpt is "
+            "invented for them; where a test proves one (a pure `diagnose()` case, a scripted broker, or a private "
+            "resolver set-up), it is named.", "",
+            "| code | why the lab cannot stage it | proved by |", "| --- | --- | --- |"]
+    for code in finding_codes():
+        if code in shown:
+            continue
+        tests = ", ".join(f"`{t}`" for t in _tests_naming(code)) or "no test names it yet"
+        out.append(f"| `{code}` | {NOT_STAGED.get(code, 'not staged by the lab')} | {tests} |")
+    page = normalise("\n".join(out) + "\n", labs, extra)
+    if any(pw in page for lab in labs for pw in lab.passwords.values()):
+        raise RuntimeError("a lab password reached docs/findings-examples.md")
+    return page
+
+
+def generate_all(listeners: Any, cloud: Any, three: Any, tls: Any, sasl: Any) -> dict[str, str]:
+    """Page name -> content, from running labs of the listeners, cloud, three-brokers, tls and sasl scenarios."""
     return {"cli.md": cli_reference(), "why.md": why_page(listeners, cloud),
-            "report-schema.md": report_reference(sample_report(listeners))}
+            "report-schema.md": report_reference(sample_report(listeners)),
+            "findings-examples.md": findings_examples(listeners, three, tls, sasl)}
 
 
 def main() -> None:
-    """Start the two labs and write the pages."""
+    """Start the labs the pages are made from, and write the pages."""
     sys.path.insert(0, str(DOCS.parent))
     from kprobe.lab import start_lab
 
-    with start_lab("listeners") as listeners, start_lab("cloud") as cloud:
-        for name, text in generate_all(listeners, cloud).items():
+    with start_lab("listeners") as listeners, start_lab("cloud") as cloud, start_lab("three-brokers") as three, \
+            start_lab("tls") as tls, start_lab("sasl") as sasl:
+        for name, text in generate_all(listeners, cloud, three, tls, sasl).items():
             (DOCS / name).write_text(text)
             print(f"wrote docs/{name}")
 

@@ -6,6 +6,7 @@ protocols, same inter-broker listener, same advertised hosts, bound where the la
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -33,9 +34,34 @@ def test_compose_playground_is_the_listeners_scenario():
         if lst.inter_broker:
             assert env["KAFKA_INTER_BROKER_LISTENER_NAME"] == lst.name
     assert compose["services"]["kafka0"]["hostname"] == node.hostnames[0] == "kafka0"
-    # FRED's and ALICE's ports are published on the host's loopback, as the lab binds FRED on 127.0.0.1
-    assert "127.0.0.1:9092:9092" in compose["services"]["kafka0"]["ports"]
     assert compose["services"]["kprobe"]["build"]["target"] == "kprobe"
+
+
+def test_compose_ports_and_binds_are_the_seeds_and_the_labs():
+    """Ports: the seeds' classic ones, the same the docs show for the lab's (docs/generate.py maps them)."""
+    import importlib.util
+
+    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    kafka = compose["services"]["kafka0"]
+    env = kafka["environment"]
+    binds = {name: hostport.rsplit(":", 1) for name, hostport in _pairs(env["KAFKA_LISTENERS"]).items()}
+    advertised = {name: hostport.rsplit(":", 1) for name, hostport in _pairs(env["KAFKA_ADVERTISED_LISTENERS"]).items()}
+    spec = importlib.util.spec_from_file_location("docs_generate", DOCKER.parent / "docs" / "generate.py")
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    for name in ("LISTENER_BOB", "LISTENER_FRED", "LISTENER_ALICE"):
+        port = str(generate.CLASSIC_PORTS[("listeners", name)])
+        # Each listener binds the port it advertises: no mapping hides inside the container.
+        assert advertised[name][1] == binds[name][1] == port, name
+    # BOB serves the Docker network only (the lab binds it on kafka0's address) and is not published.
+    assert binds["LISTENER_BOB"][0] == "kafka0"
+    # FRED and ALICE are published on the host's loopback under their own port, as the lab binds
+    # FRED on 127.0.0.1: `localhost:9092` on the Docker host is the broker, as FRED advertises.
+    fred, alice = (str(generate.CLASSIC_PORTS[("listeners", n)]) for n in ("LISTENER_FRED", "LISTENER_ALICE"))
+    assert sorted(kafka["ports"]) == sorted([f"127.0.0.1:{fred}:{fred}", f"127.0.0.1:{alice}:{alice}"])
+    assert binds["LISTENER_FRED"][0] == binds["LISTENER_ALICE"][0] == "0.0.0.0"  # reachable through publishing
+    # The controller listener is internal to the container, on kafka0 like the voters say.
+    assert binds["CONTROLLER"][0] == "kafka0" and env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == f"0@kafka0:{binds['CONTROLLER'][1]}"
 
 
 def test_kubernetes_manifest_parses():
@@ -48,7 +74,38 @@ def test_kubernetes_manifest_parses():
     assert container["args"][:2] == ["probe", "-b"] and "--publish" in container["args"]
 
 
+def dockerfile_stages(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Stage name -> (INSTRUCTION, arguments), continuation lines joined, comments dropped."""
+    stages: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] = []
+    for line in re.sub(r"\\\n\s*", " ", text).splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        instruction, _, args = line.partition(" ")
+        if instruction.upper() == "FROM":
+            name = args.split(" AS ")[-1].strip() if " AS " in args else str(len(stages))
+            current = stages.setdefault(name, [])
+        current.append((instruction.upper(), args.strip()))
+    return stages
+
+
 def test_dockerfile_targets():
-    text = (DOCKER / "Dockerfile").read_text()
-    assert "FROM python:3.12-slim AS kprobe" in text and "AS aggregate" in text
-    assert "USER 10001" in text and 'ENTRYPOINT ["kprobe"]' in text
+    stages = dockerfile_stages((DOCKER / "Dockerfile").read_text())
+    assert list(stages) == ["kprobe", "aggregate"]
+    for name, instructions in stages.items():
+        base = instructions[0][1].split()[0]
+        assert base.startswith("python:3.12-slim-"), f"{name}: pin a Debian release, got {base}"
+        users = [args for ins, args in instructions if ins == "USER"]
+        assert users and users[-1] not in ("0", "root"), f"{name} runs as root"
+    probe = dict(stages["kprobe"])
+    assert probe["ENTRYPOINT"] == '["kprobe"]'
+    # No pyspark unless asked: the install names the EXTRAS build argument, empty by default.
+    assert probe["ARG"] == 'EXTRAS=""'
+    install = probe["RUN"]
+    assert "pip install" in install and "${EXTRAS:+[${EXTRAS}]}" in install and "spark" not in install
+    agg = dict(stages["aggregate"])
+    assert agg["ENTRYPOINT"] == '["kprobe", "aggregate"]'
+    runs = " ".join(args for ins, args in stages["aggregate"] if ins == "RUN")
+    assert "openjdk-17-jre-headless" in runs and "'.[spark]'" in runs and "maven" in runs
+    assert agg["ENV"] == "HOME=/home/kprobe"  # Maven and Spark cache jars under a writable home

@@ -12,10 +12,31 @@ sys.path.insert(0, str(ROOT / "docs"))
 import generate  # noqa: E402
 
 
-def test_generated_pages_are_fresh(listeners_lab, cloud_lab):
-    for name, text in generate.generate_all(listeners_lab, cloud_lab).items():
+def test_generated_pages_are_fresh(listeners_lab, cloud_lab, three_lab, tls_lab, sasl_lab):
+    for name, text in generate.generate_all(listeners_lab, cloud_lab, three_lab, tls_lab, sasl_lab).items():
         committed = (ROOT / "docs" / name).read_text()
         assert committed == text, f"docs/{name} is stale: run python docs/generate.py"
+
+
+def test_findings_examples_name_every_code():
+    """Issue 5: every code kprobe can emit is on the examples page, staged or listed as not stageable.
+
+    The codes are read from the modules that emit them, so a new code fails here until the page
+    (regenerated) shows it.
+    """
+    import re
+
+    page = (ROOT / "docs" / "findings-examples.md").read_text()
+    source = (ROOT / "kprobe" / "diagnose.py").read_text() + (ROOT / "kprobe" / "crosscheck.py").read_text()
+    codes = set(re.findall(r'"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)"', source))
+    assert len(codes) >= 25, codes  # the pattern still finds the codes
+    staged = set(re.findall(r"^## `([A-Z_0-9]+)`$", page, re.M))
+    listed = set(re.findall(r"^\| `([A-Z_0-9]+)` \|", page, re.M))
+    assert codes == staged | listed, (codes - staged - listed, (staged | listed) - codes)
+    assert not staged & listed
+    for code in staged:  # each staged code shows its finding object, with the command that produced it
+        section = page.split(f"## `{code}`", 1)[1].split("\n## ", 1)[0]
+        assert "$ kprobe probe " in section and f'"code": "{code}"' in section, code
 
 
 def test_cli_reference_has_every_command_and_option():
