@@ -7,6 +7,7 @@ commands, so `kprobe --help` stays fast and `kprobe probe` never imports pyspark
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -291,11 +292,19 @@ def _setup_logging(verbose: bool) -> None:
     """
     import logging
 
+    from kprobe.report.text import safe
+
+    class _SafeFormatter(logging.Formatter):
+        """Log lines quote advertised names and broker errors: escape them like the report does."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            return safe(super().format(record), limit=4000)
+
     logger = logging.getLogger("kprobe")
     logger.propagate = False
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("kprobe: %(message)s"))
+        handler.setFormatter(_SafeFormatter("kprobe: %(message)s"))
         logger.addHandler(handler)
     logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
 
@@ -305,7 +314,8 @@ def _check_writable(path: Path, flag: str = "-o") -> None:
     if path.is_dir():
         raise UsageError(f"cannot write {flag} {path}: it is a directory, give a file name")
     if not parent.is_dir():
-        raise UsageError(f"cannot write {flag} {path}: directory {parent} does not exist")
+        raise UsageError(f"cannot write {flag} {path}: directory {parent} does not exist: make it first, "
+                         "or give a path in an existing directory")
     if not os.access(parent, os.W_OK):
         raise UsageError(f"cannot write {flag} {path}: no permission to write in {parent}")
 
@@ -320,18 +330,27 @@ def _check_dir(path: Path, flag: str) -> None:
 
 @contextmanager
 def _progress(run: ProbeRun, bootstraps: int) -> Iterator[None]:
-    """A transient progress line on a terminal for runs over many bootstraps; silent otherwise."""
+    """A transient progress bar on stderr for runs over many bootstraps; silent otherwise.
+
+    The bar counts bootstraps answered (or failed) out of all given, since asking many
+    addresses is the part of a run whose length the user cannot guess; the description names
+    the current phase. Only on a terminal: piped stderr stays free of control sequences.
+    """
     if bootstraps < 4 or not sys.stderr.isatty() or os.environ.get("TERM") == "dumb":
         yield
         return
     from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("starting")
+    with Progress(TextColumn("bootstraps"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("starting", total=bootstraps)
         run.on_phase = lambda text: bar.update(task, description=text)
-        yield
+        run.on_bootstrap = lambda _result: bar.advance(task)
+        try:
+            yield
+        finally:
+            run.on_phase = run.on_bootstrap = None
 
 
 def _run_interruptibly(run: ProbeRun) -> Report:
@@ -392,6 +411,7 @@ def list_(
     no_internal: Annotated[
         bool, typer.Option("--no-internal", help="Hide internal topics (__consumer_offsets, ...).")
     ] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """The `kcat -L` listing (brokers, topics, partitions), and which partitions the gap breaks from here.
 
@@ -401,13 +421,15 @@ def list_(
     from kprobe.listing import ListOptions, run_list
     from kprobe.report import listing as listing_report
 
+    _setup_logging(verbose)
     addresses = parse_addresses(bootstrap)
     props = parse_properties(prop, prop_file)
     for address in addresses:
         security_from(props, address)
     for name in topic:
         if not name or len(name) > 249:
-            raise UsageError(f"bad -t {name!r}: a topic name has 1 to 249 characters")
+            raise UsageError(f"bad -t {name!r}: a topic name has 1 to 249 characters: give the topic's exact name "
+                             "(kprobe list shows them)")
     options = ListOptions(
         bootstraps=addresses, topics=topic, props=props,
         nameservers=[parse_nameserver(n) for n in nameserver],
@@ -420,10 +442,14 @@ def list_(
         sys.stdout.write(listing_report.render_json(listing))
     elif listing.answered:
         sys.stdout.write(listing_report.render_text(listing))
-    else:
+    elif listing.status != "interrupted":
+        from kprobe.report.text import safe
+
         errors = "; ".join(f"{a.address}: {a.error}" for a in listing.attempts)
-        sys.stderr.write(f"kprobe: no bootstrap answered ({errors}); are the brokers reachable? "
+        sys.stderr.write(f"kprobe: no bootstrap answered ({safe(errors, limit=2000)}); are the brokers reachable? "
                          "try a longer --timeout\n")
+    if listing.status == "interrupted":
+        sys.stderr.write("kprobe: interrupted\n")
     raise typer.Exit(STATUS_EXIT[listing.status])
 
 
@@ -446,27 +472,12 @@ def aggregate(
     Reachability per endpoint and vantage, cluster summaries, findings by day, advertised-endpoint
     drift, quarantine of bad records, and report.html.
     """
-    import importlib.util
-    import shutil
+    # The same checks as `python -m kprobe.aggregate` (pyspark and Java present, times, Kafka
+    # targets, inputs, and an --out whose replacement cannot delete inputs or others' files).
+    from kprobe.aggregate.checks import validate
 
-    if importlib.util.find_spec("pyspark") is None:
-        raise UsageError("kprobe aggregate needs PySpark: pip install 'kprobe[spark]'")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise UsageError("kprobe aggregate needs Java (Spark runs on the JVM): install a JDK 17 or set JAVA_HOME")
-    for value, flag in ((since, "--since"), (until, "--until")):
-        if value is not None:
-            _check_time(value, flag)
     inputs = inputs or []
-    if not inputs and not kafka:
-        raise UsageError("nothing to aggregate: give report files or directories, or --kafka BOOTSTRAP/TOPIC")
-    from kprobe.publish import parse_target
-
-    topics = tuple((t.bootstrap, t.topic) for t in (parse_target(k) for k in kafka))
-    for item in inputs:
-        if "://" not in item and not Path(item).exists():
-            raise UsageError(f"no such input {item!r}: give report files or directories")
-    if "://" not in out and Path(out).exists() and not Path(out).is_dir():
-        raise UsageError(f"bad --out {out!r}: it is a file, give a directory")
+    topics = validate(inputs, out, kafka, since, until)
     from kprobe.aggregate.job import JobOptions, run, session, summary_lines
 
     spark = session(master, kafka=bool(topics))
@@ -477,14 +488,6 @@ def aggregate(
     typer.echo("\n".join(summary_lines(result)))
     typer.echo(f"outputs in {out}")
 
-
-def _check_time(value: str, flag: str) -> None:
-    import datetime as dt
-
-    try:
-        dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"bad {flag} {value!r}: give an RFC 3339 time or a date, e.g. 2026-11-22T18:00:00Z") from None
 
 
 @app.command()
@@ -561,9 +564,24 @@ def _secrets_in(args: list[str]) -> list[str]:
         key, sep, value = arg.partition("=")
         if sep and is_secret(key) and value:
             found.append(value)
-        elif not sep and is_secret(arg) and i + 1 < len(args):
-            found.append(args[i + 1])
+        elif not sep and is_secret(arg):
+            # `-X 'sasl.password:hunter2'` or `-X 'sasl.password hunter2'`: what follows the key.
+            rest = re.split(r"[:\s]", arg, maxsplit=1)[1:]
+            found += [r.strip() for r in rest if r.strip()]
+            if i + 1 < len(args):
+                found.append(args[i + 1])
     return found
+
+
+def _kcat_alias(argv: list[str]) -> list[str]:
+    """For muscle memory from kcat: `kprobe -L -b host` and `kprobe -b host -L -J` mean `kprobe list`.
+
+    Only where no command is named (the first word is an option), so `-L` never changes what
+    an explicit command means.
+    """
+    if "-L" in argv and argv[0].startswith("-"):
+        return ["list", *(a for a in argv if a != "-L")]
+    return argv
 
 
 def _scrub(message: str, secrets: list[str]) -> str:
@@ -580,11 +598,13 @@ def main() -> None:
     secrets = _secrets_in(argv)
 
     def fail(message: str, code: int) -> None:
-        sys.stderr.write(_scrub(message, secrets) + "\n")
+        from kprobe.report.text import safe  # a message may quote a hostile broker's words
+
+        sys.stderr.write(safe(_scrub(message, secrets), limit=2000) + "\n")
         sys.exit(code)
 
     try:
-        args = ["list", *argv[1:]] if argv[:1] == ["-L"] else argv  # kcat's muscle memory: kprobe -L -b host
+        args = _kcat_alias(argv)
         # Without standalone mode, click returns an Exit's code instead of raising it.
         code = app(args=args, standalone_mode=False, prog_name="kprobe")
     except typer.Exit as exc:

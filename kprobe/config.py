@@ -35,28 +35,34 @@ def parse_address(text: str) -> BootstrapAddress:
         if protocol not in PROTOCOLS:
             # A listener *name* (LISTENER_BOB://) carries no protocol; accept it and let -X decide.
             if not re.fullmatch(r"[A-Z][A-Z0-9_]*", protocol):
-                raise UsageError(f"bad bootstrap address {text!r}: {scheme!r} is not a listener protocol")
+                raise UsageError(f"bad bootstrap address {text!r}: {scheme!r} is not a listener protocol: "
+                                 f"use one of {', '.join(PROTOCOLS)}, a listener name, or no prefix")
             protocol = None
         raw = raw.rstrip("/")
     if raw.startswith("["):
         host, sep, rest = raw[1:].partition("]")
         if not sep:
-            raise UsageError(f"bad bootstrap address {text!r}: missing ']' after the IPv6 address")
+            raise UsageError(f"bad bootstrap address {text!r}: missing ']' after the IPv6 address: "
+                             "write it as [::1]:9092")
         try:
             ipaddress.IPv6Address(host)
         except ValueError:
-            raise UsageError(f"bad bootstrap address {text!r}: {host!r} is not an IPv6 address") from None
+            raise UsageError(f"bad bootstrap address {text!r}: {host!r} is not an IPv6 address: "
+                             "use brackets only around IPv6 addresses, e.g. [::1]:9092") from None
         if rest and not rest.startswith(":"):
-            raise UsageError(f"bad bootstrap address {text!r}: expected ':port' after ']'")
+            raise UsageError(f"bad bootstrap address {text!r}: expected ':port' after ']': "
+                             "write it as [::1]:9092")
         port_text = rest[1:] if rest else ""
     elif raw.count(":") > 1:
         raise UsageError(f"bad bootstrap address {text!r}: write IPv6 addresses in brackets, e.g. [::1]:9092")
     else:
         host, _, port_text = raw.partition(":")
         if raw.endswith(":"):
-            raise UsageError(f"bad bootstrap address {text!r}: the port after ':' is missing")
+            raise UsageError(f"bad bootstrap address {text!r}: the port after ':' is missing: "
+                             "give host:port, e.g. broker1:9092, or drop the ':' for 9092")
         if not _valid_host(host):
-            raise UsageError(f"bad bootstrap address {text!r}: {host!r} is not a valid host name")
+            raise UsageError(f"bad bootstrap address {text!r}: {host!r} is not a valid host name: "
+                             "use letters, digits, '-' and '.' (no spaces), e.g. broker1.example.com")
     port = parse_port(port_text, text) if port_text else DEFAULT_PORT
     return BootstrapAddress(host[:-1] if host.endswith(".") else host, port, protocol)
 
@@ -72,10 +78,11 @@ def _valid_host(host: str) -> bool:
 def parse_port(text: str, context: str) -> int:
     """A TCP port 1-65535, or a UsageError that quotes the input."""
     if not text.isdigit():
-        raise UsageError(f"bad port in {context!r}: {text!r} is not a number between 1 and 65535")
+        raise UsageError(f"bad port in {context!r}: {text!r} is not a number: "
+                         "give a port between 1 and 65535")
     port = int(text)
     if not 1 <= port <= 65535:
-        raise UsageError(f"bad port in {context!r}: {port} is outside 1-65535")
+        raise UsageError(f"bad port in {context!r}: {port} is outside 1-65535: give a port between 1 and 65535")
     return port
 
 
@@ -118,7 +125,8 @@ def parse_duration(text: str, option: str) -> float:
         raise UsageError(f"bad {option} {text!r}: give a duration like 5, 2.5s, 500ms or 2m")
     value = float(match.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
     if value <= 0 or value > 86400:
-        raise UsageError(f"bad {option} {text!r}: must be more than 0 and at most 24h")
+        raise UsageError(f"bad {option} {text!r}: must be more than 0 and at most 24h: "
+                         "give a duration like 5, 2.5s, 500ms or 2m")
     return value
 
 
@@ -130,7 +138,10 @@ def parse_properties(pairs: Iterable[str], files: Iterable[str] = ()) -> dict[st
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"bad -X {pair.split('=')[0]!r}: write it as -X key=value, e.g. -X security.protocol=SSL")
+            # Echo only the key-like start: `-X sasl.password:hunter2` must not print hunter2.
+            shown = re.match(r"[\w.-]*", pair.strip())
+            raise UsageError(f"bad -X {shown.group(0) if shown else ''!r}: write it as -X key=value, "
+                             "e.g. -X security.protocol=SSL")
         props[key.strip()] = value.strip()
     return props
 
@@ -141,13 +152,16 @@ def read_properties_file(name: str) -> dict[str, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UsageError(f"cannot read -F {name}: no such file") from None
+        raise UsageError(f"cannot read -F {name}: no such file: "
+                         "give the path of a properties file") from None
     except IsADirectoryError:
         raise UsageError(f"cannot read -F {name}: it is a directory, give a properties file") from None
     except PermissionError:
-        raise UsageError(f"cannot read -F {name}: permission denied") from None
+        raise UsageError(f"cannot read -F {name}: permission denied: "
+                         "make it readable (chmod u+r) or give another file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read -F {name}: {exc.__class__.__name__}") from None
+        raise UsageError(f"cannot read -F {name}: {exc.__class__.__name__}: "
+                         "give a readable UTF-8 properties file") from None
     props: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -155,7 +169,8 @@ def read_properties_file(name: str) -> dict[str, str]:
             continue
         key, sep, value = stripped.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"bad line {number} in -F {name}: expected key=value")
+            raise UsageError(f"bad line {number} in -F {name}: expected key=value: "
+                             "write each line as key=value ('#' starts a comment)")
         props[key.strip()] = value.strip()
     return props
 

@@ -116,11 +116,11 @@ def _expire(
         if at_deadline or elapsed >= timeout:
             sel.unregister(key.fileobj)
             key.fileobj.close()  # type: ignore[union-attr]
-            reason = (
-                f"no answer within the connect timeout ({timeout:g}s)"
-                if elapsed >= timeout else "stopped at the run's deadline"
-            )
-            results[target] = TcpResult(target[0], target[1], "timeout", elapsed * 1000, reason)
+            timed_out = elapsed >= timeout
+            reason = f"no answer within the connect timeout ({timeout:g}s)" if timed_out else (
+                "stopped at the run's deadline")
+            results[target] = TcpResult(target[0], target[1], "timeout", elapsed * 1000, reason,
+                                        unfinished=not timed_out)
 
 
 def _result(address: str, port: int, code: int, ms: float, source: str | None = None) -> TcpResult:

@@ -20,7 +20,7 @@ def _source(result: EndpointResult) -> str | None:
 
 
 def identity_findings(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[Finding]:
-    """ENDPOINT_WRONG_BROKER, ENDPOINT_NOT_KAFKA, ENDPOINT_ADVERTISES_DIFFERENTLY."""
+    """ENDPOINT_WRONG_BROKER, ENDPOINT_NOT_KAFKA, ENDPOINT_NOT_ANSWERING, ENDPOINT_ADVERTISES_DIFFERENTLY."""
     ident = result.identity
     ep = result.endpoint
     if ident is None:
@@ -44,6 +44,16 @@ def identity_findings(result: EndpointResult, bootstraps: dict[str, BootstrapRes
             f"speak Kafka ({ident.detail}). Clients connect, then fail or hang on their first request.",
             f"Point broker {ep.node_id}'s advertised.listeners at its Kafka listener; check what else listens on "
             f"{where} (a proxy, another service, a TLS listener reached in plaintext or the reverse).",
+            ep.node_id, where, _source(result)))
+    elif ident.status == "silent":
+        out.append(Finding(
+            "ENDPOINT_NOT_ANSWERING", ERROR,
+            f"Broker {ep.node_id} advertises {where}: connections to it are accepted, then closed or left "
+            f"unanswered before any Kafka answer ({ident.detail}). TCP checks pass, yet clients connect and then "
+            "fail or wait for their timeouts.",
+            f"Find what holds {where}: a load balancer or proxy with no healthy backend, a broker shutting down or "
+            f"too loaded to answer (its log, for the listener on port {ep.port}); clients need a broker answering "
+            "there.",
             ep.node_id, where, _source(result)))
     if ident.advertised is not None and ident.status in ("match", "mismatch", "unchecked"):
         seen_here = {(b.node_id, b.host, b.port) for b in ident.advertised}
@@ -149,20 +159,26 @@ def tls_findings(result: EndpointResult) -> list[Finding]:
             "PLAINTEXT listener, or a proxy in between does not speak TLS.",
             ep.node_id, where, src)]
     if tls.status == "untrusted":
+        spared = "" if tls.client_verifies_chain else (
+            " Your settings skip this check (enable.ssl.certificate.verification=false), so these clients connect; "
+            "every client that verifies certificates (the default) fails.")
         return [Finding(
-            "TLS_UNTRUSTED", ERROR,
+            "TLS_UNTRUSTED", ERROR if tls.client_verifies_chain else WARNING,
             f"The certificate at {where} (subject {tls.subject}, names {names}, issuer {tls.issuer}) does not "
             f"verify against the trusted CAs (ssl.ca.location, or the system store without it): {tls.error}. "
-            "Clients refuse the connection.",
+            "Clients refuse the connection." + spared,
             "Give clients the CA that signed the broker certificates (ssl.ca.location), or have the brokers "
             "present a chain that ends at a CA clients trust (include intermediates in the keystore).",
             ep.node_id, where, src)]
     if tls.status == "hostname_mismatch":
+        spared = "" if tls.client_verifies_name else (
+            " Your settings skip the name check (ssl.endpoint.identification.algorithm=none), so these clients "
+            "connect; every client with the default check fails.")
         return [Finding(
-            "TLS_HOSTNAME_MISMATCH", ERROR,
+            "TLS_HOSTNAME_MISMATCH", ERROR if tls.client_verifies_name else WARNING,
             f"Broker {ep.node_id} advertises {ep.host}, but its certificate names {names}. Clients verify the "
             "advertised name (ssl.endpoint.identification.algorithm=https, librdkafka's default), so the "
-            "bootstrap works and every connection to the advertised endpoint fails the handshake.",
+            "bootstrap works and every connection to the advertised endpoint fails the handshake." + spared,
             f"Advertise a name the certificate holds ({names}) in advertised.listeners of this listener, or "
             f"issue the broker a certificate whose subjectAltName includes {ep.host}.",
             ep.node_id, where, src)]

@@ -57,11 +57,20 @@ def diagnose(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[Endpoint
         findings.extend(identity_findings(result, by_address))
         findings.extend(tls_findings(result))
         findings.extend(dns_view_findings(result))
+    not_checked = [r.endpoint.hostport for r in endpoints if r.status == "unchecked"]
+    if not_checked:
+        findings.append(Finding(
+            "RUN_INCOMPLETE", WARNING,
+            f"The run stopped (its deadline, or Ctrl-C) before {len(not_checked)} advertised endpoint(s) answered: "
+            f"{', '.join(not_checked)}. Nothing is known of them yet, so this report cannot say they work.",
+            "Run again with a longer --deadline (at least the metadata time plus one --timeout), or with fewer "
+            "bootstrap addresses."))
     unchecked = sorted({r.identity.detail or "" for r in endpoints if r.identity and r.identity.status == "unchecked"})
     if unchecked:
         findings.append(Finding(
             "IDENTITY_NOT_CHECKED", INFO,
-            "Identity not checked (which node answers at each endpoint): " + "; ".join(unchecked) + ".",
+            "Identity not checked: " + "; ".join(unchecked) + ". Which node answers at each endpoint is unknown, "
+            "so a port-forward or NAT rule that leads to the wrong broker would go unseen.",
             "Nothing to fix for clients; grant DescribeConfigs on the cluster to the probe's principal to have "
             "endpoint identities checked, or pass --no-identity."))
     order = {ERROR: 0, WARNING: 1, INFO: 2}
@@ -169,11 +178,18 @@ def _endpoint_findings(result: EndpointResult, bootstraps: dict[str, BootstrapRe
                 f"Requests for partitions led by broker {ep.node_id} will fail.",
                 f"Start broker {ep.node_id}, or make the port in advertised.listeners of {listener} "
                 "match the port in `listeners` (or the published/forwarded port).")
-        else:
+        elif statuses <= {"unreachable"}:
             add("ADVERTISED_UNREACHABLE", ERROR,
                 f"Broker {ep.node_id} advertises {where} ({addresses}), which this host has no route to: "
                 f"{_AFTER_BOOTSTRAP}.",
                 proposal or f"Make {listener} advertise an address routable from this network.")
+        else:  # reset during the handshake, or another socket error: say which, not "no route"
+            errors = "; ".join(f"{t.address}: {t.error or t.status}" for t in bad_tcp)
+            add("ADVERTISED_UNREACHABLE", ERROR,
+                f"Broker {ep.node_id} advertises {where}, but connecting to it fails from here ({errors}): "
+                f"{_AFTER_BOOTSTRAP}.",
+                proposal or f"Find what answers on {where} and why it drops the connection; make {listener} "
+                "advertise an address where the broker accepts connections from this network.")
     elif result.status == "partial":
         add("ADVERTISED_PARTIAL", WARNING,
             f"{ep.host} resolves to {len(result.tcp)} addresses; "

@@ -19,7 +19,9 @@ from kprobe.models import EndpointResult, Identity
 from kprobe.pool import run_bounded
 from kprobe.wire import WireError, fetch_and_identify
 
-MAX_PARALLEL = 32
+# All endpoints at once (threads are cheap next to a timeout): with fewer workers, silent
+# endpoints would cost one timeout per round of workers instead of one in all.
+MAX_PARALLEL = 256
 
 
 def check_identity(
@@ -49,8 +51,15 @@ def check_identity(
         )
     except WireError as exc:
         ms = (time.perf_counter() - started) * 1000
-        if exc.kind in ("protocol", "closed", "timeout") and "deadline" not in str(exc):
+        # Only bytes that are not Kafka prove "not Kafka". A connection closed or left unanswered
+        # proves only that no Kafka answer comes from there *now* (a proxy with no backend, a broker
+        # shutting down or overloaded): clients fail all the same, so it is a finding of its own,
+        # `silent`, and not a claim about what listens. The run's own deadline proves nothing.
+        if exc.kind == "protocol":
             return Identity("not_kafka", detail=str(exc), address=address, ms=ms)
+        if exc.kind in ("closed", "timeout") and "deadline" not in str(exc):
+            return Identity("silent", detail=f"{address}:{result.endpoint.port} accepted the connection but gave "
+                            f"no Kafka answer: {exc}", address=address, ms=ms)
         return Identity("unchecked", detail=str(exc), address=address, ms=ms)
     ms = (time.perf_counter() - started) * 1000
     if node_id is None:
@@ -68,17 +77,20 @@ def check_all(
     `protocols` maps each bootstrap (`host:port`) to its listener's security protocol.
     """
     chosen = [i for i, r in enumerate(results) if any(t.status == "ok" for t in r.tcp)]
+    # The whole phase costs about one timeout (every check runs at once); a check still going
+    # then is unchecked, not silent, since its own timeout had not passed.
+    phase_deadline = min(deadline, time.monotonic() + timeout + 1.0)
 
     def work(index: int) -> Identity:
         result = results[index]
         sources = result.endpoint.advertised_by
         protocol = (protocols or {}).get(sources[0]) if sources else None
         try:
-            return check_identity(result, props, timeout=timeout, deadline=deadline, protocol=protocol)
+            return check_identity(result, props, timeout=timeout, deadline=phase_deadline, protocol=protocol)
         except Exception as exc:  # a bug must cost one identity, not the report
             return Identity("unchecked", detail=f"internal error: {exc.__class__.__name__}")
 
-    found = run_bounded(chosen, work, workers=MAX_PARALLEL, deadline=deadline)
+    found = run_bounded(chosen, work, workers=MAX_PARALLEL, deadline=phase_deadline)
     identities = {chosen[i]: ident for i, ident in found.items()}
     out = []
     for index, result in enumerate(results):

@@ -63,6 +63,7 @@ class Listing:
     query: tuple[str, ...]
     reachability: dict[int, EndpointResult] | None
     partitions: tuple[PartitionView, ...]
+    interrupted: bool = False
 
     @property
     def answered(self) -> bool:
@@ -81,7 +82,9 @@ class Listing:
 
     @property
     def status(self) -> str:
-        """ok, gap (topic errors, offline partitions, unreachable leaders) or failed."""
+        """ok, gap (topic errors, offline partitions, unreachable leaders), failed or interrupted."""
+        if self.interrupted:
+            return "interrupted"
         if not self.answered:
             return "failed"
         if self.topic_errors or self.unreachable_leaders or any(p.offline for p in self.partitions):
@@ -92,12 +95,30 @@ class Listing:
 
 
 def run_list(options: ListOptions) -> Listing:
-    """Ask the first bootstrap that answers for metadata; optionally test its brokers."""
+    """Ask the first bootstrap that answers for metadata; optionally test its brokers.
+
+    Ctrl-C still gives a Listing (status `interrupted`) with whatever metadata had arrived, so
+    `-J` prints a whole document as `probe --json` does.
+    """
     deadline = time.monotonic() + options.deadline
     resolver = Resolver(options.nameservers, timeout=options.timeout)
     wanted = list(options.topics) or None
-    attempts = fetch_all(options.bootstraps, options.props, resolver, timeout=options.timeout,
-                         deadline=deadline, topics=wanted)
+    try:
+        attempts = fetch_all(options.bootstraps, options.props, resolver, timeout=options.timeout,
+                             deadline=deadline, topics=wanted)
+    except KeyboardInterrupt:
+        attempts = [BootstrapResult(a.hostport, "timeout", "interrupted before an answer") for a in options.bootstraps]
+        return Listing(attempts[0], tuple(attempts), (), tuple(options.topics), None, (), interrupted=True)
+    try:
+        return _listing(options, attempts, resolver, deadline)
+    except KeyboardInterrupt:  # during the reachability check: the metadata stands, reachability unknown
+        return replace(_listing(replace(options, reachability=False), attempts, resolver, deadline),
+                       interrupted=True)
+
+
+def _listing(
+    options: ListOptions, attempts: Sequence[BootstrapResult], resolver: Resolver, deadline: float
+) -> Listing:
     chosen = next((a for a in attempts if a.status == "ok"), attempts[0])
     meta = chosen.metadata
     # librdkafka sorts partitions by id, and kcat's users read them so.
@@ -117,6 +138,9 @@ def run_list(options: ListOptions) -> Listing:
             reachable = None
             if reach is not None and p.leader >= 0:
                 endpoint = reach.get(p.leader)
-                reachable = endpoint is not None and endpoint.status in ("reachable", "partial")
+                if endpoint is None:
+                    reachable = False
+                elif endpoint.status != "unchecked":  # cut off by the deadline: unknown, not unreachable
+                    reachable = endpoint.status in ("reachable", "partial")
             views.append(PartitionView(topic.name, p, p.leader in known, reachable))
     return Listing(chosen, tuple(attempts), topics, tuple(options.topics), reach, tuple(views))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 BOOTSTRAP_STATUSES = ("ok", "dns_failed", "refused", "timeout", "auth_failed", "error")
 DNS_STATUSES = ("ok", "nxdomain", "no_answer", "timeout", "servfail", "error")
 TCP_STATUSES = ("ok", "refused", "timeout", "unreachable", "error")
-ENDPOINT_STATUSES = ("reachable", "unresolvable", "unreachable", "partial")
+ENDPOINT_STATUSES = ("reachable", "unresolvable", "unreachable", "partial", "unchecked")
 SEVERITIES = ("error", "warning", "info")
 
 
@@ -135,6 +135,8 @@ class DnsResult:
     in_hosts_file: bool = False
     detail: DnsResult | None = None
     server: str | None = None
+    # Cut off by the run's deadline or Ctrl-C before any answer: nothing is known, nothing is concluded.
+    unfinished: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,8 @@ class TcpResult:
     ms: float | None = None
     error: str | None = None
     source: str | None = None
+    # Stopped by the run's deadline before the connect timeout: not a timeout a client would see.
+    unfinished: bool = False
 
 
 @dataclass(frozen=True)
@@ -170,7 +174,8 @@ class Identity:
     """Who really answers at an endpoint, and what it advertises from there.
 
     `status`: `match` (the advertised node answers), `mismatch` (another node does),
-    `not_kafka` (something answers that does not speak Kafka), `unchecked` (`detail` says why).
+    `not_kafka` (something answers that does not speak Kafka), `silent` (the connection is closed
+    or left unanswered before any Kafka answer), `unchecked` (`detail` says why).
     """
 
     status: str
@@ -195,6 +200,9 @@ class TlsResult:
     trusted: bool | None = None
     hostname_ok: bool | None = None
     error: str | None = None
+    # What the client's own settings check: with a check off, its failure hurts other clients only.
+    client_verifies_chain: bool = True
+    client_verifies_name: bool = True
 
 
 @dataclass(frozen=True)
@@ -247,6 +255,7 @@ class Report:
     status: str
     duration_ms: float
     settings: dict[str, object] = field(default_factory=dict)
+    deadline_reached: bool = False
 
     @property
     def reachable(self) -> int:

@@ -14,12 +14,13 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from kprobe.config import redact, security_from
 from kprobe.connect import connect_all
 from kprobe.diagnose import ERROR, diagnose
 from kprobe.endpoints import collect, host_problem, port_problem
-from kprobe.metadata import fetch_all
+from kprobe.metadata import fetch_all, fetch_bootstrap
 from kprobe.models import (
     BootstrapAddress,
     BootstrapResult,
@@ -56,10 +57,20 @@ def now_rfc3339() -> str:
 
 
 def _endpoint_status(dns: DnsResult, tcp: Sequence[TcpResult]) -> str:
+    """The verdict a client would meet; `unchecked` where the run stopped before an answer.
+
+    Attempts the deadline cut short say nothing about the endpoint, so they count neither way:
+    one address that connected still makes it reachable, none makes it unchecked, not unreachable.
+    """
+    if dns.unfinished:
+        return "unchecked"
     if dns.status != "ok" or not dns.addresses:
         return "unresolvable"
-    ok = sum(1 for t in tcp if t.status == "ok")
-    if ok == len(tcp) and tcp:
+    finished = [t for t in tcp if not t.unfinished]
+    ok = sum(1 for t in finished if t.status == "ok")
+    if len(finished) < len(tcp) and not ok:
+        return "unchecked"
+    if ok == len(finished) and finished:
         return "reachable"
     return "partial" if ok else "unreachable"
 
@@ -82,17 +93,27 @@ class ProbeRun:
         self.results: list[EndpointResult] | None = None
         self.interrupted = False
         self.on_phase: Callable[[str], None] | None = None
+        # Called (from worker threads) as each bootstrap's answer or failure is in: a progress bar counts them.
+        self.on_bootstrap: Callable[[BootstrapResult], None] | None = None
 
     def _phase(self, text: str) -> None:
         if self.on_phase is not None:
             self.on_phase(text)
+
+    def _fetch_counted(self, *args: Any, **kwargs: Any) -> BootstrapResult:
+        """fetch_bootstrap, then tell `on_bootstrap` that one more bootstrap is done."""
+        result = fetch_bootstrap(*args, **kwargs)
+        if self.on_bootstrap is not None:
+            self.on_bootstrap(result)
+        return result
 
     def run(self) -> Report:
         """Every step in order; never raises for the network."""
         opts = self.options
         self._phase(f"asking {len(opts.bootstraps)} bootstrap address(es) for metadata")
         self.bootstraps = fetch_all(opts.bootstraps, opts.props, self.resolver, timeout=opts.timeout,
-                                    deadline=self.deadline, topics=[], identity=opts.identity)
+                                    deadline=self.deadline, topics=[], identity=opts.identity,
+                                    fetch=self._fetch_counted)
         self.endpoints = collect(self.bootstraps)
         _LOG.debug("%d distinct advertised endpoints after %.0f ms", len(self.endpoints),
                    (time.monotonic() - self.t0) * 1000)
@@ -144,17 +165,20 @@ class ProbeRun:
         ]
         results = self.results
         if results is None:
-            pending = DnsResult("", "timeout", (), None, self.resolver.kind, error="interrupted before resolving")
-            results = [EndpointResult(e, replace(pending, host=e.host), (), "unresolvable") for e in self.endpoints]
+            pending = DnsResult("", "timeout", (), None, self.resolver.kind, error="interrupted before resolving",
+                                unfinished=True)
+            results = [EndpointResult(e, replace(pending, host=e.host), (), "unchecked") for e in self.endpoints]
         findings = diagnose(bootstraps, results)
-        if not any(b.status == "ok" for b in bootstraps):
+        # A deadline is not an interruption: what did not answer by then is a timeout or unchecked,
+        # and the verdict stands on what is known (an unchecked endpoint is never called ok).
+        if self.interrupted:
+            status = "interrupted"
+        elif not any(b.status == "ok" for b in bootstraps):
             status = "failed"
         elif any(f.severity == ERROR for f in findings) or any(r.status != "reachable" for r in results):
             status = "gap"
         else:
             status = "ok"
-        if self.interrupted or time.monotonic() >= self.deadline:
-            status = "interrupted"
         hostname = socket.gethostname()
         vantage = Vantage(opts.vantage or hostname, hostname, self.resolver.kind,
                           tuple(f"{ip}:{port}" for ip, port in opts.nameservers))
@@ -168,6 +192,7 @@ class ProbeRun:
             findings=tuple(findings),
             status=status,
             duration_ms=round((time.monotonic() - self.t0) * 1000, 3),
+            deadline_reached=not self.interrupted and time.monotonic() >= self.deadline,
             settings={"timeout_s": opts.timeout, "deadline_s": opts.deadline, "identity": opts.identity,
                       "tls_expiry_days": opts.tls_expiry_days, "properties": redact(opts.props),
                       "compare_nameservers": [f"{ip}:{port}" for ip, port in opts.compare_nameservers]},
@@ -184,12 +209,13 @@ def probe_endpoints(
 ) -> list[EndpointResult]:
     """Resolve every distinct host, then connect to every address, all concurrently."""
     valid = [e for e in endpoints if host_problem(e) is None and port_problem(e) is None]
+    valid_ids = {id(e) for e in valid}  # a set: `e in valid` is quadratic with 10,000 endpoints
     dns = resolve_all((e.host for e in valid), resolver, deadline)
     targets = [(addr, e.port) for e in valid for addr in dns[e.host].addresses if dns[e.host].status == "ok"]
     tcp = connect_all(targets, timeout, deadline)
     results: list[EndpointResult] = []
     for e in endpoints:
-        if e not in valid:
+        if id(e) not in valid_ids:
             why = host_problem(e) or port_problem(e) or "not a valid advertised endpoint"
             bad = DnsResult(e.host, "error", (), 0.0, resolver.kind, error=why)
             results.append(EndpointResult(e, bad, (), "unresolvable"))

@@ -142,22 +142,30 @@ class Resolver:
         no_answer = 0
         status, error = "ok", None
         for rdtype in ("A", "AAAA"):
+            # One --timeout for the whole name: the AAAA query gets what the A query left.
+            lifetime = max(0.05, self.timeout - (time.perf_counter() - started))
+            failed: tuple[str, str] | None = None
             try:
-                answer = resolver.resolve(host, rdtype, search=not self.nameservers, raise_on_no_answer=True)
+                answer = resolver.resolve(host, rdtype, search=not self.nameservers, raise_on_no_answer=True,
+                                          lifetime=lifetime)
             except dns.resolver.NXDOMAIN:
-                status, error = "nxdomain", f"{host}: no such name (NXDOMAIN)"
-                break
+                failed = "nxdomain", f"{host}: no such name (NXDOMAIN)"
             except dns.resolver.NoAnswer:
                 no_answer += 1
                 continue
             except dns.resolver.LifetimeTimeout:
-                status, error = "timeout", f"{host}: no DNS answer within {self.timeout:g}s"
-                break
+                failed = "timeout", f"{host}: no DNS answer within {self.timeout:g}s"
             except dns.resolver.NoNameservers as exc:
-                status, error = "servfail", f"{host}: every nameserver failed (SERVFAIL): {_short(exc)}"
-                break
+                failed = "servfail", f"{host}: every nameserver failed (SERVFAIL): {_short(exc)}"
             except (dns.exception.DNSException, OSError, ValueError) as exc:
-                status, error = "error", f"{host}: {_short(exc)}"
+                failed = "error", f"{host}: {_short(exc)}"
+            if failed is not None:
+                if addresses:
+                    # A answered and AAAA did not: clients connect over IPv4, so the name works;
+                    # the failed AAAA query is kept as a note, not turned into a failure.
+                    error = f"{rdtype} query failed, A answered: {failed[1]}"
+                else:
+                    status, error = failed
                 break
             addresses.extend(rdata.to_text() for rdata in answer)
             ttl = answer.rrset.ttl if ttl is None and answer.rrset is not None else ttl
@@ -226,6 +234,7 @@ def resolve_all(hosts: Iterable[str], resolver: Resolver, deadline: float) -> di
     done = run_bounded(names, resolver.resolve, workers=MAX_PARALLEL, deadline=deadline)
     for index, name in enumerate(names):
         final[name] = done.get(index) or DnsResult(
-            name, "timeout", (), None, resolver.kind, error=f"{name}: not resolved before the run's deadline"
+            name, "timeout", (), None, resolver.kind, error=f"{name}: not resolved before the run's deadline",
+            unfinished=True,
         )
     return {name: final[name] for name in unique}

@@ -105,13 +105,49 @@ def _handshake(address: str, port: int, sni: str | None, ctx: ssl.SSLContext, ti
         raise
 
 
+def _unverified_cert(address: str, port: int, sni: str | None, timeout: float) -> dict[str, Any]:
+    """The certificate at address:port read without judging it, only to name it in a message."""
+    loose = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    loose.check_hostname = False
+    loose.verify_mode = ssl.CERT_NONE
+    try:
+        with _handshake(address, port, sni, loose, timeout) as tls:
+            der = tls.getpeercert(binary_form=True)
+    except (OSError, ssl.SSLError):
+        return {}
+    return _decode_der(der) if der else {}
+
+
+def describe_peer(address: str, port: int, sni: str | None, timeout: float) -> str | None:
+    """`subject S, names a, b, issuer I` of the certificate a verification refused, if readable.
+
+    A refused certificate is where the user most needs its names (which host it was issued for,
+    by whom), and the ssl module gives none of them for a certificate that did not verify.
+    """
+    cert = _unverified_cert(address, port, sni, timeout)
+    if not cert:
+        return None
+    return (f"certificate subject {_subject(cert, 'subject')}, names {', '.join(_names(cert)) or 'none'}, "
+            f"issuer {_subject(cert, 'issuer')}")
+
+
 def check_tls(
     result: EndpointResult, props: Mapping[str, str], *, timeout: float, expiry_days: float = EXPIRY_DAYS
 ) -> TlsResult:
-    """One handshake (two when the chain does not verify: the second only reads the names)."""
+    """One handshake (two when the chain does not verify: the second only reads the names).
+
+    The chain and the advertised name are always checked, whatever the client's settings, since
+    other clients keep librdkafka's defaults; the result records whether *these* settings
+    (`enable.ssl.certificate.verification`, `ssl.endpoint.identification.algorithm`) would let
+    this client through anyway, so the finding can say who fails.
+    """
+    from kprobe.config import security_from
+
     ok = [t for t in result.tcp if t.status == "ok"]
     if not ok:
         return TlsResult("not_checked", "", error="no address accepts connections")
+    security = security_from(props)
+    chain, name = security.ssl_verify, security.ssl_verify_hostname
     address = ok[0].address
     host = result.endpoint.host
     sni = None if is_ip_literal(host) else host
@@ -119,8 +155,16 @@ def check_tls(
     try:
         ctx = ssl.create_default_context(cafile=cafile)
     except (OSError, ssl.SSLError) as exc:
-        return TlsResult("handshake_failed", address, error=f"cannot load ssl.ca.location {cafile}: {exc}")
+        return TlsResult("handshake_failed", address, error=f"cannot load ssl.ca.location {cafile}: {exc}",
+                         client_verifies_chain=chain, client_verifies_name=name)
     ctx.check_hostname = False  # checked below against the advertised name, to tell the cases apart
+    if security.ssl_certfile:  # a listener with ssl.client.auth=required wants the client's certificate
+        try:
+            ctx.load_cert_chain(security.ssl_certfile, security.ssl_keyfile, password=security.ssl_key_password)
+        except (OSError, ssl.SSLError) as exc:  # the message names files, never the key password
+            return TlsResult("handshake_failed", address, error=f"cannot load the client certificate "
+                             f"{security.ssl_certfile}: {exc.__class__.__name__}",
+                             client_verifies_chain=chain, client_verifies_name=name)
     try:
         with _handshake(address, result.endpoint.port, sni, ctx, timeout) as tls:
             cert: dict[str, Any] = dict(tls.getpeercert() or {})
@@ -129,20 +173,11 @@ def check_tls(
     except ssl.SSLCertVerificationError as exc:
         trusted = False
         error = exc.verify_message or str(exc)
-        cert = {}
-        loose = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        loose.check_hostname = False
-        loose.verify_mode = ssl.CERT_NONE
-        try:
-            with _handshake(address, result.endpoint.port, sni, loose, timeout) as tls:
-                der = tls.getpeercert(binary_form=True)
-            cert = _decode_der(der) if der else {}
-        except (OSError, ssl.SSLError):
-            pass
+        cert = _unverified_cert(address, result.endpoint.port, sni, timeout)
     except (ssl.SSLError, OSError) as exc:
         reason = "timed out" if isinstance(exc, (TimeoutError, socket.timeout)) else str(exc)
         return TlsResult("handshake_failed", address, error=f"TLS handshake with {address}:{result.endpoint.port} "
-                         f"failed: {reason}")
+                         f"failed: {reason}", client_verifies_chain=chain, client_verifies_name=name)
     names = _names(cert)
     not_after = str(cert["notAfter"]) if cert.get("notAfter") else None
     days_left = None
@@ -158,7 +193,8 @@ def check_tls(
     else:
         status = "ok"
     return TlsResult(status, address, _subject(cert, "subject"), names, _subject(cert, "issuer"),
-                     not_after, days_left, trusted, hostname_ok, error)
+                     not_after, days_left, trusted, hostname_ok, error,
+                     client_verifies_chain=chain, client_verifies_name=name)
 
 
 def check_all(
@@ -172,6 +208,6 @@ def check_all(
         wait = max(0.1, min(timeout, deadline - time.monotonic()))
         return check_tls(results[index], props, timeout=wait, expiry_days=expiry_days)
 
-    done = run_bounded(chosen, work, workers=32, deadline=deadline)
+    done = run_bounded(chosen, work, workers=256, deadline=deadline)  # all at once: one timeout, not one per round
     found = {chosen[i]: tls for i, tls in done.items()}
     return [replace(r, tls=found[i]) if i in found else r for i, r in enumerate(results)]

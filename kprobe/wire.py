@@ -186,6 +186,8 @@ def _uvarint(n: int) -> bytes:
 def _classify_os_error(exc: BaseException) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "refused"
+    if isinstance(exc, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
+        return "closed"  # accepted, then dropped by the peer: not a refusal
     if isinstance(exc, (TimeoutError, socket.timeout)):
         return "timeout"
     if isinstance(exc, OSError) and exc.errno in (101, 113, 99):  # ENETUNREACH EHOSTUNREACH
@@ -263,7 +265,11 @@ class KafkaConnection:
             return ctx.wrap_socket(sock, server_hostname=self.server_hostname)
         except ssl.SSLCertVerificationError as exc:
             sock.close()
-            raise WireError("tls", f"TLS certificate not accepted: {exc.verify_message}") from None
+            from kprobe.tls import describe_peer
+
+            seen = describe_peer(self.address, self.port, self.server_hostname, self._remaining(self.timeout))
+            raise WireError("tls", f"TLS certificate not accepted: {exc.verify_message}"
+                            + (f" ({seen})" if seen else "")) from None
         except (ssl.SSLError, OSError) as exc:
             sock.close()
             kind = "timeout" if isinstance(exc, (TimeoutError, socket.timeout)) else "tls"

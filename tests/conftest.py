@@ -6,12 +6,20 @@ no broker JVM of this session is left behind.
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from collections.abc import Iterator
 
+import hermetic_dns
 import pytest
 
 from kprobe.lab.native import NativeLab, running_jvms
 from kprobe.lab.scenarios import get_scenario
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test: the session's DNS stays on loopback (tests/hermetic_dns.py says why)."""
+    hermetic_dns.setup()
 
 
 @pytest.fixture(scope="session")
@@ -59,3 +67,37 @@ def sasl_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
 @pytest.fixture(scope="session")
 def collector_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
     return _lab(lab_factory, "collector")
+
+
+def signal_when(
+    args: list[str], marker: str, sig: int = signal.SIGINT, *, within: float = 30.0
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run kprobe with --verbose, send `sig` once stderr shows `marker`; also how long it then took to exit.
+
+    A fixed sleep races start-up on a loaded machine (the signal lands during imports, before
+    any report or handler exists); waiting for the run's own progress line does not.
+    """
+    import os
+    import select
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "kprobe", *args, "--verbose"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    fd = proc.stderr.fileno()
+    seen = b""
+    give_up = time.monotonic() + within
+    while marker.encode() not in seen:
+        left = give_up - time.monotonic()
+        if left <= 0 or proc.poll() is not None:
+            proc.kill()
+            raise AssertionError(f"never saw {marker!r} on stderr: {seen[-2000:]!r}")
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            seen += os.read(fd, 65536)  # unbuffered: a line never waits in a buffer select cannot see
+    time.sleep(0.2)  # into the blackholed connects that follow the marker
+    signalled = time.monotonic()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, seen.decode() + err), time.monotonic() - signalled

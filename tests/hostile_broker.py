@@ -81,11 +81,11 @@ API_VERSIONS_V0 = struct.pack(">hi", 0, 2) + struct.pack(">hhh", 18, 0, 3) + str
 class HostileBroker:
     """A TCP server on 127.0.0.1 answering per its script, one thread per connection."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, host: str = "127.0.0.1") -> None:
         self.script = script
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind((host, 0))
         self.sock.listen(16)
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
@@ -95,7 +95,12 @@ class HostileBroker:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.sock.getsockname()[0]}:{self.port}"
+
+    def answer_with(self, script: Script) -> None:
+        """Serve another script (before `with`): brokers that advertise each other need their ports first."""
+        self.script = script
+        self.metadata = metadata_v8(script)
 
     def __enter__(self) -> HostileBroker:
         self.thread.start()
@@ -142,10 +147,13 @@ class HostileBroker:
         mode = self.script.mode if api_key == 3 else "normal"
         if mode == "normal":
             conn.sendall(frame)
-        elif mode == "truncate":  # claims more than it sends, then ends the connection
-            conn.sendall(struct.pack(">i", len(payload) + 1000) + payload)
-            raise ConnectionError
-        elif mode == "close_mid":
+        elif mode == "truncate":
+            # A whole, well-framed response whose Metadata body stops half-way: the frame
+            # length is honest and the connection stays open, so only the body's own
+            # structure can tell the client it is short (unlike close_mid, a transport fault).
+            body = payload[: max(8, len(payload) // 2)]
+            conn.sendall(struct.pack(">i", len(body)) + body)
+        elif mode == "close_mid":  # half the frame, then the connection ends
             conn.sendall(frame[: len(frame) // 2])
             conn.shutdown(socket.SHUT_RDWR)
             raise ConnectionError

@@ -9,12 +9,8 @@ import json
 import subprocess
 import sys
 
-import jsonschema
 import pytest
-
-from kprobe.report import json_report
-
-SCHEMA = json_report.schema()
+from report_check import validate
 
 
 def probe_json(*args: str, timeout: float = 60) -> tuple[int, dict, str]:
@@ -25,7 +21,7 @@ def probe_json(*args: str, timeout: float = 60) -> tuple[int, dict, str]:
             secret = arg.split("=", 1)[1]
             assert secret not in done.stdout and secret not in done.stderr
     data = json.loads(done.stdout)
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     return done.returncode, data, done.stderr
 
 
@@ -60,6 +56,9 @@ def test_crossed_endpoint_answers_as_another_broker(three_lab):
     node2 = next(e for e in data["endpoints"] if e["node_id"] == 2)
     assert node2["identity"]["status"] == "mismatch" and node2["identity"]["node_id"] == 0
     assert ("ENDPOINT_WRONG_BROKER", 2) in found(data)
+    # Broker 2's endpoint is the bootstrap's own address with another port: the NAT hint.
+    assert ("PORT_DIFFERS_FROM_BOOTSTRAP", 2) in found(data)
+    assert ("PORT_DIFFERS_FROM_BOOTSTRAP", 0) not in found(data)  # node 0 is advertised at the bootstrap itself
     # Broker 0's CLIENT listener (where 2's endpoint leads) advertises the CLIENT set, not CROSSED's.
     assert ("ENDPOINT_ADVERTISES_DIFFERENTLY", 2) in found(data)
     wrong = next(f for f in data["findings"] if f["code"] == "ENDPOINT_WRONG_BROKER")
@@ -144,6 +143,30 @@ def test_tls_certificate_names_another_host(tls_lab):
     [finding] = [f for f in data["findings"] if f["code"] == "TLS_HOSTNAME_MISMATCH"]
     assert "kafka-tls.internal.kprobe.test" in finding["message"]
     assert "broker.tls.kprobe.test" in finding["message"]  # the certificate's names
+    assert finding["severity"] == "error"
+    assert data["endpoints"][0]["tls"]["client_verifies"] == {"chain": True, "name": True}
+
+
+def test_tls_mismatch_with_the_name_check_off_hurts_other_clients_only(tls_lab):
+    code, data, _ = tls_probe(tls_lab, "SSL_INTERNAL_NAME", "-X", "ssl.endpoint.identification.algorithm=none")
+    assert code == 0  # a warning: these settings connect; the message says who still fails
+    [finding] = [f for f in data["findings"] if f["code"] == "TLS_HOSTNAME_MISMATCH"]
+    assert finding["severity"] == "warning"
+    assert "ssl.endpoint.identification.algorithm=none" in finding["message"]
+    assert data["endpoints"][0]["tls"]["client_verifies"] == {"chain": True, "name": False}
+
+
+def test_tls_through_security_protocol_property(tls_lab):
+    """`-X security.protocol=SSL` with a bare host:port is the same TLS probe as an SSL:// address."""
+    code, data, _ = probe_json("-b", tls_lab.bootstrap("SSL_INTERNAL_NAME"), "--nameserver", tls_lab.nameserver("clients"),
+                               "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={tls_lab.ca_file}")
+    assert code == 1
+    assert data["bootstraps"][0]["protocol"] == "SSL"
+    assert data["endpoints"][0]["tls"]["status"] == "hostname_mismatch"
+    assert "TLS_HOSTNAME_MISMATCH" in codes(data)
+    good = probe_json("-b", tls_lab.bootstrap("SSL_GOOD"), "--nameserver", tls_lab.nameserver("clients"),
+                      "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={tls_lab.ca_file}")
+    assert good[0] == 0 and good[1]["endpoints"][0]["tls"]["status"] == "ok"
 
 
 def test_tls_expiring(tls_lab):
@@ -174,6 +197,8 @@ def test_tls_bootstrap_without_the_ca(tls_lab):
     assert code == 3
     [finding] = data["findings"]
     assert finding["code"] == "BOOTSTRAP_UNREACHABLE" and "ssl.ca.location" in finding["fix"]
+    # The refused certificate is named: who it is for and who issued it.
+    assert "names broker.tls.kprobe.test" in finding["message"] and "issuer " in finding["message"]
 
 
 # -- SASL and secrets -------------------------------------------------------------------------------
@@ -200,11 +225,50 @@ def test_sasl_plain_wrong_password_is_auth_failed(sasl_lab):
 
 
 def test_sasl_scram_through_librdkafka(sasl_lab):
-    code, data, _ = probe_json(*sasl_args(sasl_lab, "SASL_SCRAM", "SCRAM-SHA-256", sasl_lab.passwords["alice"]))
+    code, data, stderr = probe_json(*sasl_args(sasl_lab, "SASL_SCRAM", "SCRAM-SHA-256", sasl_lab.passwords["alice"]))
     assert code == 0
+    assert stderr == ""  # librdkafka's own log lines are captured, kept for --verbose only
     assert data["bootstraps"][0]["via"] == "librdkafka"
     assert data["endpoints"][0]["status"] == "reachable"
     assert codes(data) == {"IDENTITY_NOT_CHECKED"}
+
+
+def sasl_ssl_args(lab, user: str, password: str) -> list[str]:
+    return ["-b", lab.bootstrap("SASL_SSL_PLAIN"), "--nameserver", lab.nameserver("clients"),
+            "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={lab.ca_file}", "-X", "sasl.mechanism=PLAIN",
+            "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
+
+
+def test_sasl_ssl_plain_through_security_protocol(sasl_lab):
+    code, data, stderr = probe_json(*sasl_ssl_args(sasl_lab, "alice", sasl_lab.passwords["alice"]))
+    assert code == 0, data["findings"]
+    assert data["bootstraps"][0]["protocol"] == "SASL_SSL" and data["bootstraps"][0]["via"] == "kprobe"
+    [endpoint] = data["endpoints"]
+    assert endpoint["host"] == "kafka-sasl" and endpoint["status"] == "reachable"
+    assert endpoint["tls"]["status"] == "ok" and "kafka-sasl" in endpoint["tls"]["names"]
+    assert endpoint["identity"]["status"] == "match"
+    assert data["findings"] == [] and stderr == ""
+
+
+def test_sasl_ssl_wrong_password_is_auth_failed(sasl_lab):
+    code, data, _ = probe_json(*sasl_ssl_args(sasl_lab, "alice", "not-alices-password"))
+    assert code == 3
+    assert data["bootstraps"][0]["status"] == "auth_failed"
+    assert codes(data) == {"AUTH_FAILED"}
+
+
+def test_identity_without_permission_degrades_to_not_checked(sasl_lab):
+    """bob may read metadata but not describe broker configs (no ACL, authorizer on)."""
+    code, data, _ = probe_json(*sasl_ssl_args(sasl_lab, "bob", sasl_lab.passwords["bob"]))
+    assert code == 0  # nothing a client would meet: an info finding
+    [endpoint] = data["endpoints"]
+    assert endpoint["status"] == "reachable" and endpoint["tls"]["status"] == "ok"
+    assert endpoint["identity"]["status"] == "unchecked"
+    assert "not authorised to describe broker configs" in endpoint["identity"]["detail"]
+    [finding] = data["findings"]
+    assert finding["code"] == "IDENTITY_NOT_CHECKED" and finding["severity"] == "info"
+    assert finding["message"].startswith("Identity not checked: not authorised to describe broker configs")
+    assert "DescribeConfigs" in finding["fix"]
 
 
 def test_sasl_scram_wrong_password_is_auth_failed(sasl_lab):

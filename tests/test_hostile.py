@@ -90,19 +90,65 @@ def test_partitions_naming_unknown_brokers_are_shown():
     assert "    partition 0, leader 7, replicas: 7,0, isrs: 7" in text
     assert "partitions led by a broker missing from the broker list: orders/0 (leader 7)" in text
     assert "partitions offline (no leader): orders/1" in text
+    with HostileBroker(script) as broker:
+        done, elapsed = run(broker, "--no-reachability", "-J", command="list")
+    sane(done, elapsed, {1})
+    data = json.loads(done.stdout)
+    # JSON keeps what the broker said, unknown ids included, beside the broker list that lacks them.
+    assert [b["id"] for b in data["brokers"]] == [0]
+    orders = data["topics"][0]["partitions"]
+    assert orders[0]["leader"] == 7 and [r["id"] for r in orders[0]["replicas"]] == [7, 0]
+    assert orders[0]["leader_known"] is False and data["summary"]["unknown_leader_partitions"] == 1
+    assert [r["id"] for r in orders[0]["isrs"]] == [7]
+    assert orders[1]["leader"] == -1
+    assert data["summary"]["status"] == "gap"
+    assert data["summary"]["offline_partitions"] == 1 and data["summary"]["under_replicated_partitions"] == 1
 
 
-@pytest.mark.parametrize("mode", ["truncate", "close_mid", "slowloris", "huge_size", "garbage"])
+BROKEN = {
+    # mode: (bootstrap status, what the error must say)
+    "truncate": ("error", "truncated response"),
+    "close_mid": ("error", "connection closed by the broker before a full response"),
+    "slowloris": ("timeout", "timed out waiting for the response"),
+    "huge_size": ("error", "response size 2147483647 is not plausible"),
+    "garbage": ("error", "a required array is null"),
+}
+
+
+@pytest.mark.parametrize("mode", list(BROKEN))
 def test_broken_responses_fail_the_bootstrap_cleanly(mode):
+    """Each way a response can break is named as what happened, in JSON and in the text."""
+    status, said = BROKEN[mode]
     script = Script(brokers=[Broker(0, b"127.0.3.1", 9)], mode=mode)
     with HostileBroker(script) as broker:
         done, elapsed = run(broker, "--json")
+        text, text_elapsed = run(broker, "--no-color")
     sane(done, elapsed, {3})
+    sane(text, text_elapsed, {3})
     data = json.loads(done.stdout)
     jsonschema.validate(data, SCHEMA)
-    assert data["bootstraps"][0]["status"] in ("error", "timeout")
+    [bootstrap] = data["bootstraps"]
+    assert bootstrap["status"] == status, bootstrap
+    assert said in bootstrap["error"], bootstrap
     assert data["findings"][0]["code"] == "BOOTSTRAP_UNREACHABLE"
-    assert elapsed < TIMEOUT + 5
+    assert elapsed < TIMEOUT + 5 and text_elapsed < TIMEOUT + 5
+    shown = text.stdout.decode("utf-8")
+    assert f"Bootstrap {broker.address}: {status}: {said}" in shown, shown
+    assert "\x1b" not in shown and "Traceback" not in shown and shown.startswith("Bootstrap ")
+
+
+def test_truncated_and_closed_mid_response_are_different_faults():
+    """`truncate` sends a whole frame with a short body; `close_mid` drops the connection.
+
+    Were they the same bytes on the wire, the two tests above would test one thing twice.
+    """
+    errors = {}
+    for mode in ("truncate", "close_mid"):
+        with HostileBroker(Script(brokers=[Broker(0, b"127.0.3.1", 9)], mode=mode)) as broker:
+            done, elapsed = run(broker, "--json")
+        sane(done, elapsed, {3})
+        errors[mode] = json.loads(done.stdout)["bootstraps"][0]["error"]
+    assert "closed" not in errors["truncate"] and "truncated" not in errors["close_mid"], errors
 
 
 def measured(command: str, address: str, *args: str) -> dict:
@@ -120,11 +166,19 @@ def measured(command: str, address: str, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
-def test_ten_thousand_brokers_in_bounded_memory_and_time():
+@pytest.mark.parametrize("identity", [False, True], ids=["no-identity", "identity"])
+def test_ten_thousand_brokers_in_bounded_memory_and_time(identity):
+    """Identity on (the default) adds a Kafka conversation per endpoint that connects.
+
+    The 10,000 endpoints are 127.0.x.y port 9, where nothing listens: every connect is
+    refused, so identity has nothing to check and the two runs should cost the same. Both
+    are measured so a change that makes identity eager (or leaky) shows here.
+    """
     brokers = [Broker(i, f"127.0.{3 + i // 250}.{1 + i % 250}".encode(), 9) for i in range(10_000)]
+    flags = () if identity else ("--no-identity",)
     with HostileBroker(Script(brokers=brokers)) as broker:
-        result = measured("probe", broker.address, "--json", "--timeout", "2", "--no-identity")
-    print(f"10,000 brokers: {result['s']:.1f} s, peak RSS {result['rss_mb']:.0f} MB")
+        result = measured("probe", broker.address, "--json", "--timeout", "2", *flags)
+    print(f"10,000 brokers, identity {identity}: {result['s']:.1f} s, peak RSS {result['rss_mb']:.0f} MB")
     assert result["rc"] == 1 and not result["tb"]
     assert result["out"]["summary"]["endpoints"] == 10_000
     assert result["rss_mb"] < 200

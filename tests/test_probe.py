@@ -9,21 +9,20 @@ import subprocess
 import sys
 import time
 
-import jsonschema
 import pytest
+from conftest import signal_when
+from report_check import validate
 
 from kprobe.config import parse_address, parse_nameserver
 from kprobe.models import Report
 from kprobe.probe import ProbeOptions, run_probe
 from kprobe.report import json_report
 
-SCHEMA = json_report.schema()
-
 
 def valid(report: Report) -> dict:
     """Every report a test produces is checked against the shipped schema."""
     data = json.loads(json_report.render(report))
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     return data
 
 
@@ -58,7 +57,8 @@ def test_fred_is_ok_for_a_caller_on_this_host(listeners_lab):
     assert data["bootstraps"][0]["answered_by"] == {"node_id": -1, "name": f"{bootstrap}/bootstrap"}
     assert data["bootstraps"][0]["cluster_id"] == listeners_lab.cluster_id
     assert data["summary"] == {"status": "ok", "bootstraps": 1, "bootstraps_ok": 1, "endpoints": 1,
-                               "reachable": 1, "findings": {"error": 0, "warning": 0, "info": 0}}
+                               "reachable": 1, "unchecked": 0, "deadline_reached": False,
+                               "findings": {"error": 0, "warning": 0, "info": 0}}
 
 
 def test_fred_text_report_line_by_line(listeners_lab):
@@ -87,7 +87,7 @@ def test_alice_advertises_a_name_nobody_resolves(listeners_lab):
     done = cli("probe", "-b", bootstrap, "--nameserver", listeners_lab.nameserver("host"), "--json")
     assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     [endpoint] = data["endpoints"]
     assert endpoint["host"] == "never-gonna-give-you-up"
     assert endpoint["dns"]["status"] == "nxdomain"
@@ -112,6 +112,25 @@ def test_bob_resolves_in_the_docker_view_only(listeners_lab):
     assert outside.status == "gap"
     assert codes(outside) == {"ADVERTISED_UNRESOLVABLE"}
     assert outside.endpoints[0].dns.status == "nxdomain"
+
+
+def test_a_name_with_one_dead_address_is_partial(listeners_lab):
+    """kafka0 resolves to BOB's address and to one where nothing listens (a stale record)."""
+    from kprobe.lab.dns_server import DnsServer
+
+    bootstrap = listeners_lab.real_endpoint("LISTENER_BOB")
+    [bob_ip] = probe(bootstrap, listeners_lab.nameserver("docker")).endpoints[0].dns.addresses
+    with DnsServer({"kafka0": (bob_ip, "127.0.0.98")}, name="stale") as stale:
+        report = probe(bootstrap, stale.nameserver)
+    valid(report)
+    [endpoint] = report.endpoints
+    assert endpoint.status == "partial"
+    assert {(t.address, t.status) for t in endpoint.tcp} == {(bob_ip, "ok"), ("127.0.0.98", "refused")}
+    assert codes(report) == {"ADVERTISED_PARTIAL"}
+    [finding] = report.findings
+    assert finding.severity == "warning" and "127.0.0.98 (refused)" in finding.message
+    assert "127.0.0.98" in finding.fix
+    assert report.status == "gap"
 
 
 # -- cloud: the AWS internal-hostname case ------------------------------------------------------
@@ -159,6 +178,7 @@ def test_three_brokers_healthy(three_lab):
     # each endpoint is attributed to all three bootstraps
     assert all(len(e["advertised_by"]) == 3 for e in data["endpoints"])
     assert [e["rack"] for e in data["endpoints"]] == ["rack0", "rack1", "rack2"]
+    assert report.findings == ()  # no PORT_DIFFERS_FROM_BOOTSTRAP, PARTIAL or anything else when all is well
 
 
 def test_blackholed_endpoint_times_out_within_one_connect_timeout(three_lab):
@@ -189,7 +209,7 @@ def test_stopped_broker_is_refused_and_exit_code_is_1(three_lab):
                    "--json", "--timeout", "2")
         assert done.returncode == 1, done.stderr
         data = json.loads(done.stdout)
-        jsonschema.validate(data, SCHEMA)
+        validate(data)
         by_node = {e["node_id"]: e for e in data["endpoints"]}
         assert by_node[2]["status"] == "unreachable"
         assert by_node[2]["tcp"][0]["status"] == "refused"
@@ -216,7 +236,7 @@ def test_nothing_listens_exit_3_within_the_timeout():
     elapsed = time.monotonic() - started
     assert done.returncode == 3, done.stderr
     data = json.loads(done.stdout)
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     assert data["summary"]["status"] == "failed"
     assert data["bootstraps"][0]["status"] == "refused"
     assert [f["code"] for f in data["findings"]] == ["BOOTSTRAP_UNREACHABLE"]
@@ -228,7 +248,7 @@ def test_output_file_is_written_atomically(listeners_lab, tmp_path):
     done = cli("probe", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "-o", str(target), "--no-color")
     assert done.returncode == 0, done.stderr
     data = json.loads(target.read_text())
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no temporary left behind
     assert done.stdout.startswith("Metadata for all topics")
 
@@ -264,33 +284,39 @@ def test_deadline_ends_the_run_and_reports_what_is_known(three_lab):
     started = time.monotonic()
     done = cli("probe", "-b", three_lab.real_endpoint("DARK", 0), "--json", "--timeout", "10", "--deadline", "1.5")
     elapsed = time.monotonic() - started
-    assert done.returncode == 130, done.stderr
+    # A deadline is not Ctrl-C: the verdict stands on what is known (exit 1, never "ok"), and what
+    # was cut short is unchecked, not called a timeout a client would see.
+    assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
-    jsonschema.validate(data, SCHEMA)
-    assert data["summary"]["status"] == "interrupted"
+    validate(data)
+    assert data["summary"]["status"] == "gap"
+    assert data["summary"]["deadline_reached"] is True and data["summary"]["unchecked"] == 3
     assert data["bootstraps"][0]["status"] == "ok"
+    assert {e["status"] for e in data["endpoints"]} == {"unchecked"}
     assert {t["status"] for e in data["endpoints"] for t in e["tcp"]} == {"timeout"}
     assert {t["error"] for e in data["endpoints"] for t in e["tcp"]} == {"stopped at the run's deadline"}
+    assert [f["code"] for f in data["findings"]] == ["RUN_INCOMPLETE"]
+    text = cli("probe", "-b", three_lab.real_endpoint("DARK", 0), "--timeout", "10", "--deadline", "1.5").stdout
+    assert text.rstrip().endswith(", deadline reached)"), text
     assert elapsed < 1.5 + 2.5  # the deadline plus interpreter start-up, not the 10 s timeout
 
 
 def test_ctrl_c_prints_the_partial_report_and_exits_130(three_lab):
-    import signal
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kprobe", "probe", "-b", three_lab.real_endpoint("DARK", 0), "--json",
-         "--timeout", "20"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    time.sleep(1.5)  # past start-up and the metadata fetch, into the blackholed connects
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=10)
-    assert proc.returncode == 130, err
+    done, _ = signal_when(["probe", "-b", three_lab.real_endpoint("DARK", 0), "--json", "--timeout", "20"],
+                          marker="distinct advertised endpoints after")
+    out, err = done.stdout, done.stderr
+    assert done.returncode == 130, err
     data = json.loads(out)
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     assert data["summary"]["status"] == "interrupted"
     assert data["bootstraps"][0]["status"] == "ok"
     assert len(data["endpoints"]) == 3
+    # Cut off mid-connect: unknown, not "unresolvable" (they are IP literals that never needed DNS).
+    assert {e["status"] for e in data["endpoints"]} == {"unchecked"}
+    assert data["summary"]["unchecked"] == 3 and data["summary"]["deadline_reached"] is False
+    codes = {f["code"] for f in data["findings"]}
+    assert "RUN_INCOMPLETE" in codes and "ADVERTISED_UNRESOLVABLE" not in codes, codes
     assert "Traceback" not in err
 
 
@@ -302,3 +328,71 @@ def test_verbose_goes_to_stderr_only(listeners_lab):
     assert f"kprobe: bootstrap {bootstrap}: metadata v" in loud.stderr
     assert "-> reachable" in loud.stderr
     assert json.loads(loud.stdout)["summary"] == json.loads(quiet.stdout)["summary"]
+
+
+# -- the terminal and the environment ----------------------------------------------------------
+
+def on_a_terminal(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run kprobe with stdout on a pseudo-terminal, as a person at a shell sees it."""
+    import os
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: kprobe itself, its stdout and stderr on the terminal
+        os.execve(sys.executable, [sys.executable, "-m", "kprobe", *args], {**os.environ, **(env or {})})
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")
+
+
+def test_colours_on_a_terminal_only_and_never_with_no_color(listeners_lab):
+    alice = listeners_lab.bootstrap("LISTENER_ALICE")
+    code, screen = on_a_terminal(["probe", "-b", alice, "--timeout", "2"])
+    assert code == 1
+    assert "\x1b[31m" in screen and "ADVERTISED_UNRESOLVABLE" in screen  # the gap in red
+    for env, flag in (({"NO_COLOR": "1"}, []), ({}, ["--no-color"])):
+        code, screen = on_a_terminal(["probe", "-b", alice, "--timeout", "2", *flag], env)
+        assert code == 1 and "ADVERTISED_UNRESOLVABLE" in screen
+        assert "\x1b[" not in screen, (env, flag)
+    piped = cli("probe", "-b", alice, "--timeout", "2")
+    assert "ADVERTISED_UNRESOLVABLE" in piped.stdout and "\x1b[" not in piped.stdout
+
+
+def test_environment_defaults_stand_in_for_options(listeners_lab, tmp_path):
+    import os
+
+    alice = listeners_lab.bootstrap("LISTENER_ALICE")
+    props = tmp_path / "client.properties"
+    props.write_text("client.id=kprobe-env-test\n")
+    env = {**os.environ, "KPROBE_BOOTSTRAP": alice, "KPROBE_CONFIG": str(props), "KPROBE_TIMEOUT": "2s",
+           "KPROBE_NAMESERVER": listeners_lab.nameserver("docker")}
+    done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "--json"], capture_output=True, text=True,
+                          env=env, timeout=60, check=False)
+    data = validate(json.loads(done.stdout))
+    assert [b["address"] for b in data["bootstraps"]] == [alice]
+    assert data["vantage"]["resolver"] == {"kind": "nameserver", "nameservers": [listeners_lab.nameserver("docker")]}
+    assert data["settings"]["timeout_s"] == 2 and data["settings"]["properties"] == {"client.id": "kprobe-env-test"}
+    # The docker view does not know never-gonna-give-you-up either: the gap, through the environment alone.
+    assert done.returncode == 1 and {f["code"] for f in data["findings"]} == {"ADVERTISED_UNRESOLVABLE"}
+
+
+def test_a_real_probe_run_never_imports_pyspark(listeners_lab):
+    code = (
+        "import sys\n"
+        "from kprobe.cli import main\n"
+        f"sys.argv = ['kprobe', 'probe', '-b', {listeners_lab.bootstrap('LISTENER_FRED')!r}, '--json']\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "sys.stderr.write('EXIT %s LOADED %s' % (code, ','.join(m for m in ('pyspark', 'testcontainers', 'docker')"
+        " if m in sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stderr.strip().endswith("EXIT 0 LOADED"), done.stderr
+    assert json.loads(done.stdout)["summary"]["status"] == "ok"

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
+from report_check import validate
 from system_network import kprobe, system_network
-
-from kprobe.report import json_report
-
-SCHEMA = json_report.schema()
 
 
 def run(prefix: list[str], *args: str) -> tuple[int, dict]:
     done = kprobe(prefix, "probe", "--json", "--timeout", "2", *args)
     data = json.loads(done.stdout)
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     return done.returncode, data
 
 

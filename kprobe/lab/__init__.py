@@ -2,13 +2,16 @@
 
 `start_lab("listeners")` starts a scenario and returns a handle (bootstraps per listener,
 nameservers per DNS view) that stops everything on `stop()` or at the end of a `with` block.
-The backend is the native one (local JVMs) unless `KPROBE_LAB_BACKEND=docker` asks for
-testcontainers, or `auto` finds a Docker engine.
+The backend is chosen automatically (`auto`, the default): the native one (local JVMs) where a
+JDK and Maven are on PATH, since it starts in seconds and needs no image; otherwise
+testcontainers where a Docker engine answers (a laptop with Docker and no JDK). `KPROBE_LAB_BACKEND`
+(`native`, `docker`) or `--backend` forces one.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 
 from kprobe.errors import UsageError
 from kprobe.lab.base import RunningLab
@@ -21,12 +24,15 @@ BACKENDS = ("native", "docker", "auto")
 
 def choose_backend(backend: str | None = None) -> str:
     """Resolve `auto` and the environment into a concrete backend name."""
-    choice = (backend or os.environ.get("KPROBE_LAB_BACKEND") or "native").lower()
+    choice = (backend or os.environ.get("KPROBE_LAB_BACKEND") or "auto").lower()
     if choice not in BACKENDS:
         raise UsageError(f"unknown lab backend {choice!r}: use native, docker or auto (KPROBE_LAB_BACKEND)")
     if choice == "auto":
+        if shutil.which("java") and shutil.which("mvn"):
+            return "native"
         from kprobe.lab.containers import docker_available
 
+        # Without a JDK and Maven, Docker if it answers; else native, whose error says what to install.
         return "docker" if docker_available() else "native"
     return choice
 

@@ -219,6 +219,7 @@ def server_properties(
     }
     if node.spec.rack:
         lines["broker.rack"] = node.spec.rack
+    lines.update(scenario.broker_config)
     mechanisms = sorted({rl.spec.mechanism for rl in node.listeners.values() if rl.spec.mechanism})
     if mechanisms:
         lines["sasl.enabled.mechanisms"] = ",".join(mechanisms)

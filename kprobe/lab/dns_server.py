@@ -76,6 +76,12 @@ def _name(text: str) -> dns.name.Name:
         raise ValueError(f"not a DNS name: {text!r} ({exc})") from None
 
 
+def _fault(text: str) -> tuple[dns.name.Name, dns.rdatatype.RdataType | None]:
+    """`name` breaks every query for it; `name/AAAA` only queries of that type."""
+    name, _, rdtype = text.partition("/")
+    return _name(name), dns.rdatatype.from_text(rdtype) if rdtype else None
+
+
 def _compile(records: ViewRecords) -> dict[dns.name.Name, _Entry]:
     """Reject a bad table when it is set, not as a puzzling answer in the middle of a test."""
     table: dict[dns.name.Name, _Entry] = {}
@@ -126,6 +132,8 @@ class DnsServer:
 
     `servfail` names get SERVFAIL and `drop` names get no answer at all, wherever they appear
     (asked directly or reached through a CNAME), so fault tests can break one hop of a chain.
+    An entry `name/AAAA` (any record type) breaks only that type: a resolver path that loses
+    IPv6 queries while IPv4 works, a common half-broken set-up.
     """
 
     def __init__(
@@ -154,8 +162,8 @@ class DnsServer:
         self.name = name
         self.ttl = ttl
         self._requested_port = port
-        self._servfail = frozenset(_name(n) for n in servfail)
-        self._drop = frozenset(_name(n) for n in drop)
+        self._servfail = frozenset(_fault(n) for n in servfail)
+        self._drop = frozenset(_fault(n) for n in drop)
         self._lock = threading.Lock()
         self._table: _Table = _compile(records)
         self._queries = 0
@@ -320,9 +328,9 @@ class DnsServer:
         owner = question.name  # echo the asker's spelling: some stubs compare case (0x20)
         seen: set[dns.name.Name] = set()
         while True:
-            if owner in self._drop:
+            if (owner, None) in self._drop or (owner, rdtype) in self._drop:
                 return "drop"
-            if owner in self._servfail:
+            if (owner, None) in self._servfail or (owner, rdtype) in self._servfail:
                 del response.answer[:]
                 response.set_rcode(dns.rcode.SERVFAIL)
                 return "answered"

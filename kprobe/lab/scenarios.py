@@ -62,6 +62,8 @@ class Scenario:
     impostors: dict[str, str] = field(default_factory=dict)
     certificates: dict[str, CertSpec] = field(default_factory=dict)
     users: tuple[str, ...] = ()
+    # Broker settings beyond the listeners (an authorizer, say), the same on every node.
+    broker_config: dict[str, str] = field(default_factory=dict)
 
     def node(self, node_id: int) -> NodeSpec:
         """The node with this id; a typo in a test should say which ids exist."""
@@ -252,12 +254,16 @@ _TLS = Scenario(
     },
 )
 
+_SASL_NAME = "kafka-sasl"
+
 _SASL = Scenario(
     name="sasl",
-    summary="SASL_PLAINTEXT listeners with PLAIN and SCRAM-SHA-256 (user alice, password printed at start)",
+    summary="SASL listeners (PLAIN, SCRAM-SHA-256, PLAIN over TLS) behind an authorizer; users alice and bob",
     story=(
-        "One broker with SASL listeners. SASL_PLAIN takes PLAIN, SASL_SCRAM takes SCRAM-SHA-256; user "
-        "alice's password is made at start and printed by kprobe lab up."
+        "One broker with SASL listeners. SASL_PLAIN takes PLAIN, SASL_SCRAM takes SCRAM-SHA-256, "
+        "SASL_SSL_PLAIN takes PLAIN inside TLS (certificate from the lab CA). An authorizer is on: alice is "
+        "a super user, bob has no ACL, so he may read metadata but not describe broker configs (kprobe "
+        "then cannot check which node answers). Passwords are made at start and printed by kprobe lab up."
     ),
     nodes=(
         NodeSpec(
@@ -269,10 +275,21 @@ _SASL = Scenario(
                 ListenerSpec("SASL_PLAIN", protocol="SASL_PLAINTEXT", mechanism="PLAIN", note="SASL/PLAIN"),
                 ListenerSpec("SASL_SCRAM", protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-256",
                              note="SASL/SCRAM-SHA-256"),
+                ListenerSpec("SASL_SSL_PLAIN", protocol="SASL_SSL", mechanism="PLAIN", certificate="main",
+                             advertise=_SASL_NAME + ":{port}", bootstrap=_SASL_NAME + ":{port}",
+                             note="SASL/PLAIN inside TLS"),
             ),
         ),
     ),
-    users=("alice",),
+    views={"clients": {_SASL_NAME: ("127.0.0.51",)}},
+    certificates={"main": CertSpec((_SASL_NAME, "127.0.0.51"))},
+    users=("alice", "bob"),
+    broker_config={
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        # Inter-broker and controller traffic is PLAINTEXT (User:ANONYMOUS); alice may do anything.
+        "super.users": "User:ANONYMOUS;User:alice",
+        "allow.everyone.if.no.acl.found": "false",
+    },
 )
 
 _COLLECTOR = Scenario(

@@ -85,6 +85,7 @@ def endpoint_dict(r: EndpointResult) -> dict[str, Any]:
             "status": r.tls.status, "address": r.tls.address, "subject": r.tls.subject, "names": list(r.tls.names),
             "issuer": r.tls.issuer, "not_after": r.tls.not_after, "days_left": r.tls.days_left,
             "trusted": r.tls.trusted, "hostname_ok": r.tls.hostname_ok, "error": r.tls.error,
+            "client_verifies": {"chain": r.tls.client_verifies_chain, "name": r.tls.client_verifies_name},
         },
         "compared_dns": [_dns(d) for d in r.compared_dns],
     }
@@ -126,6 +127,8 @@ def to_dict(report: Report) -> dict[str, Any]:
             "bootstraps_ok": sum(1 for b in report.bootstraps if b.status == "ok"),
             "endpoints": len(report.endpoints),
             "reachable": report.reachable,
+            "unchecked": sum(1 for e in report.endpoints if e.status == "unchecked"),
+            "deadline_reached": report.deadline_reached,
             "findings": severities,
         },
     }

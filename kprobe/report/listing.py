@@ -43,6 +43,8 @@ def _reach_suffix(result: EndpointResult | None) -> str:
         return "  [partly reachable from here]"
     if result.status == "unresolvable":
         return f"  [UNREACHABLE from here: does not resolve ({result.dns.status})]"
+    if result.status == "unchecked":
+        return "  [not checked: the run stopped first]"
     reasons = ",".join(sorted({t.status for t in result.tcp if t.status != "ok"})) or "no address"
     return f"  [UNREACHABLE from here: {reasons}]"
 
@@ -144,6 +146,8 @@ def to_dict(listing: Listing) -> dict[str, Any]:
             part["isrs"] = [{"id": r} for r in p.isrs]
             part["offline_replicas"] = [{"id": r} for r in p.offline]
             view = views.get((topic.name, p.partition))
+            # A leader id that is not in the broker list: clients cannot find where to send (kprobe's key).
+            part["leader_known"] = view.leader_known if view else p.leader >= 0
             if reach is not None:
                 part["leader_reachable"] = view.leader_reachable if view else None
             t["partitions"].append(part)
@@ -159,7 +163,9 @@ def to_dict(listing: Listing) -> dict[str, Any]:
         "topics_in_error": len(listing.topic_errors),
         "partitions": len(listing.partitions),
         "offline_partitions": sum(1 for p in listing.partitions if p.offline),
-        "under_replicated_partitions": sum(1 for p in listing.partitions if p.under_replicated),
+        "unknown_leader_partitions": sum(1 for p in listing.partitions if not p.offline and not p.leader_known),
+        # As the text counts them: an offline partition is counted as offline, not also as under-replicated.
+        "under_replicated_partitions": sum(1 for p in listing.partitions if p.under_replicated and not p.offline),
         "unreachable_leader_partitions": len(listing.unreachable_leaders) if reach is not None else None,
     }
     if reach is not None:

@@ -13,7 +13,8 @@ import unicodedata
 from kprobe.models import BootstrapResult, EndpointResult, Report, TcpResult
 
 _COLORS = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1"}
-_VERDICT_COLOR = {"reachable": "green", "partial": "yellow", "unreachable": "red", "unresolvable": "red"}
+_VERDICT_COLOR = {"reachable": "green", "partial": "yellow", "unreachable": "red", "unresolvable": "red",
+                  "unchecked": "yellow"}
 _SEVERITY_COLOR = {"error": "red", "warning": "yellow", "info": "dim"}
 _STATUS_COLOR = {"ok": "green", "gap": "red", "failed": "red", "interrupted": "yellow"}
 
@@ -76,7 +77,14 @@ def _bootstrap_lines(b: BootstrapResult, style: _Style) -> list[str]:
 def _tcp_cell(tcp: tuple[TcpResult, ...]) -> str:
     if not tcp:
         return "-"
-    return ", ".join(f"{t.status} {_ms(t.ms)}" if t.status == "ok" else t.status for t in tcp)
+    def cell(t: TcpResult) -> str:
+        if t.status == "ok":
+            return f"ok {_ms(t.ms)}"
+        if t.status == "error" and t.error:  # which error: ECONNRESET says more than "error"
+            return f"error {t.error.split(':', 1)[0]}"
+        return t.status
+
+    return ", ".join(cell(t) for t in tcp)
 
 
 def _identity_cell(r: EndpointResult) -> str:
@@ -85,6 +93,8 @@ def _identity_cell(r: EndpointResult) -> str:
         return "-"
     if ident.status == "not_kafka":
         return "not kafka"
+    if ident.status == "silent":
+        return "no answer"
     return f"node {ident.node_id}" + ("" if ident.status == "match" else " (wrong)")
 
 
@@ -146,7 +156,8 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
     summary = (
         f"{report.status.upper()}: {answered}/{len(report.bootstraps)} bootstraps answered, "
         f"{report.reachable}/{total} advertised endpoints reachable from here, "
-        f"{errors} errors, {warnings} warnings ({_ms(report.duration_ms)})"
+        f"{errors} errors, {warnings} warnings ({_ms(report.duration_ms)}"
+        + (", deadline reached)" if report.deadline_reached else ")")
     )
     lines.append(style(summary, _STATUS_COLOR.get(report.status)))
     return "\n".join(lines) + "\n"

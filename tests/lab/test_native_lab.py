@@ -110,22 +110,38 @@ def test_blackholed_listener_advertises_a_dead_endpoint(three_lab):
 
 def test_teardown_leaves_no_jvm_and_no_port():
     lab = NativeLab(get_scenario("listeners")).start()
-    ports = [(rl.bind_ip, rl.port) for rl in lab.nodes[0].listeners.values()]
+    node = lab.nodes[0]
+    ports = [(rl.bind_ip, rl.port) for rl in node.listeners.values()]
+    ports.append((node.spec.address, node.controller_port))  # the KRaft controller listener too
+    dns = [server.address for server in lab.dns.values()]
     assert lab_jvms(lab.lab_id), "the lab's JVM should be visible to pgrep while it runs"
+    for ip, port in ports:
+        socket.create_connection((ip, port), timeout=5).close()  # each one really listened
     lab.stop()
     lab.stop()  # idempotent
     assert lab_jvms(lab.lab_id) == []
     for ip, port in ports:
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection((ip, port), timeout=2).close()
+    for ip, port in dns:  # the DNS views' TCP side is closed as well
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((ip, port), timeout=2).close()
     assert not lab.workdir.exists()
 
 
-def test_jars_are_cached_for_offline_starts():
+def test_jars_are_cached_for_offline_starts(tmp_path, monkeypatch):
     cp = jars.kafka_classpath()
     root = jars.cache_root() / f"kafka-{jars.KAFKA_VERSION}"
     assert (root / ".complete").exists()
     assert cp.endswith("*") and any((root / "libs").glob("kafka_2.13-*.jar"))
+    # The second start needs no Maven at all: a PATH with java only still gets the classpath.
+    import shutil
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "java").symlink_to(shutil.which("java"))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert shutil.which("mvn") is None
+    assert jars.kafka_classpath() == cp  # no Maven, so nothing was resolved again
 
 
 def test_every_scenario_renders_with_an_inter_broker_listener():
