@@ -139,7 +139,7 @@ def concurrency_cli(timeout: float, count: int = 200) -> list[tuple[str, float, 
         for i in range(count // 2):
             listeners.append(HostileBroker(Script(brokers=[]), host=f"127.0.1.{1 + i % 250}"))
             holes.append(Blackhole(f"127.0.2.{1 + i % 250}"))
-        places = [(b.sock.getsockname()[0], b.port) for b in listeners] + [(h.host, h.port) for h in holes]
+        places = [(b.host, b.port) for b in listeners] + [(h.host, h.port) for h in holes]
         script = Script(brokers=[Broker(i, host.encode(), port) for i, (host, port) in enumerate(places)])
         for listener in listeners:
             listener.answer_with(script)

@@ -83,6 +83,7 @@ class HostileBroker:
 
     def __init__(self, script: Script, host: str = "127.0.0.1") -> None:
         self.script = script
+        self.host = host
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, 0))
@@ -95,7 +96,7 @@ class HostileBroker:
 
     @property
     def address(self) -> str:
-        return f"{self.sock.getsockname()[0]}:{self.port}"
+        return f"{self.host}:{self.port}"  # also after the socket closed: tests quote it afterwards
 
     def answer_with(self, script: Script) -> None:
         """Serve another script (before `with`): brokers that advertise each other need their ports first."""
