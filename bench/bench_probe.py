@@ -170,8 +170,12 @@ def concurrency_cli(timeout: float, count: int = 200) -> list[tuple[str, float, 
 def startup(runs: int) -> list[tuple[str, float]]:
     python = [sys.executable, "-c", "pass"]
     imports = [sys.executable, "-c", "import kprobe.cli, kprobe.probe, kprobe.report.text"]
+    # A run that resolves a host name (not an IP literal) also loads dnspython for the DNS detail.
+    with_dns = [sys.executable, "-c", "import kprobe.cli, kprobe.probe, kprobe.report.text, kprobe.resolve, "
+                "dns.resolver, dns.nameserver"]
     help_cmd = [sys.executable, "-m", "kprobe", "--help"]
     return [("python -c pass", timed(python, runs)), ("import of the probe path", timed(imports, runs)),
+            ("import of the probe path with dnspython (advertised host names)", timed(with_dns, runs)),
             ("kprobe --help", timed(help_cmd, runs))]
 
 

@@ -557,7 +557,7 @@ def _secrets_in(args: list[str]) -> list[str]:
     `-X sasl.password=...` is the usual form; `-X sasl.password secret` (a typo) makes click
     quote the secret as an unexpected argument, so the word after a bare secret key counts too.
     """
-    from kprobe.config import is_secret
+    from kprobe.secrets import is_secret
 
     found = []
     for i, arg in enumerate(args):
@@ -585,8 +585,10 @@ def _kcat_alias(argv: list[str]) -> list[str]:
 
 
 def _scrub(message: str, secrets: list[str]) -> str:
+    from kprobe.secrets import REDACTED
+
     for secret in sorted(secrets, key=len, reverse=True):
-        message = message.replace(secret, "[redacted]")
+        message = message.replace(secret, REDACTED)
     return message
 
 

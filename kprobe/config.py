@@ -19,8 +19,6 @@ from kprobe.wire import Security
 DEFAULT_PORT = 9092
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _HOST_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$")
-_SECRET_RE = re.compile(r"(password|secret|credential|token)", re.IGNORECASE)
-REDACTED = "[redacted]"
 
 
 def parse_address(text: str) -> BootstrapAddress:
@@ -173,16 +171,6 @@ def read_properties_file(name: str) -> dict[str, str]:
                              "write each line as key=value ('#' starts a comment)")
         props[key.strip()] = value.strip()
     return props
-
-
-def is_secret(key: str) -> bool:
-    """Whether a property's value must never be shown (passwords, secrets, tokens)."""
-    return bool(_SECRET_RE.search(key)) or key in ("sasl.oauthbearer.config", "ssl.key.pem")
-
-
-def redact(props: Mapping[str, str]) -> dict[str, str]:
-    """Properties safe to print or write into a report."""
-    return {k: (REDACTED if is_secret(k) else v) for k, v in props.items()}
 
 
 def security_from(props: Mapping[str, str], address: BootstrapAddress | None = None) -> Security:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kprobe.config import redact, security_from
+from kprobe.config import security_from
 from kprobe.connect import connect_all
 from kprobe.diagnose import ERROR, diagnose
 from kprobe.endpoints import collect, host_problem, port_problem
@@ -32,6 +32,7 @@ from kprobe.models import (
     Vantage,
 )
 from kprobe.resolve import Resolver, resolve_all
+from kprobe.secrets import redact
 
 _LOG = logging.getLogger("kprobe.probe")
 

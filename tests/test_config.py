@@ -1,17 +1,16 @@
 import pytest
 
 from kprobe.config import (
-    is_secret,
     parse_address,
     parse_addresses,
     parse_duration,
     parse_nameserver,
     parse_properties,
-    redact,
     security_from,
 )
 from kprobe.errors import UsageError
 from kprobe.models import BootstrapAddress
+from kprobe.secrets import is_secret, redact
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,24 @@
+"""Which property values are secrets, in a module light enough for every start.
+
+The CLI scrubs secrets from every message before it knows which command runs (a typo in
+`-X sasl.password ...` fails in argument parsing), so this rule must load without the probe's
+modules: `kprobe --help` pays for a regex, not for the wire client.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+_SECRET_RE = re.compile(r"(password|secret|credential|token)", re.IGNORECASE)
+REDACTED = "[redacted]"
+
+
+def is_secret(key: str) -> bool:
+    """Whether a property's value must never be shown (passwords, secrets, tokens)."""
+    return bool(_SECRET_RE.search(key)) or key in ("sasl.oauthbearer.config", "ssl.key.pem")
+
+
+def redact(props: Mapping[str, str]) -> dict[str, str]:
+    """Properties safe to print or write into a report."""
+    return {k: (REDACTED if is_secret(k) else v) for k, v in props.items()}
