@@ -101,3 +101,20 @@ def signal_when(
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, seen.decode() + err), time.monotonic() - signalled
+
+
+def new_topic(lab: NativeLab, prefix: str, partitions: int = 1) -> str:
+    """A topic of its own on the lab's CLIENT listener, so tests that publish never share one.
+
+    The admin client is dropped at once: its background connections would log while a test
+    stops the broker.
+    """
+    import uuid
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": lab.bootstrap("CLIENT")})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    del admin
+    return topic

@@ -17,6 +17,8 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
+from conftest import new_topic  # noqa: E402
+
 from kprobe.aggregate import transforms as tf  # noqa: E402
 from kprobe.aggregate.checks import MARKER, validate  # noqa: E402
 from kprobe.aggregate.job import JobOptions, accounting_error, read_records, run, session, summary_lines  # noqa: E402
@@ -201,13 +203,9 @@ def test_spark_schema_is_derived_from_the_json_schema():
 
 def test_reading_a_topic_gives_what_reading_the_files_gives(listeners_lab, collector_lab, tmp_path):
     """Reports published by real probes (--publish) and written by the same runs (--out)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
 
     collector = collector_lab.bootstrap("CLIENT")
-    topic = f"agg-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": collector})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    del admin
+    topic = new_topic(collector_lab, "agg", partitions=2)
     for view in ("docker", "host"):
         for _ in range(2):
             done = subprocess.run(

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import jsonschema
 from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import signal_when
+from conftest import new_topic, signal_when
 from prometheus_client.parser import text_string_to_metric_families
 
 from kprobe.report import json_report
@@ -183,10 +182,7 @@ def _consume_ids(bootstrap: str, topic: str, expected: int, timeout: float = 30)
 
 def test_publish_spools_while_the_collector_is_down_and_loses_nothing(listeners_lab, collector_lab, tmp_path):
     collector = collector_lab.bootstrap("CLIENT")
-    topic = "kprobe-reports"
-    admin = AdminClient({"bootstrap.servers": collector})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    del admin  # its background connections would log while the collector is down
+    topic = new_topic(collector_lab, "kprobe-reports")
     spool = tmp_path / "spool"
     args = ["probe", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "--publish", f"{collector}/{topic}",
             "--spool", str(spool), "--json", "--timeout", "2", "--vantage", "office"]
@@ -437,10 +433,7 @@ def test_a_full_spool_drops_the_oldest_loudly(listeners_lab, tmp_path):
 
 def test_kill_9_of_watch_between_spool_and_send_loses_nothing(listeners_lab, collector_lab, tmp_path):
     collector = collector_lab.bootstrap("CLIENT")
-    topic = f"kprobe-kill-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": collector})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    del admin
+    topic = new_topic(collector_lab, "kprobe-kill")
     spool = tmp_path / "spool"
     args = ["-b", listeners_lab.bootstrap("LISTENER_FRED"), "--no-identity", "--publish", f"{collector}/{topic}",
             "--spool", str(spool), "--json"]
