@@ -22,6 +22,7 @@ from typing import Any
 from kprobe.models import EndpointResult, TlsResult
 from kprobe.pool import run_bounded
 from kprobe.resolve import is_ip_literal
+from kprobe.wire import Security
 
 EXPIRY_DAYS = 30.0
 
@@ -147,24 +148,30 @@ def check_tls(
     if not ok:
         return TlsResult("not_checked", "", error="no address accepts connections")
     security = security_from(props)
-    chain, name = security.ssl_verify, security.ssl_verify_hostname
-    address = ok[0].address
+    checked = _check(result, ok[0].address, props, security, timeout, expiry_days)
+    return replace(checked, client_verifies_chain=security.ssl_verify,
+                   client_verifies_name=security.ssl_verify_hostname)
+
+
+def _check(
+    result: EndpointResult, address: str, props: Mapping[str, str], security: Security, timeout: float,
+    expiry_days: float,
+) -> TlsResult:
+    """The handshake and its verdict, whatever the client's own settings would let through."""
     host = result.endpoint.host
     sni = None if is_ip_literal(host) else host
     cafile = props.get("ssl.ca.location")
     try:
         ctx = ssl.create_default_context(cafile=cafile)
     except (OSError, ssl.SSLError) as exc:
-        return TlsResult("handshake_failed", address, error=f"cannot load ssl.ca.location {cafile}: {exc}",
-                         client_verifies_chain=chain, client_verifies_name=name)
+        return TlsResult("handshake_failed", address, error=f"cannot load ssl.ca.location {cafile}: {exc}")
     ctx.check_hostname = False  # checked below against the advertised name, to tell the cases apart
     if security.ssl_certfile:  # a listener with ssl.client.auth=required wants the client's certificate
         try:
             ctx.load_cert_chain(security.ssl_certfile, security.ssl_keyfile, password=security.ssl_key_password)
         except (OSError, ssl.SSLError) as exc:  # the message names files, never the key password
             return TlsResult("handshake_failed", address, error=f"cannot load the client certificate "
-                             f"{security.ssl_certfile}: {exc.__class__.__name__}",
-                             client_verifies_chain=chain, client_verifies_name=name)
+                             f"{security.ssl_certfile}: {exc.__class__.__name__}")
     try:
         with _handshake(address, result.endpoint.port, sni, ctx, timeout) as tls:
             cert: dict[str, Any] = dict(tls.getpeercert() or {})
@@ -177,7 +184,7 @@ def check_tls(
     except (ssl.SSLError, OSError) as exc:
         reason = "timed out" if isinstance(exc, (TimeoutError, socket.timeout)) else str(exc)
         return TlsResult("handshake_failed", address, error=f"TLS handshake with {address}:{result.endpoint.port} "
-                         f"failed: {reason}", client_verifies_chain=chain, client_verifies_name=name)
+                         f"failed: {reason}")
     names = _names(cert)
     not_after = str(cert["notAfter"]) if cert.get("notAfter") else None
     days_left = None
@@ -193,8 +200,7 @@ def check_tls(
     else:
         status = "ok"
     return TlsResult(status, address, _subject(cert, "subject"), names, _subject(cert, "issuer"),
-                     not_after, days_left, trusted, hostname_ok, error,
-                     client_verifies_chain=chain, client_verifies_name=name)
+                     not_after, days_left, trusted, hostname_ok, error)
 
 
 def check_all(
