@@ -13,7 +13,7 @@ import os
 import selectors
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kprobe.models import TcpResult
 
@@ -37,23 +37,35 @@ def classify(code: int) -> str:
     return "error"
 
 
+Target = tuple[str, int]
+Record = Callable[[Target, TcpResult], None]
+
+
 def connect_all(
-    targets: Iterable[tuple[str, int]], timeout: float, deadline: float
-) -> dict[tuple[str, int], TcpResult]:
-    """Try every (address, port) once; each attempt is bounded by `timeout` and `deadline`."""
+    targets: Iterable[Target], timeout: float, deadline: float,
+    on_result: Record | None = None,
+) -> dict[Target, TcpResult]:
+    """Try every (address, port) once; each attempt is bounded by `timeout` and `deadline`.
+
+    `on_result` hears of each attempt as it ends, so later steps can start on an address that
+    connected while other attempts still wait out their timeout.
+    """
     pending = list(dict.fromkeys(targets))
-    results: dict[tuple[str, int], TcpResult] = {}
+    results: dict[Target, TcpResult] = {}
+
+    def record(target: Target, result: TcpResult) -> None:
+        results[target] = result
+        if on_result is not None:
+            on_result(target, result)
+
     for start in range(0, len(pending), BATCH):
-        results.update(_connect_batch(pending[start : start + BATCH], timeout, deadline))
+        _connect_batch(pending[start : start + BATCH], timeout, deadline, record)
     return results
 
 
-def _connect_batch(
-    batch: list[tuple[str, int]], timeout: float, deadline: float
-) -> dict[tuple[str, int], TcpResult]:
-    results: dict[tuple[str, int], TcpResult] = {}
+def _connect_batch(batch: list[Target], timeout: float, deadline: float, record: Record) -> None:
     sel = selectors.DefaultSelector()
-    started: dict[tuple[str, int], float] = {}
+    started: dict[Target, float] = {}
     try:
         for target in batch:
             address, port = target
@@ -62,7 +74,7 @@ def _connect_batch(
             try:
                 sock = socket.socket(family, socket.SOCK_STREAM)
             except OSError as exc:
-                results[target] = TcpResult(address, port, "error", None, f"socket: {exc.strerror}")
+                record(target, TcpResult(address, port, "error", None, f"socket: {exc.strerror}"))
                 continue
             sock.setblocking(False)
             code = sock.connect_ex((address, port))
@@ -70,7 +82,7 @@ def _connect_batch(
                 ms = (time.perf_counter() - t0) * 1000
                 source = _local_address(sock) if code == 0 else None
                 sock.close()
-                results[target] = _result(address, port, code, ms, source)
+                record(target, _result(address, port, code, ms, source))
                 continue
             started[target] = t0
             sel.register(sock, selectors.EVENT_WRITE, target)
@@ -80,7 +92,7 @@ def _connect_batch(
             oldest = min(started[key.data] for key in sel.get_map().values())
             wait = min(oldest + timeout - now, deadline - mono)
             if wait <= 0:
-                _expire(sel, started, results, timeout, deadline)
+                _expire(sel, started, record, timeout, deadline)
                 continue
             for key, _ in sel.select(wait):
                 ready = key.fileobj
@@ -91,19 +103,18 @@ def _connect_batch(
                 source = _local_address(ready) if code == 0 else None
                 sel.unregister(ready)
                 ready.close()
-                results[target] = _result(target[0], target[1], code, ms, source)
+                record(target, _result(target[0], target[1], code, ms, source))
     finally:
         for key in list(sel.get_map().values()):
             sel.unregister(key.fileobj)
             key.fileobj.close()  # type: ignore[union-attr]
         sel.close()
-    return results
 
 
 def _expire(
     sel: selectors.BaseSelector,
-    started: dict[tuple[str, int], float],
-    results: dict[tuple[str, int], TcpResult],
+    started: dict[Target, float],
+    record: Record,
     timeout: float,
     deadline: float,
 ) -> None:
@@ -119,8 +130,8 @@ def _expire(
             timed_out = elapsed >= timeout
             reason = f"no answer within the connect timeout ({timeout:g}s)" if timed_out else (
                 "stopped at the run's deadline")
-            results[target] = TcpResult(target[0], target[1], "timeout", elapsed * 1000, reason,
-                                        unfinished=not timed_out)
+            record(target, TcpResult(target[0], target[1], "timeout", elapsed * 1000, reason,
+                                     unfinished=not timed_out))
 
 
 def _result(address: str, port: int, code: int, ms: float, source: str | None = None) -> TcpResult:

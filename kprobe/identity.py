@@ -15,8 +15,8 @@ from dataclasses import replace
 
 from kprobe.config import security_from
 from kprobe.metadata import NATIVE_SASL
-from kprobe.models import EndpointResult, Identity
-from kprobe.pool import run_bounded
+from kprobe.models import Endpoint, EndpointResult, Identity
+from kprobe.pool import BoundedPool
 from kprobe.wire import WireError, fetch_and_identify
 
 # All endpoints at once (threads are cheap next to a timeout): with fewer workers, silent
@@ -25,29 +25,25 @@ MAX_PARALLEL = 256
 
 
 def check_identity(
-    result: EndpointResult, props: Mapping[str, str], *, timeout: float, deadline: float,
+    endpoint: Endpoint, address: str, props: Mapping[str, str], *, timeout: float, deadline: float,
     protocol: str | None = None,
 ) -> Identity:
-    """Identity of one endpoint through its first address that connected.
+    """Identity of one endpoint through one of its addresses that accepted a connection.
 
     `protocol` is the security protocol of the listener that advertised the endpoint (a
     `SSL://` bootstrap prefix, or security.protocol): the endpoint speaks the same.
     """
-    ok = [t for t in result.tcp if t.status == "ok"]
-    if not ok:
-        return Identity("unchecked", detail="no address of this endpoint accepts connections")
     # Trust and names are the TLS check's business; here only "who answers" matters.
     security = replace(security_from(props), ssl_verify=False, ssl_verify_hostname=False)
     if protocol:
         security = replace(security, protocol=protocol)
     if security.uses_sasl and security.sasl_mechanism not in NATIVE_SASL:
         return Identity("unchecked", detail=f"kprobe speaks SASL/PLAIN itself, not {security.sasl_mechanism}")
-    address = ok[0].address
     started = time.perf_counter()
     try:
         meta, node_id, why = fetch_and_identify(
-            address, result.endpoint.port, timeout=timeout, deadline=deadline, security=security,
-            server_hostname=result.endpoint.host, topics=[], expected=result.endpoint.node_id,
+            address, endpoint.port, timeout=timeout, deadline=deadline, security=security,
+            server_hostname=endpoint.host, topics=[], expected=endpoint.node_id,
         )
     except WireError as exc:
         ms = (time.perf_counter() - started) * 1000
@@ -58,14 +54,73 @@ def check_identity(
         if exc.kind == "protocol":
             return Identity("not_kafka", detail=str(exc), address=address, ms=ms)
         if exc.kind in ("closed", "timeout") and "deadline" not in str(exc):
-            return Identity("silent", detail=f"{address}:{result.endpoint.port} accepted the connection but gave "
+            return Identity("silent", detail=f"{address}:{endpoint.port} accepted the connection but gave "
                             f"no Kafka answer: {exc}", address=address, ms=ms)
         return Identity("unchecked", detail=str(exc), address=address, ms=ms)
     ms = (time.perf_counter() - started) * 1000
     if node_id is None:
         return Identity("unchecked", detail=why, address=address, advertised=meta.brokers, ms=ms)
-    status = "match" if node_id == result.endpoint.node_id else "mismatch"
+    status = "match" if node_id == endpoint.node_id else "mismatch"
     return Identity(status, node_id, None, address, meta.brokers, ms)
+
+
+class IdentityChecks:
+    """Identity checks that start as soon as their endpoint connects.
+
+    Why not after the connect step: that step lasts as long as its slowest attempt, a whole
+    timeout when any endpoint is blackholed, and the checks of the endpoints that did connect
+    would then add their own time on top. Started from the connect loop, they run during
+    that wait. Each check gets one timeout (plus a second for its three requests); a check
+    still going then is unchecked, not silent, since its own timeout had not passed.
+    """
+
+    def __init__(
+        self, props: Mapping[str, str], *, timeout: float, deadline: float,
+        protocols: Mapping[str, str] | None = None,
+    ) -> None:
+        self.props = props
+        self.timeout = timeout
+        self.deadline = deadline
+        self.protocols = protocols or {}
+        self._pool: BoundedPool[tuple[Endpoint, str, float], Identity] = BoundedPool(
+            self._check, workers=MAX_PARALLEL)
+        self._started: set[int] = set()
+        self._last_deadline = 0.0
+
+    def start(self, index: int, endpoint: Endpoint, address: str) -> None:
+        """Check endpoint number `index` through `address`; only its first call counts."""
+        if index in self._started:
+            return
+        self._started.add(index)
+        check_deadline = min(self.deadline, time.monotonic() + self.timeout + 1.0)
+        self._last_deadline = max(self._last_deadline, check_deadline)
+        self._pool.submit(index, (endpoint, address, check_deadline), check_deadline)
+
+    def _check(self, job: tuple[Endpoint, str, float]) -> Identity:
+        endpoint, address, check_deadline = job
+        sources = endpoint.advertised_by
+        protocol = self.protocols.get(sources[0]) if sources else None
+        try:
+            return check_identity(endpoint, address, self.props, timeout=self.timeout, deadline=check_deadline,
+                                  protocol=protocol)
+        except Exception as exc:  # a bug must cost one identity, not the report
+            return Identity("unchecked", detail=f"internal error: {exc.__class__.__name__}")
+
+    def apply(self, results: Sequence[EndpointResult]) -> list[EndpointResult]:
+        """`results` (in the order of the indexes given to `start`) with their identities."""
+        for index, result in enumerate(results):
+            ok = [t for t in result.tcp if t.status == "ok"]
+            if ok and index not in self._started:
+                self.start(index, result.endpoint, ok[0].address)
+        found = self._pool.results(self._last_deadline)
+        out = []
+        for index, result in enumerate(results):
+            if any(t.status == "ok" for t in result.tcp):
+                identity = found.get(index) or Identity("unchecked", detail="not checked before the run's deadline")
+                out.append(replace(result, identity=identity))
+            else:
+                out.append(result)
+        return out
 
 
 def check_all(
@@ -76,27 +131,4 @@ def check_all(
 
     `protocols` maps each bootstrap (`host:port`) to its listener's security protocol.
     """
-    chosen = [i for i, r in enumerate(results) if any(t.status == "ok" for t in r.tcp)]
-    # The whole phase costs about one timeout (every check runs at once); a check still going
-    # then is unchecked, not silent, since its own timeout had not passed.
-    phase_deadline = min(deadline, time.monotonic() + timeout + 1.0)
-
-    def work(index: int) -> Identity:
-        result = results[index]
-        sources = result.endpoint.advertised_by
-        protocol = (protocols or {}).get(sources[0]) if sources else None
-        try:
-            return check_identity(result, props, timeout=timeout, deadline=phase_deadline, protocol=protocol)
-        except Exception as exc:  # a bug must cost one identity, not the report
-            return Identity("unchecked", detail=f"internal error: {exc.__class__.__name__}")
-
-    found = run_bounded(chosen, work, workers=MAX_PARALLEL, deadline=phase_deadline)
-    identities = {chosen[i]: ident for i, ident in found.items()}
-    out = []
-    for index, result in enumerate(results):
-        if any(t.status == "ok" for t in result.tcp):
-            identity = identities.get(index) or Identity("unchecked", detail="not checked before the run's deadline")
-            out.append(replace(result, identity=identity))
-        else:
-            out.append(result)
-    return out
+    return IdentityChecks(props, timeout=timeout, deadline=deadline, protocols=protocols).apply(results)

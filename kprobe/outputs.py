@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kprobe.errors import KprobeError
 from kprobe.models import Report
-from kprobe.publish import DEFAULT_SPOOL_MAX, Spool, Target, forward
+from kprobe.publish import DEFAULT_SPOOL_MAX, Target
 
 FORMATS = ("text", "json", "prometheus")
 _LOG = logging.getLogger("kprobe.outputs")
@@ -40,7 +40,9 @@ def render(report: Report, fmt: str, color: bool = False) -> str:
     if fmt == "json":
         from kprobe.report import json_report
 
-        return json_report.render(report)
+        # Indented for a person at a terminal, one line for a pipe or a file (as gh does; kcat -J
+        # is always one line): jq reads either, and a script does not wait for indentation.
+        return json_report.render(report, indent=2 if sys.stdout.isatty() else None)
     if fmt == "prometheus":
         from kprobe.report import prometheus
 
@@ -59,6 +61,15 @@ def default_spool() -> Path:
 
 def deliver(report: Report, outputs: Outputs, *, timeout: float, stdout: bool = True) -> None:
     """Write the report everywhere asked; the files first, so stdout never claims what failed."""
+    if any(x is not None for x in (outputs.output, outputs.out_dir, outputs.prom_file, outputs.publish)):
+        _deliver_elsewhere(report, outputs, timeout)
+    if stdout:
+        sys.stdout.write(render(report, outputs.fmt, outputs.color))
+        sys.stdout.flush()
+
+
+def _deliver_elsewhere(report: Report, outputs: Outputs, timeout: float) -> None:
+    """Files, metrics and the topic: apart, so a run that only prints imports none of their modules."""
     from kprobe.report import json_report
     from kprobe.report.files import report_path, write_atomic, write_new
 
@@ -73,6 +84,8 @@ def deliver(report: Report, outputs: Outputs, *, timeout: float, stdout: bool = 
 
         write_atomic(outputs.prom_file, prometheus.render(report))
     if outputs.publish is not None:
+        from kprobe.publish import Spool, forward
+
         spool = Spool(outputs.spool or default_spool(), outputs.spool_max)
         spool.put(data)
         try:
@@ -84,6 +97,3 @@ def deliver(report: Report, outputs: Outputs, *, timeout: float, stdout: bool = 
                          len(spool.pending()))
         else:
             _LOG.debug("published %d reports, %d pending", sent, pending)
-    if stdout:
-        sys.stdout.write(render(report, outputs.fmt, outputs.color))
-        sys.stdout.flush()

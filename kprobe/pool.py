@@ -1,61 +1,86 @@
-"""A bounded pool of daemon threads with a deadline, for blocking network calls.
+"""A bounded pool of daemon threads with deadlines, for blocking network calls.
 
 Why not concurrent.futures: its worker threads are joined at interpreter exit, so one
 getaddrinfo or TLS handshake stuck in the kernel would hold the process past its deadline.
 Daemon workers are abandoned instead, and a broker that advertises 10,000 endpoints costs
-`workers` threads, not 10,000.
+`workers` threads, not 10,000. Work can be fed while earlier work runs (an identity check
+starts the moment its endpoint connects, while other connects still wait on blackholes).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def run_bounded(
-    items: Sequence[T], work: Callable[[T], R], *, workers: int, deadline: float
-) -> dict[int, R]:
-    """Results by item index for the items finished before `deadline` (a monotonic time).
+class BoundedPool(Generic[T, R]):
+    """At most `workers` threads run `work`; each item has its own deadline.
 
     An exception in `work` is the caller's bug to prevent: the item is simply left out, like
-    an item the deadline cut off, and the caller reports it as not done.
+    an item its deadline cut off, and the caller reports it as not done.
     """
-    results: dict[int, R] = {}
-    if not items:
-        return results
-    pending: queue.Queue[int] = queue.Queue()
-    for index in range(len(items)):
-        pending.put(index)
-    lock = threading.Lock()
-    done = threading.Event()
-    remaining = [len(items)]
 
-    def worker() -> None:
-        while time.monotonic() < deadline:
+    def __init__(self, work: Callable[[T], R], *, workers: int) -> None:
+        self._work = work
+        self._workers = max(1, workers)
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._todo: deque[tuple[int, T, float]] = deque()
+        self._running = 0
+        self._unsettled = 0
+        self._results: dict[int, R] = {}
+
+    def submit(self, key: int, item: T, deadline: float) -> None:
+        """Queue one item; it is started only before `deadline` (a monotonic time)."""
+        with self._lock:
+            self._todo.append((key, item, deadline))
+            self._unsettled += 1
+            if self._running < self._workers:
+                self._running += 1
+                threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._todo:
+                    self._running -= 1  # under the lock: a submit then starts a new worker
+                    return
+                key, item, deadline = self._todo.popleft()
             try:
-                index = pending.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                value = work(items[index])
-                with lock:
-                    results[index] = value
+                if time.monotonic() < deadline:
+                    value = self._work(item)
+                    with self._lock:
+                        self._results[key] = value
             except Exception:  # left out: the caller reports it as not done
                 pass
             finally:
-                with lock:
-                    remaining[0] -= 1
-                    if remaining[0] == 0:
-                        done.set()
+                with self._lock:
+                    self._unsettled -= 1
+                    if self._unsettled == 0:
+                        self._settled.notify_all()
 
-    for _ in range(max(1, min(workers, len(items)))):
-        threading.Thread(target=worker, daemon=True).start()
-    done.wait(max(0.0, deadline - time.monotonic()))
-    with lock:
-        return dict(results)
+    def results(self, deadline: float) -> dict[int, R]:
+        """Results by key of what finished: waits until everything is done or `deadline` passes."""
+        with self._lock:
+            while self._unsettled:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._settled.wait(remaining)
+            return dict(self._results)
+
+
+def run_bounded(
+    items: Sequence[T], work: Callable[[T], R], *, workers: int, deadline: float
+) -> dict[int, R]:
+    """Results by item index for the items finished before `deadline` (a monotonic time)."""
+    pool: BoundedPool[T, R] = BoundedPool(work, workers=min(workers, len(items)))
+    for index, item in enumerate(items):
+        pool.submit(index, item, deadline)
+    return pool.results(deadline)

@@ -119,8 +119,18 @@ class ProbeRun:
         _LOG.debug("%d distinct advertised endpoints after %.0f ms", len(self.endpoints),
                    (time.monotonic() - self.t0) * 1000)
         self._phase(f"resolving and connecting to {len(self.endpoints)} advertised endpoint(s)")
-        results = probe_endpoints(self.endpoints, self.resolver, timeout=opts.timeout, deadline=self.deadline)
-        self._phase("checking who answers at each endpoint")
+        checks = None
+        if opts.identity:
+            from kprobe.identity import IdentityChecks
+
+            security = {b.hostport: security_from(opts.props, b) for b in opts.bootstraps}
+            checks = IdentityChecks(opts.props, timeout=opts.timeout, deadline=self.deadline,
+                                    protocols={hostport: sec.protocol for hostport, sec in security.items()})
+        results = probe_endpoints(self.endpoints, self.resolver, timeout=opts.timeout, deadline=self.deadline,
+                                  on_connected=checks.start if checks else None)
+        if checks is not None:
+            self._phase("checking who answers at each endpoint")
+            results = checks.apply(results)
         results = self._deeper(results)
         self.results = results
         for r in self.results:
@@ -130,15 +140,9 @@ class ProbeRun:
         return self.report()
 
     def _deeper(self, results: list[EndpointResult]) -> list[EndpointResult]:
-        """Identity, TLS and compared DNS views: each only where it applies and was asked for."""
+        """TLS and compared DNS views: each only where it applies and was asked for."""
         opts = self.options
         security = {b.hostport: security_from(opts.props, b) for b in opts.bootstraps}
-        if opts.identity:
-            from kprobe.identity import check_all as check_identities
-
-            protocols = {hostport: sec.protocol for hostport, sec in security.items()}
-            results = check_identities(results, opts.props, timeout=opts.timeout, deadline=self.deadline,
-                                       protocols=protocols)
         tls_sources = {hostport for hostport, sec in security.items() if sec.uses_tls}
         if tls_sources:
             from kprobe.tls import check_all as check_tls
@@ -206,14 +210,32 @@ def run_probe(options: ProbeOptions) -> Report:
 
 
 def probe_endpoints(
-    endpoints: Sequence[Endpoint], resolver: Resolver, *, timeout: float, deadline: float
+    endpoints: Sequence[Endpoint], resolver: Resolver, *, timeout: float, deadline: float,
+    on_connected: Callable[[int, Endpoint, str], None] | None = None,
 ) -> list[EndpointResult]:
-    """Resolve every distinct host, then connect to every address, all concurrently."""
+    """Resolve every distinct host, then connect to every address, all concurrently.
+
+    `on_connected(index, endpoint, address)` hears of each address of endpoint number `index`
+    that accepts a connection, as it happens, while other connects may still be waiting.
+    """
     valid = [e for e in endpoints if host_problem(e) is None and port_problem(e) is None]
     valid_ids = {id(e) for e in valid}  # a set: `e in valid` is quadratic with 10,000 endpoints
     dns = resolve_all((e.host for e in valid), resolver, deadline)
     targets = [(addr, e.port) for e in valid for addr in dns[e.host].addresses if dns[e.host].status == "ok"]
-    tcp = connect_all(targets, timeout, deadline)
+    on_result = None
+    if on_connected is not None:
+        waiting: dict[tuple[str, int], list[int]] = {}  # several endpoints can share an address
+        for index, e in enumerate(endpoints):
+            if id(e) in valid_ids and dns[e.host].status == "ok":
+                for addr in dns[e.host].addresses:
+                    waiting.setdefault((addr, e.port), []).append(index)
+
+        def on_result(target: tuple[str, int], result: TcpResult) -> None:
+            if result.status == "ok":
+                for index in waiting.get(target, ()):
+                    on_connected(index, endpoints[index], target[0])
+
+    tcp = connect_all(targets, timeout, deadline, on_result)
     results: list[EndpointResult] = []
     for e in endpoints:
         if id(e) not in valid_ids:

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from kprobe.errors import UsageError
-from kprobe.report.files import write_atomic
 
 _LOG = logging.getLogger("kprobe.publish")
 DEFAULT_SPOOL_MAX = 10_000
@@ -73,6 +72,8 @@ class Spool:
                          self.max_files, excess)
         name = f"{time.time_ns():020d}-{report['id']}.json"
         path = self.directory / name
+        from kprobe.report.files import write_atomic  # tempfile: only a run that publishes pays for it
+
         write_atomic(path, json.dumps(report, ensure_ascii=True))
         return path
 

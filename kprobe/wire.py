@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import socket
-import ssl
 import struct
 import time
 from dataclasses import dataclass, replace
@@ -251,6 +250,8 @@ class KafkaConnection:
         self.sock = sock
 
     def _wrap_tls(self, sock: socket.socket) -> socket.socket:
+        import ssl  # 10 ms of start-up that a PLAINTEXT run never needs
+
         sec = self.security
         try:
             ctx = ssl.create_default_context(cafile=sec.ssl_cafile)

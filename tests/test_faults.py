@@ -48,26 +48,41 @@ def run_in_process(bootstrap: str, on_phase, *, nameserver: str | None = None, t
     return data, elapsed
 
 
-def test_broker_killed_mid_probe(three_lab):
+def test_broker_killed_mid_probe(three_lab, monkeypatch):
     """Broker 1 accepted the TCP connect, then dies before kprobe asks who it is.
 
-    The kill happens exactly between the connect step and the identity step, so the only
-    honest outcome is "connect refused" on the identity check: never a match (that would be
-    a lie about a dead broker) and never ENDPOINT_NOT_KAFKA (a dead broker is not an impostor).
+    The kill happens exactly between broker 1's connect and its identity check (which starts
+    as soon as that connect succeeds, while broker 2's blackholed connect still waits), so the
+    only honest outcome is "connect refused" on the identity check: never a match (that would
+    be a lie about a dead broker) and never ENDPOINT_NOT_KAFKA (a dead broker is not an impostor).
     """
-    killed: list[float] = []
+    import kprobe.identity
 
-    def kill_at_identity(phase: str) -> None:
-        if phase.startswith("checking who answers"):
+    killed: list[float] = []
+    real_check = kprobe.identity.check_identity
+
+    def kill_then_check(endpoint, address, props, **kwargs):
+        if endpoint.node_id == 1 and not killed:
             three_lab.stop_node(1)
             killed.append(time.monotonic())
+        return real_check(endpoint, address, props, **kwargs)
+
+    monkeypatch.setattr(kprobe.identity, "check_identity", kill_then_check)
+
+    connects_done: list[float] = []
+
+    def note_connect_step_end(phase: str) -> None:
+        if phase.startswith("checking who answers"):
+            connects_done.append(time.monotonic())
 
     try:
-        data, elapsed = run_in_process(three_lab.real_endpoint("BLACKHOLED", 0), kill_at_identity, timeout=3,
+        data, elapsed = run_in_process(three_lab.real_endpoint("BLACKHOLED", 0), note_connect_step_end, timeout=3,
                                        deadline=20)
     finally:
         three_lab.start_node(1)
     assert killed, "the probe never reached the identity step"
+    # Pipelined: broker 1's identity check ran while broker 2's blackholed connect still waited.
+    assert connects_done and killed[0] < connects_done[0] - 1, (killed, connects_done)
     node1 = next(e for e in data["endpoints"] if e["node_id"] == 1)
     node2 = next(e for e in data["endpoints"] if e["node_id"] == 2)
     assert node2["tcp"][0]["status"] == "timeout"

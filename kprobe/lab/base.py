@@ -302,8 +302,10 @@ class RunningLab(ABC):
         return f"{rl.bind_ip}:{rl.port}"
 
     def bootstrap_all(self, listener: str) -> str:
-        """Comma list of every node's bootstrap for one listener."""
-        return ",".join(self.bootstrap(listener, n) for n in self.nodes)
+        """Comma list of the bootstraps of every node that has the listener (some are on a few only)."""
+        return ",".join(
+            self.bootstrap(listener, n) for n, node in self.nodes.items() if listener in node.listeners
+        )
 
     def nameserver(self, view: str) -> str:
         """`ip:port` of the DNS server standing for that network."""

@@ -74,8 +74,8 @@ class Scenario:
 
     @property
     def client_listeners(self) -> tuple[str, ...]:
-        """Listener names in first-node order: every node has the same set."""
-        return tuple(spec.name for spec in self.nodes[0].listeners)
+        """Listener names in node order; a listener may exist on some nodes only (PARTIAL)."""
+        return tuple(dict.fromkeys(spec.name for node in self.nodes for spec in node.listeners))
 
 
 _LISTENERS = Scenario(

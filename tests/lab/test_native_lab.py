@@ -93,6 +93,14 @@ def test_three_brokers_each_on_its_own_address_and_rf3_topic(three_lab):
     assert all(sorted(p.replicas) == [0, 1, 2] for p in topic.partitions.values())
 
 
+def test_state_and_description_name_only_the_brokers_that_have_a_listener(three_lab):
+    # `kprobe lab up three-brokers` once died here: PARTIAL exists on brokers 0 and 1 only.
+    state = three_lab.to_state()
+    assert state["bootstraps"]["PARTIAL"] == ",".join(three_lab.bootstrap("PARTIAL", n) for n in (0, 1))
+    assert state["bootstraps"]["CLIENT"].count(",") == 2
+    assert sum("PARTIAL" in line for line in three_lab.describe()) == 2
+
+
 def test_blackholed_listener_advertises_a_dead_endpoint(three_lab):
     hole = three_lab.blackholes["bh2"]
     ip, port = _split(three_lab.real_endpoint("BLACKHOLED", 0))
