@@ -30,6 +30,34 @@ def test_help_lists_every_command():
         assert f"  {command} " in lab.stdout
 
 
+def test_a_run_builds_only_the_command_it_names():
+    from kprobe.cli import _app_for, app
+
+    everything = {info.name or info.callback.__name__ for info in app.registered_commands}
+    assert {"probe", "list", "watch", "aggregate", "schema", "demo"} <= everything
+    for name in everything:
+        lean = _app_for([name, "--help"])
+        assert [info.name or info.callback.__name__ for info in lean.registered_commands] == [name]
+        assert lean.registered_callback is app.registered_callback  # -V and the group's options stay
+    for args in ([], ["--help"], ["lab", "up", "x"], ["prob"], ["-V"]):
+        assert _app_for(args) is app
+    # The lean app still says what the whole one says for that command, and still suggests.
+    assert run("probe", "--help").stdout.startswith("Usage: kprobe probe [OPTIONS]")
+    typo = run("prob", "-b", "x")
+    assert typo.returncode == 2 and "Did you mean 'probe'?" in typo.stderr
+
+
+def test_a_plaintext_probe_run_never_imports_ssl_or_file_writing():
+    code = (
+        "import sys, runpy; sys.argv=['kprobe','probe','-b','127.0.0.1:1','--timeout','0.5','--no-identity'];\n"
+        "try:\n    runpy.run_module('kprobe', run_name='__main__')\nexcept SystemExit: pass\n"
+        "print('LOADED', ','.join(m for m in ('ssl', 'tempfile', 'kprobe.report.files', 'kprobe.tls', "
+        "'kprobe.report.json_report') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.strip().splitlines()[-1] == "LOADED", done.stdout
+
+
 def test_lab_list_one_line_per_scenario():
     done = run("lab", "list")
     assert done.returncode == 0

@@ -165,21 +165,23 @@ def _run(spark: SparkSession, options: JobOptions) -> dict[str, Any]:
     try:
         slim_all = staged.where(F.col("reason").isNull()).drop("file", "reason", "record")
         quarantined = staged.where(F.col("reason").isNotNull()).select("file", "reason", "record")
-        all_reports = tf.dedupe(slim_all)
-        reps = tf.within(all_reports, options.since, options.until).cache()
+        # One pass over the cache for the split (this pass fills it); the distinct ids are counted
+        # here, apart from the dedupe, so that a dedupe losing or keeping too much fails the check.
+        split = staged.agg(
+            F.count("reason").alias("quarantined"),
+            F.count(F.when(F.col("reason").isNull(), F.lit(1))).alias("usable"),
+            F.count_distinct(F.when(F.col("reason").isNull(), F.col("report_id"))).alias("ids"),
+        ).first()
+        assert split is not None
+        # No id seen twice (the usual case): the dedupe would keep every row, so its shuffle is skipped.
+        all_reports = (slim_all if split["usable"] == split["ids"] else tf.dedupe(slim_all)).cache()
+        reps = tf.within(all_reports, options.since, options.until)
         obs = tf.observations(reps).cache()
-        cached += [reps, obs]
-        outputs = {
-            "endpoint_vantage": tf.endpoint_vantage(obs),
-            "cluster_summary": tf.cluster_summary(reps),
-            "findings": tf.findings_by_day(reps),
-            "advertised_changes": tf.advertised_changes(reps),
-        }
-        usable = slim_all.count()
+        cached += [all_reports, obs]
         counts: dict[str, Any] = {
             "input_records": input_records,
-            "quarantined": quarantined.count(),
-            "duplicates": usable - slim_all.select("report_id").distinct().count(),
+            "quarantined": split["quarantined"],
+            "duplicates": split["usable"] - split["ids"],
             "reports": all_reports.count(),
             "reports_in_window": reps.count(),
             "observations": obs.count(),
@@ -189,13 +191,23 @@ def _run(spark: SparkSession, options: JobOptions) -> dict[str, Any]:
             raise KprobeError(error)
         counts["quarantine_reasons"] = {r["reason"]: r["n"] for r in
                                         quarantined.groupBy("reason").agg(F.count(F.lit(1)).alias("n")).collect()}
-        worst = [row.asDict() for row in outputs["endpoint_vantage"].orderBy(
-            "success_rate", "cluster_id", "vantage", "node_id", "host", "port").limit(10).collect()]
-        write(outputs, quarantined, counts, worst, options, obs)
+        outputs = {
+            "endpoint_vantage": tf.endpoint_vantage(obs),
+            "cluster_summary": tf.cluster_summary(reps),
+            "findings": tf.findings_by_day(reps),
+            "advertised_changes": tf.advertised_changes(reps),
+        }
+        worst = write(outputs, quarantined, counts, options, obs)
     finally:
         for frame in cached:
             frame.unpersist()
     return {"counts": counts, "worst": worst}
+
+
+def worst_gaps(endpoint_vantage: DataFrame, limit: int = 10) -> list[dict[str, Any]]:
+    """The rows with the lowest success rate, for the terminal and the page."""
+    return [row.asDict() for row in endpoint_vantage.orderBy(
+        "success_rate", "cluster_id", "vantage", "node_id", "host", "port").limit(limit).collect()]
 
 
 @contextmanager
@@ -229,8 +241,11 @@ def _java_cause(exc: Py4JError) -> str:
 
 
 def write(outputs: dict[str, DataFrame], quarantined: DataFrame, counts: dict[str, Any],
-          worst: list[dict[str, Any]], options: JobOptions, observations: DataFrame | None = None) -> None:
+          options: JobOptions, observations: DataFrame | None = None) -> list[dict[str, Any]]:
     """Parquet and JSON through Spark's commit protocol, into a staging directory swapped in whole.
+
+    Each table is computed once, into Parquet; the JSON copy, the worst gaps and the page read
+    that small result back instead of computing it again. Returns the worst gaps.
 
     On a local path the previous result is replaced only once the new one is complete (a failed
     write removes the staging directory and leaves the previous result alone); on other file
@@ -240,18 +255,19 @@ def write(outputs: dict[str, DataFrame], quarantined: DataFrame, counts: dict[st
     staging = str(final.parent / f".{final.name}.staging-{uuid.uuid4().hex[:8]}") if final else options.out
     spark = quarantined.sparkSession
     try:
+        written: dict[str, DataFrame] = {}
         for name, df in {**outputs, "quarantine": quarantined}.items():
             df.write.mode("overwrite").parquet(f"{staging}/parquet/{name}")
-            # The JSON copy reads the small Parquet result back instead of recomputing it.
-            spark.read.parquet(f"{staging}/parquet/{name}").coalesce(1).write.mode("overwrite").json(
-                f"{staging}/json/{name}")
+            written[name] = spark.read.parquet(f"{staging}/parquet/{name}")
+            written[name].coalesce(1).write.mode("overwrite").json(f"{staging}/json/{name}")
+        worst = worst_gaps(written["endpoint_vantage"])
         if final is None:
-            return
+            return worst
         Path(staging, "counts.json").write_text(json.dumps(counts, indent=2) + "\n")
         if options.html:
             from kprobe.aggregate.html import render_html
 
-            Path(staging, "report.html").write_text(render_html(outputs, counts, worst, observations))
+            Path(staging, "report.html").write_text(render_html(written, counts, worst, observations))
         # What lets a later run replace this directory (checks.check_out refuses one without it).
         Path(staging, MARKER).write_text("written by kprobe aggregate; the next run replaces this directory\n")
     except BaseException:
@@ -263,6 +279,7 @@ def write(outputs: dict[str, DataFrame], quarantined: DataFrame, counts: dict[st
         final.rename(old)
     os.rename(staging, final)
     shutil.rmtree(old, ignore_errors=True)
+    return worst
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
