@@ -72,6 +72,8 @@ class IdentityChecks:
     would then add their own time on top. Started from the connect loop, they run during
     that wait. Each check gets one timeout (plus a second for its three requests); a check
     still going then is unchecked, not silent, since its own timeout had not passed.
+
+    `protocols` maps each bootstrap (`host:port`) to its listener's security protocol.
     """
 
     def __init__(
@@ -122,13 +124,3 @@ class IdentityChecks:
                 out.append(result)
         return out
 
-
-def check_all(
-    results: Sequence[EndpointResult], props: Mapping[str, str], *, timeout: float, deadline: float,
-    protocols: Mapping[str, str] | None = None,
-) -> list[EndpointResult]:
-    """Every reachable endpoint's identity, concurrently, within the deadline.
-
-    `protocols` maps each bootstrap (`host:port`) to its listener's security protocol.
-    """
-    return IdentityChecks(props, timeout=timeout, deadline=deadline, protocols=protocols).apply(results)

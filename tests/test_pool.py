@@ -1,0 +1,70 @@
+"""The bounded pool that runs every blocking network call: bounds, deadlines, feeding while it runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from kprobe.pool import BoundedPool, run_bounded
+
+
+def test_results_by_index_and_a_failing_item_is_left_out():
+    def work(n: int) -> int:
+        if n == 3:
+            raise ValueError("a bug in one item")
+        return n * n
+
+    assert run_bounded(list(range(6)), work, workers=4, deadline=time.monotonic() + 5) == {
+        0: 0, 1: 1, 2: 4, 4: 16, 5: 25}
+
+
+def test_never_more_threads_than_workers():
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def work(_: int) -> None:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.02)
+        with lock:
+            running[0] -= 1
+
+    done = run_bounded(list(range(40)), work, workers=5, deadline=time.monotonic() + 10)
+    assert len(done) == 40 and peak[0] == 5
+
+
+def test_the_deadline_returns_what_finished_and_abandons_the_rest():
+    release = threading.Event()
+
+    def work(n: int) -> int:
+        if n == 1:
+            release.wait(10)  # stuck, like a getaddrinfo in the kernel
+        return n
+
+    started = time.monotonic()
+    done = run_bounded([0, 1, 2], work, workers=3, deadline=time.monotonic() + 0.3)
+    assert done == {0: 0, 2: 2}
+    assert time.monotonic() - started < 1.0
+    release.set()
+
+
+def test_work_fed_while_earlier_work_runs_starts_at_once():
+    """What lets an identity check start while other connects still wait out their timeout."""
+    began: dict[int, float] = {}
+    pool: BoundedPool[int, int] = BoundedPool(lambda n: began.setdefault(n, time.monotonic()) and n, workers=8)
+    t0 = time.monotonic()
+    pool.submit(0, 0, t0 + 5)
+    time.sleep(0.2)  # the first worker finished and left: a new submit must start a new one
+    pool.submit(1, 1, t0 + 5)
+    results = pool.results(t0 + 5)
+    assert results == {0: 0, 1: 1}
+    assert began[1] - t0 < 0.4
+
+
+def test_an_item_past_its_own_deadline_is_not_started():
+    calls: list[int] = []
+    pool: BoundedPool[int, int] = BoundedPool(lambda n: calls.append(n) or n, workers=1)
+    pool.submit(0, 0, time.monotonic() - 1)  # already late
+    pool.submit(1, 1, time.monotonic() + 5)
+    assert pool.results(time.monotonic() + 5) == {1: 1}
+    assert calls == [1]
