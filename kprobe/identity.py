@@ -53,7 +53,7 @@ def check_identity(
         # `silent`, and not a claim about what listens. The run's own deadline proves nothing.
         if exc.kind == "protocol":
             return Identity("not_kafka", detail=str(exc), address=address, ms=ms)
-        if exc.kind in ("closed", "timeout") and "deadline" not in str(exc):
+        if exc.kind in ("closed", "timeout") and not exc.deadline:
             return Identity("silent", detail=f"{address}:{endpoint.port} accepted the connection but gave "
                             f"no Kafka answer: {exc}", address=address, ms=ms)
         return Identity("unchecked", detail=str(exc), address=address, ms=ms)

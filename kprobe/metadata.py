@@ -52,7 +52,7 @@ def fetch_bootstrap(
     failures: list[WireError] = []
     for ip in dns.addresses:
         if time.monotonic() >= deadline:
-            failures.append(WireError("timeout", "run deadline reached"))
+            failures.append(WireError("timeout", "run deadline reached", deadline=True))
             break
         try:
             meta, node_id, note = fetch_and_identify(
@@ -63,7 +63,7 @@ def fetch_bootstrap(
             failures.append(exc)
             # Only a connection that never opened justifies trying the name's next address;
             # a broker that answered badly has answered.
-            if exc.kind in ("refused", "timeout", "unreachable") and "response" not in str(exc):
+            if exc.kind in ("refused", "timeout", "unreachable") and not exc.awaiting_response:
                 continue
             break
         result = BootstrapResult(hostport, "ok", None, -1, f"{hostport}/bootstrap", ip, meta, _ms(started),

@@ -58,12 +58,16 @@ class WireError(Exception):
     """A request that failed, classified for the report.
 
     `kind` is one of: dns_failed, refused, timeout, unreachable, closed, protocol, tls,
-    auth_failed, error. The message never contains credentials.
+    auth_failed, error. The message never contains credentials. `deadline` says the run's own
+    deadline cut the request short (which proves nothing about the broker, unlike its own
+    timeout); `awaiting_response` says the request had been sent (the connection worked).
     """
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, *, deadline: bool = False, awaiting_response: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
+        self.deadline = deadline
+        self.awaiting_response = awaiting_response
 
 
 @dataclass(frozen=True)
@@ -226,7 +230,7 @@ class KafkaConnection:
     def _remaining(self, bound: float) -> float:
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise WireError("timeout", "run deadline reached")
+            raise WireError("timeout", "run deadline reached", deadline=True)
         return min(bound, left)
 
     def connect(self) -> None:
@@ -293,19 +297,25 @@ class KafkaConnection:
     def _recv_exact(self, n: int, request_deadline: float) -> bytes:
         assert self.sock is not None
         chunks = bytearray()
+        # Which bound a wait ends on decides what its end proves: the request's own timeout (the
+        # broker did not answer in time) or the run's deadline (nothing about the broker).
+        cut_by_deadline = self.deadline < request_deadline
+        waited = ("stopped at the run's deadline waiting for the response" if cut_by_deadline
+                  else "timed out waiting for the response")
         while len(chunks) < n:
             left = min(request_deadline, self.deadline) - time.monotonic()
             if left <= 0:
-                raise WireError("timeout", "timed out waiting for the response")
+                raise WireError("timeout", waited, deadline=cut_by_deadline, awaiting_response=True)
             self.sock.settimeout(left)
             try:
                 chunk = self.sock.recv(min(n - len(chunks), 1 << 20))
             except TimeoutError:
-                raise WireError("timeout", "timed out waiting for the response") from None
+                raise WireError("timeout", waited, deadline=cut_by_deadline, awaiting_response=True) from None
             except OSError as exc:
-                raise WireError("closed", f"connection failed mid-response: {exc}") from None
+                raise WireError("closed", f"connection failed mid-response: {exc}", awaiting_response=True) from None
             if not chunk:
-                raise WireError("closed", "connection closed by the broker before a full response")
+                raise WireError("closed", "connection closed by the broker before a full response",
+                                awaiting_response=True)
             chunks += chunk
         return bytes(chunks)
 

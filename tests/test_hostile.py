@@ -151,6 +151,24 @@ def test_truncated_and_closed_mid_response_are_different_faults():
     assert "closed" not in errors["truncate"] and "truncated" not in errors["close_mid"], errors
 
 
+def test_an_identity_check_cut_by_the_deadline_is_unchecked_not_silent():
+    """A broker trickling its Metadata answer: silent when its own timeout passes, but when the
+    run's deadline comes first nothing is proven about it (once, only the message told them apart,
+    and a deadline inside a response wait was taken for silence)."""
+    from kprobe.identity import check_identity
+    from kprobe.models import Endpoint
+
+    with HostileBroker(Script(brokers=[Broker(0, b"127.0.0.1", 9)], mode="slowloris")) as broker:
+        endpoint = Endpoint(0, broker.host, broker.port, advertised_by=(broker.address,))
+        started = time.monotonic()
+        cut = check_identity(endpoint, broker.host, {}, timeout=5, deadline=time.monotonic() + 1)
+        cut_after = time.monotonic() - started
+        slow = check_identity(endpoint, broker.host, {}, timeout=1, deadline=time.monotonic() + 5)
+    assert cut.status == "unchecked" and "deadline" in (cut.detail or ""), cut
+    assert cut_after < 2
+    assert slow.status == "silent" and "timed out waiting for the response" in (slow.detail or ""), slow
+
+
 def measured(command: str, address: str, *args: str) -> dict:
     """Run kprobe in a child of a child, so RUSAGE_CHILDREN is kprobe's own peak RSS."""
     code = (
