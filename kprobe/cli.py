@@ -491,7 +491,6 @@ def aggregate(
     typer.echo(f"outputs in {out}")
 
 
-
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of the report (kprobe.report/v1)."""

@@ -110,17 +110,15 @@ class IdentityChecks:
 
     def apply(self, results: Sequence[EndpointResult]) -> list[EndpointResult]:
         """`results` (in the order of the indexes given to `start`) with their identities."""
+        reachable = set()
         for index, result in enumerate(results):
-            ok = [t for t in result.tcp if t.status == "ok"]
-            if ok and index not in self._started:
-                self.start(index, result.endpoint, ok[0].address)
+            ok = next((t for t in result.tcp if t.status == "ok"), None)
+            if ok is not None:
+                reachable.add(index)
+                self.start(index, result.endpoint, ok.address)  # a no-op for a check already started
         found = self._pool.results(self._last_deadline)
-        out = []
-        for index, result in enumerate(results):
-            if any(t.status == "ok" for t in result.tcp):
-                identity = found.get(index) or Identity("unchecked", detail="not checked before the run's deadline")
-                out.append(replace(result, identity=identity))
-            else:
-                out.append(result)
-        return out
-
+        return [
+            replace(r, identity=found.get(i) or Identity("unchecked", detail="not checked before the run's deadline"))
+            if i in reachable else r
+            for i, r in enumerate(results)
+        ]

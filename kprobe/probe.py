@@ -33,6 +33,7 @@ from kprobe.models import (
 )
 from kprobe.resolve import Resolver, resolve_all
 from kprobe.secrets import redact
+from kprobe.wire import Security
 
 _LOG = logging.getLogger("kprobe.probe")
 
@@ -119,11 +120,11 @@ class ProbeRun:
         _LOG.debug("%d distinct advertised endpoints after %.0f ms", len(self.endpoints),
                    (time.monotonic() - self.t0) * 1000)
         self._phase(f"resolving and connecting to {len(self.endpoints)} advertised endpoint(s)")
+        security = {b.hostport: security_from(opts.props, b) for b in opts.bootstraps}
         checks = None
         if opts.identity:
             from kprobe.identity import IdentityChecks
 
-            security = {b.hostport: security_from(opts.props, b) for b in opts.bootstraps}
             checks = IdentityChecks(opts.props, timeout=opts.timeout, deadline=self.deadline,
                                     protocols={hostport: sec.protocol for hostport, sec in security.items()})
         results = probe_endpoints(self.endpoints, self.resolver, timeout=opts.timeout, deadline=self.deadline,
@@ -131,7 +132,7 @@ class ProbeRun:
         if checks is not None:
             self._phase("checking who answers at each endpoint")
             results = checks.apply(results)
-        results = self._deeper(results)
+        results = self._deeper(results, security)
         self.results = results
         for r in self.results:
             _LOG.debug("endpoint %s (node %d): dns %s %s, tcp %s -> %s", r.endpoint.hostport, r.endpoint.node_id,
@@ -139,10 +140,12 @@ class ProbeRun:
                        ",".join(f"{t.address}={t.status}" for t in r.tcp) or "-", r.status)
         return self.report()
 
-    def _deeper(self, results: list[EndpointResult]) -> list[EndpointResult]:
-        """TLS and compared DNS views: each only where it applies and was asked for."""
+    def _deeper(self, results: list[EndpointResult], security: Mapping[str, Security]) -> list[EndpointResult]:
+        """TLS and compared DNS views: each only where it applies and was asked for.
+
+        `security` is each bootstrap's (`host:port`) security settings.
+        """
         opts = self.options
-        security = {b.hostport: security_from(opts.props, b) for b in opts.bootstraps}
         tls_sources = {hostport for hostport, sec in security.items() if sec.uses_tls}
         if tls_sources:
             from kprobe.tls import check_all as check_tls
