@@ -39,12 +39,13 @@ import sysconfig
 import time
 from pathlib import Path
 
+from kprobe.kafka.connection import fetch_and_identify
 from kprobe.lab import start_lab
 from kprobe.lab.base import Blackhole
 from kprobe.models import Endpoint
-from kprobe.probe import probe_endpoints
-from kprobe.resolve import Resolver
-from kprobe.wire import fetch_metadata
+from kprobe.probe.context import RunContext
+from kprobe.probe.reach import probe_endpoints
+from kprobe.probe.resolve import Resolver
 
 REPO = Path(__file__).resolve().parent.parent
 # How kprobe is started: [python, flags] and the `kprobe` command; main() may switch to a wheel.
@@ -91,7 +92,7 @@ def manual_loop(bootstrap: str, timeout: float) -> str:
 def identity_cost(lab: object, runs: int) -> tuple[float, float]:
     """Median in-process probe time of the healthy 3-broker cluster, with and without identity."""
     from kprobe.config import parse_address
-    from kprobe.probe import ProbeOptions, run_probe
+    from kprobe.probe_run import ProbeOptions, run_probe
 
     bootstrap = [parse_address(lab.real_endpoint("CLIENT", 0))]  # type: ignore[attr-defined]
     times: dict[bool, list[float]] = {True: [], False: []}
@@ -132,14 +133,17 @@ def concurrency(timeout: float, count: int = 200) -> tuple[float, float]:
             sock.listen(64)
             listeners.append(sock)
             holes.append(Blackhole(f"127.0.2.{1 + i % 250}"))
-        endpoints = [Endpoint(i, *s.getsockname()[:2], advertised_by=("bench",)) for i, s in enumerate(listeners)]
-        endpoints += [Endpoint(1000 + i, h.host, h.port, advertised_by=("bench",)) for i, h in enumerate(holes)]
+        endpoints = [Endpoint(node_id=i, host=s.getsockname()[0], port=s.getsockname()[1], advertised_by=("bench",))
+                     for i, s in enumerate(listeners)]
+        endpoints += [Endpoint(node_id=1000 + i, host=h.host, port=h.port, advertised_by=("bench",))
+                      for i, h in enumerate(holes)]
         with start_lab("listeners") as lab:
             ip, port = lab.real_endpoint("LISTENER_FRED").rsplit(":", 1)
             started = time.perf_counter()
-            fetch_metadata(ip, int(port), timeout=timeout)
-            results = probe_endpoints(endpoints, Resolver(timeout=timeout), timeout=timeout,
-                                      deadline=time.monotonic() + 10 * timeout)
+            fetch_and_identify(ip, int(port), timeout=timeout, identity=False)
+            ctx = RunContext(timeout=timeout, deadline=time.monotonic() + 10 * timeout,
+                             resolver=Resolver(timeout=timeout))
+            results = probe_endpoints(endpoints, ctx)
             elapsed = time.perf_counter() - started
         assert sum(r.status == "reachable" for r in results) == count // 2
         assert sum(r.status == "unreachable" for r in results) == count // 2
@@ -198,9 +202,9 @@ def concurrency_cli(timeout: float, count: int = 200) -> list[tuple[str, float, 
 
 def startup(runs: int) -> list[tuple[str, float]]:
     python = [*PYTHON, "-c", "pass"]
-    imports = [*PYTHON, "-c", "import kprobe.cli, kprobe.probe, kprobe.report.text"]
+    imports = [*PYTHON, "-c", "import kprobe.cli, kprobe.probe_run, kprobe.output.text"]
     # A run that resolves a host name (not an IP literal) also loads dnspython for the DNS detail.
-    with_dns = [*PYTHON, "-c", "import kprobe.cli, kprobe.probe, kprobe.report.text, kprobe.resolve, "
+    with_dns = [*PYTHON, "-c", "import kprobe.cli, kprobe.probe_run, kprobe.output.text, kprobe.probe.resolve, "
                 "dns.resolver, dns.nameserver"]
     help_cmd = [*KPROBE, "--help"]
     return [("python -c pass", timed(python, runs)), ("import of the probe path", timed(imports, runs)),

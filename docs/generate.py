@@ -109,14 +109,14 @@ def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -
 def _run(bootstrap: str, nameserver: str, vantage: str) -> Any:
     """One real probe, as a client on the network of `nameserver` would see the cluster."""
     from kprobe.config import parse_address, parse_nameserver
-    from kprobe.probe import ProbeOptions, run_probe
+    from kprobe.probe_run import ProbeOptions, run_probe
 
     return run_probe(ProbeOptions(bootstraps=[parse_address(bootstrap)], nameservers=[parse_nameserver(nameserver)],
                                   timeout=2, vantage=vantage))
 
 
 def _probe(bootstrap: str, nameserver: str, vantage: str) -> str:
-    from kprobe.report import text
+    from kprobe.output import text
 
     return text.render(_fixed_timings(_run(bootstrap, nameserver, vantage)))
 
@@ -222,7 +222,7 @@ def _rows(node: dict[str, Any], root: dict[str, Any], path: str, seen: tuple[str
 
 def report_reference(sample: str) -> str:
     """The schema field by field (with what it requires and says of each field), then a sample report."""
-    from kprobe.report.json_report import schema
+    from kprobe.output.json_report import schema
 
     root = schema()
     out = ["# Report schema (`kprobe.report/v1`)", "",
@@ -244,7 +244,7 @@ def report_reference(sample: str) -> str:
 
 def sample_report(listeners: Any) -> str:
     """A real report of LISTENER_BOB from the Docker host, with ids, ports and timings fixed."""
-    from kprobe.report import json_report
+    from kprobe.output import json_report
 
     report = _run(listeners.real_endpoint("LISTENER_BOB"), listeners.nameserver("host"), "laptop")
     data = json.loads(json_report.render(report))
@@ -389,8 +389,8 @@ def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any) -> str:
     import socket
 
     from kprobe.lab.dns_server import DnsServer
-    from kprobe.probe import run_probe
-    from kprobe.report import json_report
+    from kprobe.output import json_report
+    from kprobe.probe_run import run_probe
 
     labs = [listeners, three, tls, sasl]
     bob_ip = listeners.listener("LISTENER_BOB").bind_ip

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -22,9 +21,9 @@ from kprobe import __version__
 from kprobe.errors import EXIT_INTERRUPTED, EXIT_USAGE, KprobeError, UsageError
 
 if TYPE_CHECKING:
+    from kprobe.deliver import Outputs
     from kprobe.models import Report
-    from kprobe.outputs import Outputs
-    from kprobe.probe import ProbeOptions, ProbeRun
+    from kprobe.probe_run import ProbeOptions, ProbeRun
 
 _APP_SETTINGS: dict[str, Any] = dict(
     name="kprobe",
@@ -143,8 +142,9 @@ def _probe_options(
     bootstrap: list[str], prop: list[str], prop_file: list[str], nameserver: list[str], timeout: str,
     deadline: str, vantage: str | None, no_identity: bool, tls_expiry_days: float, compare_nameserver: list[str],
 ) -> ProbeOptions:
-    from kprobe.config import parse_addresses, parse_duration, parse_nameserver, parse_properties, security_from
-    from kprobe.probe import ProbeOptions
+    from kprobe.config import parse_addresses, parse_duration, parse_nameserver, parse_properties
+    from kprobe.kafka.security import security_from
+    from kprobe.probe_run import ProbeOptions
 
     addresses = parse_addresses(bootstrap)
     props = parse_properties(prop, prop_file)
@@ -170,7 +170,7 @@ def _outputs(
     prom_file: Path | None, publish: str | None, publish_property: list[str], spool: Path | None, spool_max: int,
 ) -> Outputs:
     from kprobe.config import parse_properties
-    from kprobe.outputs import FORMATS, Outputs
+    from kprobe.deliver import FORMATS, Outputs
 
     chosen = (fmt or ("json" if json_out else "text")).lower()
     if chosen not in FORMATS:
@@ -224,8 +224,8 @@ def probe(
 
     Exit 0 no gap, 1 gap, 2 bad input, 3 no bootstrap answered, 130 interrupted.
     """
-    from kprobe.outputs import deliver
-    from kprobe.probe import ProbeRun
+    from kprobe.deliver import deliver
+    from kprobe.probe_run import ProbeRun
 
     _setup_logging(verbose)
     options = _probe_options(bootstrap, prop, prop_file, nameserver, timeout, deadline, vantage, no_identity,
@@ -294,7 +294,7 @@ def _setup_logging(verbose: bool) -> None:
     """
     import logging
 
-    from kprobe.report.text import safe
+    from kprobe.output.sanitize import safe
 
     class _SafeFormatter(logging.Formatter):
         """Log lines quote advertised names and broker errors: escape them like the report does."""
@@ -357,26 +357,18 @@ def _progress(run: ProbeRun, bootstraps: int) -> Iterator[None]:
 
 def _run_interruptibly(run: ProbeRun) -> Report:
     """Run in a worker thread so Ctrl-C can stop waiting and print what is known."""
-    box: list[Report | BaseException] = []
+    from kprobe.probe_run import RunThread
 
-    def work() -> None:
-        try:
-            box.append(run.run())
-        except BaseException as exc:  # surfaced in the main thread
-            box.append(exc)
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
+    worker = RunThread(run)
     try:
-        while worker.is_alive():
-            worker.join(0.1)
+        while not worker.wait(0.1):
+            pass
     except KeyboardInterrupt:
         run.interrupted = True
         return run.report()
-    result = box[0]
-    if isinstance(result, BaseException):
-        raise result
-    return result
+    report = worker.outcome()
+    assert report is not None  # the run has ended
+    return report
 
 
 @app.command("list")
@@ -419,9 +411,10 @@ def list_(
 
     Exit 0 ok, 1 topic errors / offline partitions / unreachable leaders, 2 bad input, 3 no bootstrap answered.
     """
-    from kprobe.config import parse_addresses, parse_duration, parse_nameserver, parse_properties, security_from
-    from kprobe.listing import ListOptions, run_list
-    from kprobe.report import listing as listing_report
+    from kprobe.config import parse_addresses, parse_duration, parse_nameserver, parse_properties
+    from kprobe.kafka.security import security_from
+    from kprobe.list_run import ListOptions, run_list
+    from kprobe.output import kcat as listing_report
 
     _setup_logging(verbose)
     addresses = parse_addresses(bootstrap)
@@ -445,7 +438,7 @@ def list_(
     elif listing.answered:
         sys.stdout.write(listing_report.render_text(listing))
     elif listing.status != "interrupted":
-        from kprobe.report.text import safe
+        from kprobe.output.sanitize import safe
 
         errors = "; ".join(f"{a.address}: {a.error}" for a in listing.attempts)
         sys.stderr.write(f"kprobe: no bootstrap answered ({safe(errors, limit=2000)}); are the brokers reachable? "
@@ -494,7 +487,7 @@ def aggregate(
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of the report (kprobe.report/v1)."""
-    from kprobe.report.json_report import schema_text
+    from kprobe.output.json_report import schema_text
 
     sys.stdout.write(schema_text())
 
@@ -621,7 +614,7 @@ def main() -> None:
     secrets = _secrets_in(argv)
 
     def fail(message: str, code: int) -> None:
-        from kprobe.report.text import safe  # a message may quote a hostile broker's words
+        from kprobe.output.sanitize import safe  # a message may quote a hostile broker's words
 
         sys.stderr.write(safe(_scrub(message, secrets), limit=2000) + "\n")
         sys.exit(code)

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
+from typing import cast
 
 from kprobe.errors import UsageError
-from kprobe.models import BootstrapAddress
-from kprobe.wire import Security
+from kprobe.kafka.security import PROTOCOLS
+from kprobe.models import BootstrapAddress, Protocol
 
 DEFAULT_PORT = 9092
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _HOST_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$")
 
 
@@ -62,7 +62,7 @@ def parse_address(text: str) -> BootstrapAddress:
             raise UsageError(f"bad bootstrap address {text!r}: {host!r} is not a valid host name: "
                              "use letters, digits, '-' and '.' (no spaces), e.g. broker1.example.com")
     port = parse_port(port_text, text) if port_text else DEFAULT_PORT
-    return BootstrapAddress(host[:-1] if host.endswith(".") else host, port, protocol)
+    return BootstrapAddress(host[:-1] if host.endswith(".") else host, port, cast("Protocol | None", protocol))
 
 
 def _valid_host(host: str) -> bool:
@@ -171,24 +171,3 @@ def read_properties_file(name: str) -> dict[str, str]:
                              "write each line as key=value ('#' starts a comment)")
         props[key.strip()] = value.strip()
     return props
-
-
-def security_from(props: Mapping[str, str], address: BootstrapAddress | None = None) -> Security:
-    """The wire client's security settings from librdkafka properties and an address prefix."""
-    protocol = (props.get("security.protocol") or (address.protocol if address else None) or "PLAINTEXT").upper()
-    if protocol not in PROTOCOLS:
-        raise UsageError(f"bad security.protocol {protocol!r}: use one of {', '.join(PROTOCOLS)}")
-    verify = props.get("enable.ssl.certificate.verification", "true").lower() != "false"
-    algo = props.get("ssl.endpoint.identification.algorithm", "https").lower()
-    return Security(
-        protocol=protocol,
-        sasl_mechanism=(props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "PLAIN").upper(),
-        sasl_username=props.get("sasl.username"),
-        sasl_password=props.get("sasl.password"),
-        ssl_cafile=props.get("ssl.ca.location"),
-        ssl_certfile=props.get("ssl.certificate.location"),
-        ssl_keyfile=props.get("ssl.key.location"),
-        ssl_key_password=props.get("ssl.key.password"),
-        ssl_verify_hostname=verify and algo == "https",
-        ssl_verify=verify,
-    )

@@ -12,8 +12,8 @@ import sys
 
 from kprobe.config import parse_address, parse_nameserver
 from kprobe.lab import start_lab
-from kprobe.probe import ProbeOptions, run_probe
-from kprobe.report import text
+from kprobe.output import text
+from kprobe.probe_run import ProbeOptions, run_probe
 
 
 def run_demo(*, color: bool = False, timeout: float = 3.0) -> None:

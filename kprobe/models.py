@@ -8,14 +8,27 @@ an error text), never an exception, so a report can always say how far a probe g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
-# Status vocabularies, as in the report contract (docs/report.md). Kept as plain strings
-# so the JSON report and the models use one spelling.
-BOOTSTRAP_STATUSES = ("ok", "dns_failed", "refused", "timeout", "auth_failed", "error")
-DNS_STATUSES = ("ok", "nxdomain", "no_answer", "timeout", "servfail", "error")
-TCP_STATUSES = ("ok", "refused", "timeout", "unreachable", "error")
-ENDPOINT_STATUSES = ("reachable", "unresolvable", "unreachable", "partial", "unchecked")
-SEVERITIES = ("error", "warning", "info")
+from kprobe.addresses import format_hostport
+
+# The vocabularies of the report contract (docs/report.md), as types: the JSON report and the
+# models share one spelling, mypy (strict equality) rejects a comparison with a word outside
+# them, and tests/test_vocabulary.py holds each equal to its enum in the shipped JSON Schema.
+# Literal strings rather than enums: they serialise as themselves and format the same on every
+# Python version (a str-mixin Enum prints as `Class.MEMBER` in f-strings from 3.12 on).
+BootstrapStatus = Literal["ok", "dns_failed", "refused", "timeout", "auth_failed", "error"]
+DnsStatus = Literal["ok", "nxdomain", "no_answer", "timeout", "servfail", "error"]
+DnsSource = Literal["literal", "system", "nameserver", "dns"]
+TcpStatus = Literal["ok", "refused", "timeout", "unreachable", "error"]
+EndpointStatus = Literal["reachable", "unresolvable", "unreachable", "partial", "unchecked"]
+IdentityStatus = Literal["match", "mismatch", "not_kafka", "silent", "unchecked"]
+TlsStatus = Literal["ok", "untrusted", "hostname_mismatch", "expiring", "handshake_failed", "not_checked"]
+Severity = Literal["error", "warning", "info"]
+RunStatus = Literal["ok", "gap", "failed", "interrupted"]
+ResolverKind = Literal["system", "nameserver"]
+Via = Literal["kprobe", "librdkafka"]
+Protocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 
 
 @dataclass(frozen=True)
@@ -28,19 +41,12 @@ class BootstrapAddress:
 
     host: str
     port: int
-    protocol: str | None = None
+    protocol: Protocol | None = None
 
     @property
     def hostport(self) -> str:
         """The `host:port` form used as the bootstrap's identity in reports."""
         return format_hostport(self.host, self.port)
-
-
-def format_hostport(host: str, port: int) -> str:
-    """Bracket IPv6 literals so `host:port` stays parseable."""
-    if ":" in host and not host.startswith("["):
-        return f"[{host}]:{port}"
-    return f"{host}:{port}"
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ class AdvertisedBroker:
     rack: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PartitionInfo:
     """One partition as a Metadata response describes it."""
 
@@ -75,7 +81,7 @@ class TopicInfo:
     is_internal: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClusterMetadata:
     """What one bootstrap connection answered: the advertised view of the cluster."""
 
@@ -87,7 +93,7 @@ class ClusterMetadata:
     local_address: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BootstrapResult:
     """The outcome of asking one bootstrap address for metadata.
 
@@ -96,17 +102,17 @@ class BootstrapResult:
     """
 
     address: str
-    status: str
+    status: BootstrapStatus
     error: str | None = None
     answered_by_id: int | None = None
     answered_by_name: str | None = None
     connected_to: str | None = None
     metadata: ClusterMetadata | None = None
     ms: float | None = None
-    via: str = "kprobe"
+    via: Via = "kprobe"
     node_id: int | None = None
     identity_note: str | None = None
-    protocol: str | None = None
+    protocol: Protocol | None = None
 
     @property
     def brokers(self) -> tuple[AdvertisedBroker, ...]:
@@ -114,7 +120,7 @@ class BootstrapResult:
         return self.metadata.brokers if self.metadata else ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DnsResult:
     """How a host name resolved from this vantage point.
 
@@ -125,10 +131,10 @@ class DnsResult:
     """
 
     host: str
-    status: str
+    status: DnsStatus
     addresses: tuple[str, ...] = ()
     ms: float | None = None
-    source: str = "system"
+    source: DnsSource = "system"
     error: str | None = None
     cname_chain: tuple[str, ...] = ()
     ttl: int | None = None
@@ -139,13 +145,13 @@ class DnsResult:
     unfinished: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TcpResult:
     """One TCP connect attempt to one resolved address."""
 
     address: str
     port: int
-    status: str
+    status: TcpStatus
     ms: float | None = None
     error: str | None = None
     source: str | None = None
@@ -153,7 +159,7 @@ class TcpResult:
     unfinished: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Endpoint:
     """A distinct advertised endpoint and the bootstraps that advertised it."""
 
@@ -169,7 +175,7 @@ class Endpoint:
         return format_hostport(self.host, self.port)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Identity:
     """Who really answers at an endpoint, and what it advertises from there.
 
@@ -178,7 +184,7 @@ class Identity:
     or left unanswered before any Kafka answer), `unchecked` (`detail` says why).
     """
 
-    status: str
+    status: IdentityStatus
     node_id: int | None = None
     detail: str | None = None
     address: str | None = None
@@ -186,11 +192,11 @@ class Identity:
     ms: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TlsResult:
     """A TLS handshake to one endpoint, judged against the *advertised* name."""
 
-    status: str
+    status: TlsStatus
     address: str
     subject: str | None = None
     names: tuple[str, ...] = ()
@@ -203,27 +209,29 @@ class TlsResult:
     # What the client's own settings check: with a check off, its failure hurts other clients only.
     client_verifies_chain: bool = True
     client_verifies_name: bool = True
+    # Cut off by the run's deadline before the handshake ended: nothing is known of the certificate.
+    unfinished: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EndpointResult:
     """An endpoint with what resolving and connecting to it found."""
 
     endpoint: Endpoint
     dns: DnsResult
     tcp: tuple[TcpResult, ...]
-    status: str
+    status: EndpointStatus
     identity: Identity | None = None
     tls: TlsResult | None = None
     compared_dns: tuple[DnsResult, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     """A diagnosis: what a client will experience and which setting to change."""
 
     code: str
-    severity: str
+    severity: Severity
     message: str
     fix: str
     node_id: int | None = None
@@ -231,17 +239,17 @@ class Finding:
     bootstrap: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Vantage:
     """Where the probe ran from and which resolver it used."""
 
     name: str
     hostname: str
-    resolver_kind: str
+    resolver_kind: ResolverKind
     nameservers: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Report:
     """One probe run: the unit written to stdout, files and topics."""
 
@@ -252,7 +260,7 @@ class Report:
     bootstraps: tuple[BootstrapResult, ...]
     endpoints: tuple[EndpointResult, ...]
     findings: tuple[Finding, ...]
-    status: str
+    status: RunStatus
     duration_ms: float
     settings: dict[str, object] = field(default_factory=dict)
     deadline_reached: bool = False

@@ -72,7 +72,7 @@ class Spool:
                          self.max_files, excess)
         name = f"{time.time_ns():020d}-{report['id']}.json"
         path = self.directory / name
-        from kprobe.report.files import write_atomic  # tempfile: only a run that publishes pays for it
+        from kprobe.output.files import write_atomic  # tempfile: only a run that publishes pays for it
 
         write_atomic(path, json.dumps(report, ensure_ascii=True))
         return path

@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
+from kprobe.deliver import Outputs, deliver
 from kprobe.errors import EXIT_INTERRUPTED, KprobeError
 from kprobe.models import Report
-from kprobe.outputs import Outputs, deliver
-from kprobe.probe import ProbeOptions, ProbeRun
+from kprobe.probe_run import ProbeOptions, ProbeRun, RunThread
 
 GRACE = 5.0
 _LOG = logging.getLogger("kprobe.watch")
@@ -51,10 +51,10 @@ def _stdout_text(report: Report, number: int, fmt: str) -> str:
     if fmt == "text":
         return _summary(report, number) + "\n"
     if fmt == "json":
-        from kprobe.report import json_report
+        from kprobe.output import json_report
 
         return json.dumps(json_report.to_dict(report), ensure_ascii=True) + "\n"
-    from kprobe.report import prometheus
+    from kprobe.output import prometheus
 
     return prometheus.render(report)
 
@@ -124,14 +124,14 @@ def _deliver_run(report: Report, outputs: Outputs, number: int, timeout: float) 
 
 
 def _one_run(options: ProbeOptions, stop: threading.Event) -> Report | None:
-    """One probe in a worker thread; on a signal, wait a short grace, else abandon it."""
-    run = ProbeRun(options)
-    box: list[Report] = []
-    worker = threading.Thread(target=lambda: box.append(run.run()), daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.05)  # returns as soon as the run ends; a signal is seen within 50 ms
+    """One probe in a worker thread; on a signal, wait a short grace, else abandon it (None).
+
+    A run that raised is a bug, not an abandoned run: its exception goes up to the CLI, which
+    prints one line and exits non-zero, so a service manager's restart-on-failure fires.
+    """
+    worker = RunThread(ProbeRun(options))
+    while not worker.wait(0.05):  # returns as soon as the run ends; a signal is seen within 50 ms
         if stop.is_set():
-            worker.join(GRACE)
+            worker.wait(GRACE)
             break
-    return box[0] if box else None
+    return worker.outcome()

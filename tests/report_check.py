@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonschema
 
-from kprobe.report import json_report
+from kprobe.output import json_report
 
 SCHEMA = json_report.schema()
 _VALIDATOR = jsonschema.validators.validator_for(SCHEMA)(SCHEMA)

@@ -51,8 +51,8 @@ def test_a_plaintext_probe_run_never_imports_ssl_or_file_writing():
     code = (
         "import sys, runpy; sys.argv=['kprobe','probe','-b','127.0.0.1:1','--timeout','0.5','--no-identity'];\n"
         "try:\n    runpy.run_module('kprobe', run_name='__main__')\nexcept SystemExit: pass\n"
-        "print('LOADED', ','.join(m for m in ('ssl', 'tempfile', 'kprobe.report.files', 'kprobe.tls', "
-        "'kprobe.report.json_report') if m in sys.modules))"
+        "print('LOADED', ','.join(m for m in ('ssl', 'tempfile', 'kprobe.output.files', 'kprobe.probe.tls', "
+        "'kprobe.output.json_report') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.strip().splitlines()[-1] == "LOADED", done.stdout
@@ -76,7 +76,7 @@ def test_schema_is_valid_json_schema():
 
 def test_probe_path_never_imports_heavy_modules():
     code = (
-        "import sys; import kprobe.cli, kprobe.probe, kprobe.report.text, kprobe.report.json_report;"
+        "import sys; import kprobe.cli, kprobe.probe_run, kprobe.output.text, kprobe.output.json_report;"
         "print(','.join(m for m in ('pyspark', 'confluent_kafka', 'testcontainers') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -87,7 +87,7 @@ def test_help_never_imports_dns_or_kafka_clients():
     code = (
         "import sys, runpy; sys.argv=['kprobe','--help'];\n"
         "try:\n    runpy.run_module('kprobe', run_name='__main__')\nexcept SystemExit: pass\n"
-        "print('LOADED', ','.join(m for m in ('pyspark', 'confluent_kafka', 'dns.resolver', 'kprobe.lab.native', 'kprobe.config', 'kprobe.wire', 'ssl') if m in sys.modules))"
+        "print('LOADED', ','.join(m for m in ('pyspark', 'confluent_kafka', 'dns.resolver', 'kprobe.lab.native', 'kprobe.config', 'kprobe.kafka.connection', 'ssl') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "LOADED"

@@ -6,9 +6,9 @@ from kprobe.config import (
     parse_duration,
     parse_nameserver,
     parse_properties,
-    security_from,
 )
 from kprobe.errors import UsageError
+from kprobe.kafka.security import security_from
 from kprobe.models import BootstrapAddress
 from kprobe.secrets import is_secret, redact
 

@@ -8,7 +8,7 @@ both sides of the rule.
 
 from __future__ import annotations
 
-from kprobe.diagnose import diagnose
+from kprobe.findings.diagnose import diagnose
 from kprobe.models import (
     AdvertisedBroker,
     BootstrapResult,
@@ -21,16 +21,16 @@ from kprobe.models import (
 
 
 def bootstrap(address: str, connected_to: str, advertised: tuple[str, int]) -> BootstrapResult:
-    meta = ClusterMetadata((AdvertisedBroker(0, *advertised),), "cluster-1", 0)
-    return BootstrapResult(address, "ok", answered_by_id=-1, answered_by_name=f"{address}/bootstrap",
+    meta = ClusterMetadata(brokers=(AdvertisedBroker(0, *advertised),), cluster_id="cluster-1", controller_id=0)
+    return BootstrapResult(address=address, status="ok", answered_by_id=-1, answered_by_name=f"{address}/bootstrap",
                            connected_to=connected_to, metadata=meta, node_id=0)
 
 
 def endpoint(host: str, port: int, source: str, addresses: tuple[str, ...], tcp_status: str) -> EndpointResult:
-    dns = DnsResult(host, "ok", addresses, 0.1, "system")
-    tcp = tuple(TcpResult(a, port, tcp_status, 0.2) for a in addresses)
+    dns = DnsResult(host=host, status="ok", addresses=addresses, ms=0.1, source="system")
+    tcp = tuple(TcpResult(address=a, port=port, status=tcp_status, ms=0.2) for a in addresses)
     status = "reachable" if tcp_status == "ok" else "unreachable"
-    return EndpointResult(Endpoint(0, host, port, None, (source,)), dns, tcp, status)
+    return EndpointResult(endpoint=Endpoint(node_id=0, host=host, port=port, rack=None, advertised_by=(source,)), dns=dns, tcp=tcp, status=status)
 
 
 def codes(findings: list) -> list[str]:

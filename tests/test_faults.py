@@ -17,8 +17,8 @@ from hostile_broker import Broker, HostileBroker, Script
 from kprobe.config import parse_address, parse_nameserver
 from kprobe.lab.base import Blackhole
 from kprobe.lab.dns_server import DnsServer
-from kprobe.probe import ProbeOptions, ProbeRun
-from kprobe.report import json_report
+from kprobe.output import json_report
+from kprobe.probe_run import ProbeOptions, ProbeRun
 
 SCHEMA = json_report.schema()
 
@@ -56,10 +56,10 @@ def test_broker_killed_mid_probe(three_lab, monkeypatch):
     only honest outcome is "connect refused" on the identity check: never a match (that would
     be a lie about a dead broker) and never ENDPOINT_NOT_KAFKA (a dead broker is not an impostor).
     """
-    import kprobe.identity
+    import kprobe.probe.identity
 
     killed: list[float] = []
-    real_check = kprobe.identity.check_identity
+    real_check = kprobe.probe.identity.check_identity
 
     def kill_then_check(endpoint, address, props, **kwargs):
         if endpoint.node_id == 1 and not killed:
@@ -67,7 +67,7 @@ def test_broker_killed_mid_probe(three_lab, monkeypatch):
             killed.append(time.monotonic())
         return real_check(endpoint, address, props, **kwargs)
 
-    monkeypatch.setattr(kprobe.identity, "check_identity", kill_then_check)
+    monkeypatch.setattr(kprobe.probe.identity, "check_identity", kill_then_check)
 
     connects_done: list[float] = []
 

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from hostile_broker import Broker, HostileBroker, Partition, Script, Topic
 
-from kprobe.report import json_report
+from kprobe.output import json_report
 
 SCHEMA = json_report.schema()
 TIMEOUT = 2.0
@@ -155,15 +155,16 @@ def test_an_identity_check_cut_by_the_deadline_is_unchecked_not_silent():
     """A broker trickling its Metadata answer: silent when its own timeout passes, but when the
     run's deadline comes first nothing is proven about it (once, only the message told them apart,
     and a deadline inside a response wait was taken for silence)."""
-    from kprobe.identity import check_identity
+    from kprobe.kafka.security import Security
     from kprobe.models import Endpoint
+    from kprobe.probe.identity import check_identity
 
     with HostileBroker(Script(brokers=[Broker(0, b"127.0.0.1", 9)], mode="slowloris")) as broker:
-        endpoint = Endpoint(0, broker.host, broker.port, advertised_by=(broker.address,))
+        endpoint = Endpoint(node_id=0, host=broker.host, port=broker.port, advertised_by=(broker.address,))
         started = time.monotonic()
-        cut = check_identity(endpoint, broker.host, {}, timeout=5, deadline=time.monotonic() + 1)
+        cut = check_identity(endpoint, broker.host, Security(), timeout=5, deadline=time.monotonic() + 1)
         cut_after = time.monotonic() - started
-        slow = check_identity(endpoint, broker.host, {}, timeout=1, deadline=time.monotonic() + 5)
+        slow = check_identity(endpoint, broker.host, Security(), timeout=1, deadline=time.monotonic() + 5)
     assert cut.status == "unchecked" and "deadline" in (cut.detail or ""), cut
     assert cut_after < 2
     assert slow.status == "silent" and "timed out waiting for the response" in (slow.detail or ""), slow

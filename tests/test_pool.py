@@ -5,17 +5,29 @@ from __future__ import annotations
 import threading
 import time
 
-from kprobe.pool import BoundedPool, run_bounded
+import pytest
+
+from kprobe.probe.pool import BoundedPool, run_bounded
 
 
-def test_results_by_index_and_a_failing_item_is_left_out():
+def test_results_by_index():
+    assert run_bounded(list(range(6)), lambda n: n * n, workers=4, deadline=time.monotonic() + 5) == {
+        0: 0, 1: 1, 2: 4, 3: 9, 4: 16, 5: 25}
+
+
+def test_a_bug_in_one_item_is_raised_not_taken_for_a_timeout():
+    """Steps return network failures as data, so an exception is a bug: it must surface in the
+    caller (once it was swallowed, and the item was reported "not resolved before the deadline")."""
     def work(n: int) -> int:
         if n == 3:
             raise ValueError("a bug in one item")
+        time.sleep(0.01)
         return n * n
 
-    assert run_bounded(list(range(6)), work, workers=4, deadline=time.monotonic() + 5) == {
-        0: 0, 1: 1, 2: 4, 4: 16, 5: 25}
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="a bug in one item"):
+        run_bounded(list(range(6)), work, workers=4, deadline=time.monotonic() + 30)
+    assert time.monotonic() - started < 5  # raised when it happened, not at the deadline
 
 
 def test_never_more_threads_than_workers():

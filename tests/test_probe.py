@@ -15,8 +15,8 @@ from report_check import validate
 
 from kprobe.config import parse_address, parse_nameserver
 from kprobe.models import Report
-from kprobe.probe import ProbeOptions, run_probe
-from kprobe.report import json_report
+from kprobe.output import json_report
+from kprobe.probe_run import ProbeOptions, run_probe
 
 
 def valid(report: Report) -> dict:

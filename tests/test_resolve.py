@@ -7,7 +7,7 @@ import time
 import pytest
 
 from kprobe.lab.dns_server import DnsServer
-from kprobe.resolve import Resolver
+from kprobe.probe.resolve import Resolver
 
 RECORDS = {
     "dual.lab": ("127.0.0.21", "::1"),

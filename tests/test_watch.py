@@ -16,7 +16,7 @@ from confluent_kafka import Consumer
 from conftest import new_topic, signal_when
 from prometheus_client.parser import text_string_to_metric_families
 
-from kprobe.report import json_report
+from kprobe.output import json_report
 
 SCHEMA = json_report.schema()
 
@@ -99,8 +99,8 @@ def test_memory_stays_flat_over_thousands_of_complete_runs(listeners_lab, capsys
     import logging
 
     from kprobe.config import parse_addresses
-    from kprobe.outputs import Outputs
-    from kprobe.probe import ProbeOptions
+    from kprobe.deliver import Outputs
+    from kprobe.probe_run import ProbeOptions
     from kprobe.watch import Schedule, run_watch
 
     runs = 2000
@@ -351,7 +351,7 @@ def test_cron_example_survives_cron_and_sh():
 
 def test_out_never_overwrites_an_existing_report(tmp_path):
     from kprobe.errors import KprobeError
-    from kprobe.report.files import report_path, write_new
+    from kprobe.output.files import report_path, write_new
 
     path = report_path(tmp_path, "office", "2026-11-22T18:00:00.123Z", "5f2b")
     write_new(path, "first\n")
@@ -367,7 +367,7 @@ def test_out_never_overwrites_an_existing_report(tmp_path):
 
 def test_text_holding_undecodable_bytes_is_still_written(tmp_path):
     """A non-UTF-8 byte kept from the network (a lone surrogate) must not fail the write."""
-    from kprobe.report.files import write_atomic
+    from kprobe.output.files import write_atomic
 
     path = tmp_path / "kprobe.prom"
     write_atomic(path, 'kprobe_endpoint_up{host="kafka-\udcff"} 0\n')

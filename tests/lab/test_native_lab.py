@@ -11,11 +11,11 @@ import dns.resolver
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kprobe.kafka.connection import fetch_and_identify
 from kprobe.lab import jars
 from kprobe.lab.native import NativeLab
 from kprobe.lab.native import running_jvms as lab_jvms
 from kprobe.lab.scenarios import SCENARIOS, get_scenario
-from kprobe.wire import fetch_metadata
 
 
 def _split(hostport: str) -> tuple[str, int]:
@@ -34,7 +34,7 @@ def test_listeners_each_port_advertises_its_own_endpoint(listeners_lab):
     }
     for listener, (host, port) in expected.items():
         ip, real_port = _split(listeners_lab.real_endpoint(listener))
-        meta = fetch_metadata(ip, real_port, timeout=5)
+        meta = fetch_and_identify(ip, real_port, timeout=5, identity=False)[0]
         assert [(b.node_id, b.host, b.port) for b in meta.brokers] == [(0, host, port)], listener
         assert meta.cluster_id == listeners_lab.cluster_id
         assert meta.controller_id == 0
@@ -74,7 +74,7 @@ def test_dns_views_answer_per_network(listeners_lab):
 
 def test_three_brokers_each_on_its_own_address_and_rf3_topic(three_lab):
     ip, port = _split(three_lab.real_endpoint("CLIENT", 0))
-    meta = fetch_metadata(ip, port, timeout=5)
+    meta = fetch_and_identify(ip, port, timeout=5, identity=False)[0]
     assert sorted((b.node_id, b.host) for b in meta.brokers) == [
         (0, "127.0.0.31"), (1, "127.0.0.32"), (2, "127.0.0.33")
     ]
@@ -104,7 +104,7 @@ def test_state_and_description_name_only_the_brokers_that_have_a_listener(three_
 def test_blackholed_listener_advertises_a_dead_endpoint(three_lab):
     hole = three_lab.blackholes["bh2"]
     ip, port = _split(three_lab.real_endpoint("BLACKHOLED", 0))
-    meta = fetch_metadata(ip, port, timeout=5)
+    meta = fetch_and_identify(ip, port, timeout=5, identity=False)[0]
     by_id = {b.node_id: f"{b.host}:{b.port}" for b in meta.brokers}
     assert by_id[2] == hole.endpoint
     probe = socket.socket()

@@ -146,7 +146,7 @@ def render(report: Report, *, indent: int | None = 2) -> str:
 
 def schema_text() -> str:
     """The shipped JSON Schema, as text."""
-    return resources.files("kprobe.report").joinpath("schema.json").read_text(encoding="utf-8")
+    return resources.files("kprobe.output").joinpath("schema.json").read_text(encoding="utf-8")
 
 
 def schema() -> dict[str, Any]:

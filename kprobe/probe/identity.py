@@ -10,14 +10,16 @@ DescribeConfigs for the advertised node id (which node is it?).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
-from kprobe.config import security_from
-from kprobe.metadata import NATIVE_SASL
+from kprobe.kafka.codec import WireError
+from kprobe.kafka.connection import fetch_and_identify
+from kprobe.kafka.security import Security
 from kprobe.models import Endpoint, EndpointResult, Identity
-from kprobe.pool import BoundedPool
-from kprobe.wire import WireError, fetch_and_identify
+from kprobe.probe.bootstrap import NATIVE_SASL
+from kprobe.probe.context import RunContext
+from kprobe.probe.pool import BoundedPool
 
 # All endpoints at once (threads are cheap next to a timeout): with fewer workers, silent
 # endpoints would cost one timeout per round of workers instead of one in all.
@@ -25,20 +27,17 @@ MAX_PARALLEL = 256
 
 
 def check_identity(
-    endpoint: Endpoint, address: str, props: Mapping[str, str], *, timeout: float, deadline: float,
-    protocol: str | None = None,
+    endpoint: Endpoint, address: str, listener: Security, *, timeout: float, deadline: float,
 ) -> Identity:
     """Identity of one endpoint through one of its addresses that accepted a connection.
 
-    `protocol` is the security protocol of the listener that advertised the endpoint (a
-    `SSL://` bootstrap prefix, or security.protocol): the endpoint speaks the same.
+    `listener` is the security of the listener that advertised the endpoint (a `SSL://`
+    bootstrap prefix, or security.protocol): the endpoint speaks the same.
     """
     # Trust and names are the TLS check's business; here only "who answers" matters.
-    security = replace(security_from(props), ssl_verify=False, ssl_verify_hostname=False)
-    if protocol:
-        security = replace(security, protocol=protocol)
+    security = replace(listener, ssl_verify=False, ssl_verify_hostname=False)
     if security.uses_sasl and security.sasl_mechanism not in NATIVE_SASL:
-        return Identity("unchecked", detail=f"kprobe speaks SASL/PLAIN itself, not {security.sasl_mechanism}")
+        return Identity(status="unchecked", detail=f"kprobe speaks SASL/PLAIN itself, not {security.sasl_mechanism}")
     started = time.perf_counter()
     try:
         meta, node_id, why = fetch_and_identify(
@@ -52,16 +51,16 @@ def check_identity(
         # shutting down or overloaded): clients fail all the same, so it is a finding of its own,
         # `silent`, and not a claim about what listens. The run's own deadline proves nothing.
         if exc.kind == "protocol":
-            return Identity("not_kafka", detail=str(exc), address=address, ms=ms)
+            return Identity(status="not_kafka", detail=str(exc), address=address, ms=ms)
         if exc.kind in ("closed", "timeout") and not exc.deadline:
-            return Identity("silent", detail=f"{address}:{endpoint.port} accepted the connection but gave "
+            return Identity(status="silent", detail=f"{address}:{endpoint.port} accepted the connection but gave "
                             f"no Kafka answer: {exc}", address=address, ms=ms)
-        return Identity("unchecked", detail=str(exc), address=address, ms=ms)
+        return Identity(status="unchecked", detail=str(exc), address=address, ms=ms)
     ms = (time.perf_counter() - started) * 1000
     if node_id is None:
-        return Identity("unchecked", detail=why, address=address, advertised=meta.brokers, ms=ms)
-    status = "match" if node_id == endpoint.node_id else "mismatch"
-    return Identity(status, node_id, None, address, meta.brokers, ms)
+        return Identity(status="unchecked", detail=why, address=address, advertised=meta.brokers, ms=ms)
+    return Identity(status="match" if node_id == endpoint.node_id else "mismatch", node_id=node_id, address=address,
+                    advertised=meta.brokers, ms=ms)
 
 
 class IdentityChecks:
@@ -73,17 +72,10 @@ class IdentityChecks:
     that wait. Each check gets one timeout (plus a second for its three requests); a check
     still going then is unchecked, not silent, since its own timeout had not passed.
 
-    `protocols` maps each bootstrap (`host:port`) to its listener's security protocol.
     """
 
-    def __init__(
-        self, props: Mapping[str, str], *, timeout: float, deadline: float,
-        protocols: Mapping[str, str] | None = None,
-    ) -> None:
-        self.props = props
-        self.timeout = timeout
-        self.deadline = deadline
-        self.protocols = protocols or {}
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
         self._pool: BoundedPool[tuple[Endpoint, str, float], Identity] = BoundedPool(
             self._check, workers=MAX_PARALLEL)
         self._started: set[int] = set()
@@ -94,19 +86,14 @@ class IdentityChecks:
         if index in self._started:
             return
         self._started.add(index)
-        check_deadline = min(self.deadline, time.monotonic() + self.timeout + 1.0)
+        check_deadline = min(self.ctx.deadline, time.monotonic() + self.ctx.timeout + 1.0)
         self._last_deadline = max(self._last_deadline, check_deadline)
         self._pool.submit(index, (endpoint, address, check_deadline), check_deadline)
 
     def _check(self, job: tuple[Endpoint, str, float]) -> Identity:
         endpoint, address, check_deadline = job
-        sources = endpoint.advertised_by
-        protocol = self.protocols.get(sources[0]) if sources else None
-        try:
-            return check_identity(endpoint, address, self.props, timeout=self.timeout, deadline=check_deadline,
-                                  protocol=protocol)
-        except Exception as exc:  # a bug must cost one identity, not the report
-            return Identity("unchecked", detail=f"internal error: {exc.__class__.__name__}")
+        return check_identity(endpoint, address, self.ctx.listener_security(endpoint), timeout=self.ctx.timeout,
+                              deadline=check_deadline)
 
     def apply(self, results: Sequence[EndpointResult]) -> list[EndpointResult]:
         """`results` (in the order of the indexes given to `start`) with their identities."""
@@ -117,8 +104,9 @@ class IdentityChecks:
                 reachable.add(index)
                 self.start(index, result.endpoint, ok.address)  # a no-op for a check already started
         found = self._pool.results(self._last_deadline)
+        cut = Identity(status="unchecked", detail="not checked before the run's deadline")
         return [
-            replace(r, identity=found.get(i) or Identity("unchecked", detail="not checked before the run's deadline"))
+            replace(r, identity=found.get(i) or cut)
             if i in reachable else r
             for i, r in enumerate(results)
         ]

@@ -16,26 +16,9 @@ import time
 from collections.abc import Callable, Iterable
 
 from kprobe.models import TcpResult
+from kprobe.sockets import classify_errno, family_of
 
 BATCH = 512  # file descriptors open at once; far below common ulimits
-
-_REFUSED = {errno.ECONNREFUSED}
-_UNREACHABLE = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL, errno.ENETDOWN}
-_TIMEOUT = {errno.ETIMEDOUT}
-
-
-def classify(code: int) -> str:
-    """Map a connect errno onto the report's TCP status vocabulary."""
-    if code == 0:
-        return "ok"
-    if code in _REFUSED:
-        return "refused"
-    if code in _UNREACHABLE:
-        return "unreachable"
-    if code in _TIMEOUT:
-        return "timeout"
-    return "error"
-
 
 Target = tuple[str, int]
 Record = Callable[[Target, TcpResult], None]
@@ -69,12 +52,12 @@ def _connect_batch(batch: list[Target], timeout: float, deadline: float, record:
     try:
         for target in batch:
             address, port = target
-            family = socket.AF_INET6 if ":" in address else socket.AF_INET
             t0 = time.perf_counter()
             try:
-                sock = socket.socket(family, socket.SOCK_STREAM)
+                sock = socket.socket(family_of(address), socket.SOCK_STREAM)
             except OSError as exc:
-                record(target, TcpResult(address, port, "error", None, f"socket: {exc.strerror}"))
+                record(target, TcpResult(address=address, port=port, status="error",
+                                         error=f"socket: {exc.strerror}"))
                 continue
             sock.setblocking(False)
             code = sock.connect_ex((address, port))
@@ -130,14 +113,14 @@ def _expire(
             timed_out = elapsed >= timeout
             reason = f"no answer within the connect timeout ({timeout:g}s)" if timed_out else (
                 "stopped at the run's deadline")
-            record(target, TcpResult(target[0], target[1], "timeout", elapsed * 1000, reason,
-                                     unfinished=not timed_out))
+            record(target, TcpResult(address=target[0], port=target[1], status="timeout", ms=elapsed * 1000,
+                                     error=reason, unfinished=not timed_out))
 
 
 def _result(address: str, port: int, code: int, ms: float, source: str | None = None) -> TcpResult:
-    status = classify(code)
+    status = classify_errno(code)
     error = None if status == "ok" else (errno.errorcode.get(code, str(code)) + ": " + os.strerror(code))
-    return TcpResult(address, port, status, ms, error, source)
+    return TcpResult(address=address, port=port, status=status, ms=ms, error=error, source=source)
 
 
 def _local_address(sock: socket.socket) -> str | None:

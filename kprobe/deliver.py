@@ -17,7 +17,7 @@ from kprobe.models import Report
 from kprobe.publish import DEFAULT_SPOOL_MAX, Target
 
 FORMATS = ("text", "json", "prometheus")
-_LOG = logging.getLogger("kprobe.outputs")
+_LOG = logging.getLogger("kprobe.deliver")
 
 
 @dataclass(frozen=True)
@@ -38,16 +38,16 @@ class Outputs:
 def render(report: Report, fmt: str, color: bool = False) -> str:
     """The report as text in one of FORMATS."""
     if fmt == "json":
-        from kprobe.report import json_report
+        from kprobe.output import json_report
 
         # Indented for a person at a terminal, one line for a pipe or a file (as gh does; kcat -J
         # is always one line): jq reads either, and a script does not wait for indentation.
         return json_report.render(report, indent=2 if sys.stdout.isatty() else None)
     if fmt == "prometheus":
-        from kprobe.report import prometheus
+        from kprobe.output import prometheus
 
         return prometheus.render(report)
-    from kprobe.report import text
+    from kprobe.output import text
 
     return text.render(report, color=color)
 
@@ -70,8 +70,8 @@ def deliver(report: Report, outputs: Outputs, *, timeout: float, stdout: bool = 
 
 def _deliver_elsewhere(report: Report, outputs: Outputs, timeout: float) -> None:
     """Files, metrics and the topic: apart, so a run that only prints imports none of their modules."""
-    from kprobe.report import json_report
-    from kprobe.report.files import report_path, write_atomic, write_new
+    from kprobe.output import json_report
+    from kprobe.output.files import report_path, write_atomic, write_new
 
     data = json_report.to_dict(report)
     if outputs.output is not None:
@@ -80,7 +80,7 @@ def _deliver_elsewhere(report: Report, outputs: Outputs, timeout: float) -> None
         write_new(report_path(outputs.out_dir, report.vantage.name, report.started_at, report.id),
                   json.dumps(data, ensure_ascii=True, indent=1) + "\n")
     if outputs.prom_file is not None:
-        from kprobe.report import prometheus
+        from kprobe.output import prometheus
 
         write_atomic(outputs.prom_file, prometheus.render(report))
     if outputs.publish is not None:

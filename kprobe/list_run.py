@@ -1,22 +1,21 @@
 """`kprobe list`: what `kcat -L` shows, plus what the gap does to each partition.
 
 The metadata comes from the bootstrap connection itself (kprobe's wire client, see
-`kprobe.wire`), so the listing works in exactly the broken-advertised case where librdkafka
+`kprobe.kafka.connection`), so the listing works in exactly the broken-advertised case where librdkafka
 clients time out. With reachability on, every advertised endpoint is resolved and connected to
 as `kprobe probe` does, and each partition learns whether its leader is reachable from here.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from kprobe.endpoints import collect
-from kprobe.metadata import fetch_all
 from kprobe.models import BootstrapAddress, BootstrapResult, EndpointResult, PartitionInfo, TopicInfo
-from kprobe.probe import probe_endpoints
-from kprobe.resolve import Resolver
+from kprobe.probe.bootstrap import fetch_all
+from kprobe.probe.context import RunContext
+from kprobe.probe.endpoints import collect
+from kprobe.probe.reach import probe_endpoints
 
 
 @dataclass(frozen=True)
@@ -100,25 +99,22 @@ def run_list(options: ListOptions) -> Listing:
     Ctrl-C still gives a Listing (status `interrupted`) with whatever metadata had arrived, so
     `-J` prints a whole document as `probe --json` does.
     """
-    deadline = time.monotonic() + options.deadline
-    resolver = Resolver(options.nameservers, timeout=options.timeout)
+    ctx = RunContext.start(options.bootstraps, options.props, timeout=options.timeout, run_for=options.deadline,
+                           nameservers=options.nameservers)
     wanted = list(options.topics) or None
     try:
-        attempts = fetch_all(options.bootstraps, options.props, resolver, timeout=options.timeout,
-                             deadline=deadline, topics=wanted)
+        attempts = fetch_all(options.bootstraps, ctx, topics=wanted)
     except KeyboardInterrupt:
-        attempts = [BootstrapResult(a.hostport, "timeout", "interrupted before an answer") for a in options.bootstraps]
+        attempts = [BootstrapResult(address=a.hostport, status="timeout", error="interrupted before an answer")
+                    for a in options.bootstraps]
         return Listing(attempts[0], tuple(attempts), (), tuple(options.topics), None, (), interrupted=True)
     try:
-        return _listing(options, attempts, resolver, deadline)
+        return _listing(options, attempts, ctx)
     except KeyboardInterrupt:  # during the reachability check: the metadata stands, reachability unknown
-        return replace(_listing(replace(options, reachability=False), attempts, resolver, deadline),
-                       interrupted=True)
+        return replace(_listing(replace(options, reachability=False), attempts, ctx), interrupted=True)
 
 
-def _listing(
-    options: ListOptions, attempts: Sequence[BootstrapResult], resolver: Resolver, deadline: float
-) -> Listing:
+def _listing(options: ListOptions, attempts: Sequence[BootstrapResult], ctx: RunContext) -> Listing:
     chosen = next((a for a in attempts if a.status == "ok"), attempts[0])
     meta = chosen.metadata
     # librdkafka sorts partitions by id, and kcat's users read them so.
@@ -129,7 +125,7 @@ def _listing(
         topics = tuple(t for t in topics if not t.is_internal)
     reach: dict[int, EndpointResult] | None = None
     if options.reachability and meta is not None:
-        results = probe_endpoints(collect([chosen]), resolver, timeout=options.timeout, deadline=deadline)
+        results = probe_endpoints(collect([chosen]), ctx)
         reach = {r.endpoint.node_id: r for r in results}
     known = {b.node_id for b in chosen.brokers}
     views = []

@@ -21,26 +21,12 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from kprobe.models import DnsResult
-from kprobe.pool import run_bounded
+from kprobe.addresses import is_ip_literal, is_loopback_name
+from kprobe.models import DnsResult, DnsSource, DnsStatus, ResolverKind
+from kprobe.probe.pool import run_bounded
 
 HOSTS_FILE = "/etc/hosts"
 MAX_PARALLEL = 64
-
-
-def is_ip_literal(host: str) -> bool:
-    """IP literals skip DNS entirely, as clients do."""
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
-def is_loopback_name(host: str) -> bool:
-    """`localhost` names never go to DNS (RFC 6761); treat them as the hosts file does."""
-    lowered = host.lower().rstrip(".")
-    return lowered == "localhost" or lowered.endswith(".localhost")
 
 
 def hosts_file_names(path: str = HOSTS_FILE) -> frozenset[str]:
@@ -75,7 +61,7 @@ class Resolver:
         self._lock = threading.Lock()
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> ResolverKind:
         """`system` or `nameserver`, as the report's vantage records it."""
         return "nameserver" if self.nameservers else "system"
 
@@ -105,11 +91,12 @@ class Resolver:
         """Resolve one name; every outcome, failures included, comes back as a DnsResult."""
         bare = host.strip("[]")
         if is_ip_literal(bare):
-            return DnsResult(host, "ok", (str(ipaddress.ip_address(bare)),), 0.0, "literal")
+            return DnsResult(host=host, status="ok", addresses=(str(ipaddress.ip_address(bare)),), ms=0.0,
+                             source="literal")
         if self.nameservers:
             return self._resolve_dns(host, source="nameserver")
         if not host or len(host) > 253:
-            return DnsResult(host, "error", (), 0.0, "system", error="not a valid host name")
+            return DnsResult(host=host, status="error", ms=0.0, source="system", error="not a valid host name")
         return self._resolve_system(host)
 
     def _resolve_system(self, host: str) -> DnsResult:
@@ -130,7 +117,7 @@ class Resolver:
             result = replace(result, status=detail.status)
         return replace(result, in_hosts_file=in_hosts, detail=detail)
 
-    def _resolve_dns(self, host: str, source: str) -> DnsResult:
+    def _resolve_dns(self, host: str, source: DnsSource) -> DnsResult:
         import dns.exception
         import dns.resolver
 
@@ -140,11 +127,12 @@ class Resolver:
         chain: list[str] = []
         ttl: int | None = None
         no_answer = 0
-        status, error = "ok", None
+        status: DnsStatus = "ok"
+        error: str | None = None
         for rdtype in ("A", "AAAA"):
             # One --timeout for the whole name: the AAAA query gets what the A query left.
             lifetime = max(0.05, self.timeout - (time.perf_counter() - started))
-            failed: tuple[str, str] | None = None
+            failed: tuple[DnsStatus, str] | None = None
             try:
                 answer = resolver.resolve(host, rdtype, search=not self.nameservers, raise_on_no_answer=True,
                                           lifetime=lifetime)
@@ -176,8 +164,9 @@ class Resolver:
         if status == "ok" and no_answer == 2:
             status, error = "no_answer", f"{host}: the name exists but has no A or AAAA record"
         ms = (time.perf_counter() - started) * 1000
-        return DnsResult(host, status, tuple(addresses) if status == "ok" else (), ms, source,
-                         error, tuple(chain), ttl)
+        return DnsResult(host=host, status=status, addresses=tuple(addresses) if status == "ok" else (), ms=ms,
+                         source=source,
+                         error=error, cname_chain=tuple(chain), ttl=ttl)
 
 
 def _short(exc: BaseException) -> str:
@@ -202,20 +191,21 @@ def _getaddrinfo(host: str, timeout: float) -> DnsResult:
     ms = (time.perf_counter() - started) * 1000
     if not box:
         error = f"{host}: the system resolver gave no answer within {timeout:g}s"
-        return DnsResult(host, "timeout", (), ms, "system", error=error)
+        return DnsResult(host=host, status="timeout", addresses=(), ms=ms, source="system", error=error)
     value = box[0]
     if isinstance(value, socket.gaierror):
-        status = {socket.EAI_NONAME: "nxdomain", socket.EAI_AGAIN: "timeout"}.get(value.errno or 0, "error")
+        codes: dict[int, DnsStatus] = {socket.EAI_NONAME: "nxdomain", socket.EAI_AGAIN: "timeout"}
+        status: DnsStatus = codes.get(value.errno or 0, "error")
         if value.errno == getattr(socket, "EAI_NODATA", None):
             status = "no_answer"
-        return DnsResult(host, status, (), ms, "system", error=f"{host}: {value.strerror}")
+        return DnsResult(host=host, status=status, ms=ms, source="system", error=f"{host}: {value.strerror}")
     if isinstance(value, BaseException):
-        return DnsResult(host, "error", (), ms, "system", error=f"{host}: {_short(value)}")
+        return DnsResult(host=host, status="error", ms=ms, source="system", error=f"{host}: {_short(value)}")
     addresses: list[str] = []
     for family, _, _, _, sockaddr in value:  # type: ignore[attr-defined]
         if family in (socket.AF_INET, socket.AF_INET6) and sockaddr[0] not in addresses:
             addresses.append(str(sockaddr[0]))
-    return DnsResult(host, "ok", tuple(addresses), ms, "system")
+    return DnsResult(host=host, status="ok", addresses=tuple(addresses), ms=ms, source="system")
 
 
 def resolve_all(hosts: Iterable[str], resolver: Resolver, deadline: float) -> dict[str, DnsResult]:
@@ -234,7 +224,7 @@ def resolve_all(hosts: Iterable[str], resolver: Resolver, deadline: float) -> di
     done = run_bounded(names, resolver.resolve, workers=MAX_PARALLEL, deadline=deadline)
     for index, name in enumerate(names):
         final[name] = done.get(index) or DnsResult(
-            name, "timeout", (), None, resolver.kind, error=f"{name}: not resolved before the run's deadline",
+            host=name, status="timeout", source=resolver.kind, error=f"{name}: not resolved before the run's deadline",
             unfinished=True,
         )
     return {name: final[name] for name in unique}

@@ -8,35 +8,15 @@ the user's terminal.
 from __future__ import annotations
 
 import textwrap
-import unicodedata
 
 from kprobe.models import BootstrapResult, EndpointResult, Report, TcpResult
+from kprobe.output.sanitize import safe
 
 _COLORS = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1"}
 _VERDICT_COLOR = {"reachable": "green", "partial": "yellow", "unreachable": "red", "unresolvable": "red",
                   "unchecked": "yellow"}
 _SEVERITY_COLOR = {"error": "red", "warning": "yellow", "info": "dim"}
 _STATUS_COLOR = {"ok": "green", "gap": "red", "failed": "red", "interrupted": "yellow"}
-
-
-def safe(value: object, limit: int = 256) -> str:
-    """Printable text: control and undecodable characters become visible escapes.
-
-    `limit` bounds what one network-supplied name can take of the screen.
-    """
-    out = []
-    for ch in str(value):
-        code = ord(ch)
-        if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif ch == "\\":
-            out.append("\\\\")
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    text = "".join(out)
-    return text if len(text) <= limit else text[:limit] + f"...({len(text)} chars)"
 
 
 class _Style:
@@ -110,7 +90,7 @@ def _endpoint_table(results: tuple[EndpointResult, ...], style: _Style) -> list[
     header += ("TLS", "VERDICT") if with_tls else ("VERDICT",)
     rows = []
     for r in results:
-        dns = r.dns.status if r.dns.source != "literal" else "literal"
+        dns: str = r.dns.status if r.dns.source != "literal" else "literal"
         if r.dns.status == "ok" and r.dns.source != "literal":
             dns += f" {_ms(r.dns.ms)}"
         row: tuple[str, ...] = (

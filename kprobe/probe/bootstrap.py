@@ -2,7 +2,7 @@
 
 Each bootstrap gets its own connection, so every answer is attributable to the address the
 user gave. The request goes over that one connection with kprobe's wire client (see
-`kprobe.wire` for why not librdkafka); SASL mechanisms kprobe does not speak itself fall back
+`kprobe.kafka.connection` for why not librdkafka); SASL mechanisms kprobe does not speak itself fall back
 to one confluent-kafka client per address, and the result says so (`via: librdkafka`).
 """
 
@@ -10,29 +10,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from kprobe.config import security_from
-from kprobe.models import AdvertisedBroker, BootstrapAddress, BootstrapResult, ClusterMetadata
-from kprobe.pool import run_bounded
-from kprobe.resolve import Resolver
-from kprobe.wire import WireError, fetch_and_identify
+from kprobe.kafka.codec import WireError
+from kprobe.kafka.connection import fetch_and_identify
+from kprobe.models import AdvertisedBroker, BootstrapAddress, BootstrapResult, BootstrapStatus, ClusterMetadata
+from kprobe.probe.context import RunContext
+from kprobe.probe.pool import run_bounded
 
-_WIRE_STATUS = {"refused": "refused", "timeout": "timeout", "auth_failed": "auth_failed"}
+_WIRE_STATUS: dict[str, BootstrapStatus] = {"refused": "refused", "timeout": "timeout", "auth_failed": "auth_failed"}
 NATIVE_SASL = ("PLAIN",)
-_LOG = logging.getLogger("kprobe.metadata")
+_LOG = logging.getLogger("kprobe.probe.bootstrap")
 
 
 def fetch_bootstrap(
-    address: BootstrapAddress,
-    props: Mapping[str, str],
-    resolver: Resolver,
-    *,
-    timeout: float,
-    deadline: float,
-    topics: list[str] | None = None,
-    identity: bool = False,
+    address: BootstrapAddress, ctx: RunContext, *, topics: Sequence[str] | None = None, identity: bool = False,
 ) -> BootstrapResult:
     """One bootstrap's answer, or why there is none; never raises for network trouble.
 
@@ -41,14 +34,15 @@ def fetch_bootstrap(
     """
     started = time.perf_counter()
     hostport = address.hostport
-    security = security_from(props, address)
+    security = ctx.security_of(address)
+    timeout, deadline = ctx.timeout, ctx.deadline
     if security.uses_sasl and security.sasl_mechanism not in NATIVE_SASL:
         # librdkafka's path cannot say which node answered: identity stays unknown.
-        return _via_librdkafka(address, props, timeout=timeout, deadline=deadline, topics=topics)
-    dns = resolver.resolve(address.host)
+        return _via_librdkafka(address, ctx, topics=topics)
+    dns = ctx.resolver.resolve(address.host)
     if dns.status != "ok" or not dns.addresses:
-        return BootstrapResult(hostport, "dns_failed", dns.error or f"{address.host} did not resolve",
-                               ms=_ms(started))
+        return BootstrapResult(address=hostport, status="dns_failed",
+                               error=dns.error or f"{address.host} did not resolve", ms=_ms(started))
     failures: list[WireError] = []
     for ip in dns.addresses:
         if time.monotonic() >= deadline:
@@ -66,8 +60,9 @@ def fetch_bootstrap(
             if exc.kind in ("refused", "timeout", "unreachable") and not exc.awaiting_response:
                 continue
             break
-        result = BootstrapResult(hostport, "ok", None, -1, f"{hostport}/bootstrap", ip, meta, _ms(started),
-                                 node_id=node_id, identity_note=note, protocol=security.protocol)
+        result = BootstrapResult(address=hostport, status="ok", answered_by_id=-1,
+                                 answered_by_name=f"{hostport}/bootstrap", connected_to=ip, metadata=meta,
+                                 ms=_ms(started), node_id=node_id, identity_note=note, protocol=security.protocol)
         _LOG.debug("bootstrap %s: metadata v%s from %s in %.1f ms, %d brokers", hostport, meta.api_version, ip,
                    result.ms or 0, len(meta.brokers))
         return result
@@ -75,7 +70,7 @@ def fetch_bootstrap(
     status = _WIRE_STATUS.get(worst.kind, "error")
     text = "; ".join(dict.fromkeys(str(f) for f in failures))
     _LOG.debug("bootstrap %s: %s (%s)", hostport, status, text)
-    return BootstrapResult(hostport, status, text, ms=_ms(started), protocol=security.protocol)
+    return BootstrapResult(address=hostport, status=status, error=text, ms=_ms(started), protocol=security.protocol)
 
 
 def _ms(started: float) -> float:
@@ -84,41 +79,33 @@ def _ms(started: float) -> float:
 
 def fetch_all(
     addresses: Iterable[BootstrapAddress],
-    props: Mapping[str, str],
-    resolver: Resolver,
+    ctx: RunContext,
     *,
-    timeout: float,
-    deadline: float,
-    topics: list[str] | None = None,
+    topics: Sequence[str] | None = None,
     identity: bool = False,
-    fetch: Callable[..., BootstrapResult] = fetch_bootstrap,
+    on_done: Callable[[BootstrapResult], None] | None = None,
 ) -> list[BootstrapResult]:
-    """Every bootstrap in parallel, each in a daemon thread bounded by the deadline."""
+    """Every bootstrap in parallel, each in a daemon thread bounded by the deadline.
+
+    `on_done` hears of each bootstrap's answer or failure as it comes (a progress bar counts them).
+    """
     addresses = list(addresses)
 
     def work(address: BootstrapAddress) -> BootstrapResult:
-        try:
-            return fetch(address, props, resolver, timeout=timeout, deadline=deadline, topics=topics,
-                         identity=identity)
-        except Exception as exc:  # a bug must cost one bootstrap, not the report
-            _LOG.debug("bootstrap %s failed unexpectedly", address.hostport, exc_info=True)
-            return BootstrapResult(address.hostport, "error", f"internal error: {exc.__class__.__name__}")
+        result = fetch_bootstrap(address, ctx, topics=topics, identity=identity)
+        if on_done is not None:
+            on_done(result)
+        return result
 
-    done = run_bounded(addresses, work, workers=64, deadline=deadline + 0.05)
+    done = run_bounded(addresses, work, workers=64, deadline=ctx.deadline + 0.05)
     return [
-        done.get(i) or BootstrapResult(a.hostport, "timeout", "no answer before the run's deadline")
+        done.get(i) or BootstrapResult(address=a.hostport, status="timeout",
+                                       error="no answer before the run's deadline")
         for i, a in enumerate(addresses)
     ]
 
 
-def _via_librdkafka(
-    address: BootstrapAddress,
-    props: Mapping[str, str],
-    *,
-    timeout: float,
-    deadline: float,
-    topics: list[str] | None,
-) -> BootstrapResult:
+def _via_librdkafka(address: BootstrapAddress, ctx: RunContext, *, topics: Sequence[str] | None) -> BootstrapResult:
     """confluent-kafka's AdminClient for one address, for mechanisms kprobe cannot speak.
 
     librdkafka's own log lines are captured through a Python logger instead of stderr.
@@ -128,6 +115,7 @@ def _via_librdkafka(
 
     started = time.perf_counter()
     hostport = address.hostport
+    props, timeout = ctx.props, ctx.timeout
     captured: list[str] = []
     logger = logging.getLogger(f"kprobe.librdkafka.{id(captured)}")
     logger.propagate = False
@@ -139,7 +127,7 @@ def _via_librdkafka(
                  "error_cb": lambda err: captured.append(str(err.str()))})
     if address.protocol and "security.protocol" not in props:
         conf["security.protocol"] = address.protocol
-    wait = max(0.1, min(timeout, deadline - time.monotonic()))
+    wait = ctx.remaining(timeout)
     admin = None
     try:
         admin = AdminClient(conf)
@@ -152,21 +140,22 @@ def _via_librdkafka(
         text = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
         lowered = (text + " " + " ".join(captured)).lower()
         auth = [line for line in captured if "authentication" in line.lower()]
+        status: BootstrapStatus
         if auth:
             status, text = "auth_failed", auth[-1]
         elif "timed out" in lowered:
             status = "timeout"
         else:
             status = "error"
-        return BootstrapResult(hostport, status, text, ms=_ms(started), via="librdkafka")
+        return BootstrapResult(address=hostport, status=status, error=text, ms=_ms(started), via="librdkafka")
     for line in captured:
         _LOG.debug("librdkafka: %s", line)
     brokers = tuple(
         AdvertisedBroker(b.id, b.host or "", b.port, None) for b in sorted(md.brokers.values(), key=lambda b: b.id)
     )
-    meta = ClusterMetadata(brokers, md.cluster_id, md.controller_id)
-    return BootstrapResult(hostport, "ok", None, md.orig_broker_id, md.orig_broker_name, None, meta,
-                           _ms(started), via="librdkafka")
+    meta = ClusterMetadata(brokers=brokers, cluster_id=md.cluster_id, controller_id=md.controller_id)
+    return BootstrapResult(address=hostport, status="ok", answered_by_id=md.orig_broker_id,
+                           answered_by_name=md.orig_broker_name, metadata=meta, ms=_ms(started), via="librdkafka")
 
 
 class _ListHandler(logging.Handler):

@@ -22,8 +22,9 @@ R = TypeVar("R")
 class BoundedPool(Generic[T, R]):
     """At most `workers` threads run `work`; each item has its own deadline.
 
-    An exception in `work` is the caller's bug to prevent: the item is simply left out, like
-    an item its deadline cut off, and the caller reports it as not done.
+    An exception in `work` is a bug in a step, never a network outcome (steps return failures
+    as data): `results()` raises it in the caller's thread, so it surfaces as an internal error
+    instead of passing for an item the deadline cut off ("not resolved before the deadline").
     """
 
     def __init__(self, work: Callable[[T], R], *, workers: int) -> None:
@@ -35,6 +36,7 @@ class BoundedPool(Generic[T, R]):
         self._running = 0
         self._unsettled = 0
         self._results: dict[int, R] = {}
+        self._failure: BaseException | None = None
 
     def submit(self, key: int, item: T, deadline: float) -> None:
         """Queue one item; it is started only before `deadline` (a monotonic time)."""
@@ -57,22 +59,29 @@ class BoundedPool(Generic[T, R]):
                     value = self._work(item)
                     with self._lock:
                         self._results[key] = value
-            except Exception:  # left out: the caller reports it as not done
-                pass
+            except Exception as exc:  # a bug: kept for results() to raise, first one wins
+                with self._lock:
+                    if self._failure is None:
+                        self._failure = exc
             finally:
                 with self._lock:
                     self._unsettled -= 1
-                    if self._unsettled == 0:
+                    if self._unsettled == 0 or self._failure is not None:
                         self._settled.notify_all()
 
     def results(self, deadline: float) -> dict[int, R]:
-        """Results by key of what finished: waits until everything is done or `deadline` passes."""
+        """Results by key of what finished: waits until everything is done or `deadline` passes.
+
+        Raises the first exception a work item raised (see the class docstring).
+        """
         with self._lock:
-            while self._unsettled:
+            while self._unsettled and self._failure is None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 self._settled.wait(remaining)
+            if self._failure is not None:
+                raise self._failure
             return dict(self._results)
 
 

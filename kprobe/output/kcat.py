@@ -13,10 +13,10 @@ import json
 from functools import cache
 from typing import Any
 
-from kprobe.listing import Listing, PartitionView
+from kprobe.list_run import Listing, PartitionView
 from kprobe.models import EndpointResult
-from kprobe.report.json_report import endpoint_dict
-from kprobe.report.text import safe
+from kprobe.output.json_report import endpoint_dict
+from kprobe.output.sanitize import safe
 
 
 @cache

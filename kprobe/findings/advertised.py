@@ -1,20 +1,17 @@
-"""Observations in, findings out: pure functions, no network, no clock.
+"""Findings on each advertised endpoint as resolved and connected to from here.
 
-Each finding says in plain words what a client will experience and which listener setting to
-change. The codes are a public contract (docs/findings.md); add codes, never rename them.
+The heart of kprobe: the bootstrap answered, and what it advertises does not work from where
+the user stands. Fixes propose concrete listener lines only where the evidence supports them.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Sequence
 
-from kprobe.crosscheck import consistency_findings, dns_view_findings, identity_findings, tls_findings
-from kprobe.endpoints import host_problem, port_problem
-from kprobe.models import BootstrapResult, EndpointResult, Finding
-from kprobe.resolve import is_loopback_name
-
-ERROR, WARNING, INFO = "error", "warning", "info"
+from kprobe.addresses import host_problem, is_loopback_ip, is_loopback_name, port_problem
+from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
+from kprobe.findings.common import source_of
+from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
 
 _AFTER_BOOTSTRAP = (
     "producers and consumers will bootstrap fine, then fail on every request after the first "
@@ -22,16 +19,10 @@ _AFTER_BOOTSTRAP = (
 )
 
 
-def _is_loopback_ip(text: str) -> bool:
-    try:
-        return ipaddress.ip_address(text.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
 
 def _is_loopback_host(host: str, addresses: Sequence[str]) -> bool:
-    return is_loopback_name(host) or _is_loopback_ip(host) or (
-        bool(addresses) and all(_is_loopback_ip(a) for a in addresses)
+    return is_loopback_name(host) or is_loopback_ip(host) or (
+        bool(addresses) and all(is_loopback_ip(a) for a in addresses)
     )
 
 
@@ -43,86 +34,19 @@ def _listener_hint(result: EndpointResult) -> str:
     return "the listener on port " + "/".join(ports)
 
 
-def diagnose(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult]) -> list[Finding]:
-    """All findings of one probe, errors first, in a stable order."""
-    by_address = {b.address: b for b in bootstraps}
-    findings: list[Finding] = []
-    answered = [b for b in bootstraps if b.status == "ok"]
-    for b in bootstraps:
-        if b.status != "ok":
-            findings.append(_bootstrap_unreachable(b, answered_any=bool(answered)))
-    findings.extend(consistency_findings(bootstraps, endpoints))
-    for result in endpoints:
-        findings.extend(_endpoint_findings(result, by_address))
-        findings.extend(identity_findings(result, by_address))
-        findings.extend(tls_findings(result))
-        findings.extend(dns_view_findings(result))
-    not_checked = [r.endpoint.hostport for r in endpoints if r.status == "unchecked"]
-    if not_checked:
-        findings.append(Finding(
-            "RUN_INCOMPLETE", WARNING,
-            f"The run stopped (its deadline, or Ctrl-C) before {len(not_checked)} advertised endpoint(s) answered: "
-            f"{', '.join(not_checked)}. Nothing is known of them yet, so this report cannot say they work.",
-            "Run again with a longer --deadline (at least the metadata time plus one --timeout), or with fewer "
-            "bootstrap addresses."))
-    unchecked = sorted({r.identity.detail or "" for r in endpoints if r.identity and r.identity.status == "unchecked"})
-    if unchecked:
-        findings.append(Finding(
-            "IDENTITY_NOT_CHECKED", INFO,
-            "Identity not checked: " + "; ".join(unchecked) + ". Which node answers at each endpoint is unknown, "
-            "so a port-forward or NAT rule that leads to the wrong broker would go unseen.",
-            "Nothing to fix for clients; grant DescribeConfigs on the cluster to the probe's principal to have "
-            "endpoint identities checked, or pass --no-identity."))
-    order = {ERROR: 0, WARNING: 1, INFO: 2}
-    findings.sort(key=lambda f: (order[f.severity], f.node_id if f.node_id is not None else -1, f.code))
-    return findings
-
-
-def _bootstrap_unreachable(b: BootstrapResult, answered_any: bool) -> Finding:
-    what = {
-        "dns_failed": "its name does not resolve from here",
-        "refused": "the connection was refused (nothing listens there)",
-        "timeout": "it did not answer in time (a firewall, a wrong address, or an overloaded broker)",
-        "auth_failed": "it refused the credentials",
-    }.get(b.status, "the request failed")
-    consequence = (
-        "The other bootstrap addresses answered, so clients that try them will still start, but "
-        "this one is dead weight in bootstrap.servers."
-        if answered_any else "No client can start from here with this bootstrap list."
-    )
-    tls_problem = (b.error or "").startswith("TLS")
-    if tls_problem:
-        what = "the TLS handshake failed"
-    fix = {
-        "auth_failed": "Check sasl.mechanism, sasl.username and the password, and that the listener's "
-        "protocol matches security.protocol.",
-        "dns_failed": "Use a name this network resolves, or an IP address, in bootstrap.servers.",
-    }.get(
-        b.status,
-        "Check the address and port against the broker's `listeners`, and that the port is open "
-        "between here and the broker.",
-    )
-    if tls_problem:
-        fix = ("Give the client the CA that signed the broker certificate (-X ssl.ca.location=...), and bootstrap "
-               "with a name the certificate holds; check that the port is a TLS listener.")
-    code = "AUTH_FAILED" if b.status == "auth_failed" else "BOOTSTRAP_UNREACHABLE"
-    return Finding(code, ERROR,
-                   f"Bootstrap {b.address} gave no metadata: {what} ({b.error}). {consequence}",
-                   fix, bootstrap=b.address)
-
-
-def _endpoint_findings(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[Finding]:
+def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[Finding]:
+    """What fails for a client at one advertised endpoint: resolution, connection, loopback, hosts file, port."""
     ep = result.endpoint
     where = ep.hostport
     via = ", ".join(ep.advertised_by)
     listener = _listener_hint(result)
     out: list[Finding] = []
 
-    def add(code: str, severity: str, message: str, fix: str) -> None:
-        source = ep.advertised_by[0] if ep.advertised_by else None
-        out.append(Finding(code, severity, message, fix, ep.node_id, where, source))
+    def add(code: str, severity: Severity, message: str, fix: str) -> None:
+        out.append(finding(code, severity, message, fix, node_id=ep.node_id, endpoint=where,
+                           bootstrap=source_of(result)))
 
-    bad_host, bad_port = host_problem(ep), port_problem(ep)
+    bad_host, bad_port = host_problem(ep.host), port_problem(ep.port)
     if bad_host:
         add("INVALID_ADVERTISED_HOST", ERROR,
             f"Broker {ep.node_id} advertises {where} (via {via}), which is not a usable host: {bad_host}. "
@@ -141,7 +65,7 @@ def _endpoint_findings(result: EndpointResult, bootstraps: dict[str, BootstrapRe
     ok_tcp = [t for t in result.tcp if t.status == "ok"]
     bad_tcp = [t for t in result.tcp if t.status != "ok"]
     came_from_elsewhere = any(
-        (b := bootstraps.get(src)) is not None and b.connected_to is not None and not _is_loopback_ip(b.connected_to)
+        (b := bootstraps.get(src)) is not None and b.connected_to is not None and not is_loopback_ip(b.connected_to)
         for src in ep.advertised_by
     )
     if came_from_elsewhere and _is_loopback_host(ep.host, dns.addresses):

@@ -1,0 +1,63 @@
+"""What an address or host name is, before anything is sent to it: pure text rules.
+
+Kept apart from the steps that resolve and connect, because the findings judge the same
+names (is it loopback? an IP literal?) and must not pull the network code in to do so.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+_HOST_CHARS = re.compile(r"^[A-Za-z0-9._:\[\]-]+$")
+
+
+def format_hostport(host: str, port: int) -> str:
+    """Bracket IPv6 literals so `host:port` stays parseable."""
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]:{port}"
+    return f"{host}:{port}"
+
+
+def is_ip_literal(host: str) -> bool:
+    """IP literals skip DNS entirely, as clients do."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def is_loopback_name(host: str) -> bool:
+    """`localhost` names never go to DNS (RFC 6761); treat them as the hosts file does."""
+    lowered = host.lower().rstrip(".")
+    return lowered == "localhost" or lowered.endswith(".localhost")
+
+
+def is_loopback_ip(text: str) -> bool:
+    """An IP literal in 127.0.0.0/8 or ::1; a name or anything else is not."""
+    try:
+        return ipaddress.ip_address(text.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def port_problem(port: int) -> str | None:
+    """Why an advertised port cannot be connected to, or None."""
+    if not 0 < port < 65536:
+        return f"port {port} is outside 1-65535"
+    return None
+
+
+def host_problem(host: str) -> str | None:
+    """Why an advertised host cannot be a name or address a client resolves, or None.
+
+    Such hosts are never sent to a resolver: a broker's metadata is untrusted input.
+    """
+    if not host:
+        return "the host is empty"
+    if len(host) > 253:
+        return f"the host is {len(host)} characters long (a DNS name has at most 253)"
+    if not _HOST_CHARS.match(host):
+        return "the host contains characters no host name or address has"
+    return None

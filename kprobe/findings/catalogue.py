@@ -1,0 +1,134 @@
+"""Every finding code kprobe can report: its severity, the stage it judges, what a client meets.
+
+The codes are a public contract (docs/findings.md): add codes, never rename them. Each rule
+module builds its findings with `finding(code, ...)`, which refuses a code missing here or a
+severity the code does not allow, so the catalogue, the rules and the documentation (checked
+against this table by tests/findings/test_catalogue.py) cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kprobe.models import Finding, Severity
+
+ERROR: Severity = "error"
+WARNING: Severity = "warning"
+INFO: Severity = "info"
+# Errors first: the order findings are listed in, in every output.
+SEVERITY_ORDER: dict[Severity, int] = {ERROR: 0, WARNING: 1, INFO: 2}
+
+Stage = Literal["bootstrap", "advertised", "identity", "consistency", "tls", "dns", "run"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What one code means, whatever the run that reports it."""
+
+    stage: Stage
+    severities: tuple[Severity, ...]
+    title: str
+    client_sees: str
+
+
+CATALOGUE: dict[str, Kind] = {
+    "BOOTSTRAP_UNREACHABLE": Kind(
+        "bootstrap", (ERROR,), "A bootstrap address gave no metadata",
+        "Clients cannot start from that address (no resolution, refused, timeout or a failed TLS handshake)."),
+    "AUTH_FAILED": Kind(
+        "bootstrap", (ERROR,), "The bootstrap refused the credentials",
+        "Clients fail at connect with an authentication error."),
+    "ADVERTISED_UNRESOLVABLE": Kind(
+        "advertised", (ERROR,), "An advertised host does not resolve from here",
+        "Clients bootstrap, then fail every request (`Failed to resolve ...`)."),
+    "ADVERTISED_LOOPBACK": Kind(
+        "advertised", (ERROR,), "A broker advertises a loopback address to a remote client",
+        "Every client connects to its own machine instead of the broker."),
+    "ADVERTISED_REFUSED": Kind(
+        "advertised", (ERROR,), "Nothing accepts connections at an advertised address",
+        "Requests for partitions that broker leads fail."),
+    "ADVERTISED_TIMEOUT": Kind(
+        "advertised", (ERROR,), "Connections to an advertised address time out",
+        "Clients wait for their timeouts, then fail."),
+    "ADVERTISED_UNREACHABLE": Kind(
+        "advertised", (ERROR,), "No route to an advertised address, or the connect fails otherwise",
+        "Clients bootstrap, then fail every request to that broker."),
+    "ADVERTISED_PARTIAL": Kind(
+        "advertised", (WARNING,), "Only some addresses of an advertised name connect",
+        "Clients that try a failing address first are slow to connect or fail."),
+    "INVALID_ADVERTISED_HOST": Kind(
+        "advertised", (ERROR,), "An advertised host is not a usable name or address",
+        "Clients bootstrap, then fail every request to that broker."),
+    "INVALID_ADVERTISED_PORT": Kind(
+        "advertised", (ERROR,), "An advertised port is outside 1-65535",
+        "Clients bootstrap, then fail every request to that broker."),
+    "RESOLVED_ONLY_VIA_HOSTS_FILE": Kind(
+        "advertised", (WARNING,), "An advertised name resolves only through the hosts file",
+        "It works on this machine and on no other."),
+    "PORT_DIFFERS_FROM_BOOTSTRAP": Kind(
+        "advertised", (INFO, WARNING), "The bootstrap's address is advertised with another port",
+        "Nothing, for a second listener; a failing endpoint when a NAT or port mapping is unknown to the broker."),
+    "ENDPOINT_WRONG_BROKER": Kind(
+        "identity", (ERROR,), "Another broker answers at an advertised endpoint",
+        "Requests go to the wrong node: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION."),
+    "ENDPOINT_NOT_KAFKA": Kind(
+        "identity", (ERROR,), "Something that does not speak Kafka answers at an advertised endpoint",
+        "Clients connect, then fail or hang on their first request."),
+    "ENDPOINT_NOT_ANSWERING": Kind(
+        "identity", (ERROR,), "An advertised endpoint accepts connections and gives no Kafka answer",
+        "TCP checks pass; clients connect, then fail or wait for their timeouts."),
+    "ENDPOINT_ADVERTISES_DIFFERENTLY": Kind(
+        "identity", (WARNING,), "An endpoint belongs to a listener that advertises another set",
+        "Clients flip between two sets of endpoints on every metadata refresh."),
+    "IDENTITY_NOT_CHECKED": Kind(
+        "run", (INFO,), "Which node answers at each endpoint could not be checked",
+        "Nothing; a rule that leads to the wrong broker would go unseen."),
+    "RUN_INCOMPLETE": Kind(
+        "run", (WARNING,), "The run stopped before some checks answered",
+        "Nothing is known of those checks yet: the report cannot say they work."),
+    "CLUSTER_ID_MISMATCH": Kind(
+        "consistency", (ERROR,), "The bootstrap list mixes clusters",
+        "A client joins whichever cluster answers first."),
+    "BROKER_SET_MISMATCH": Kind(
+        "consistency", (WARNING,), "Bootstraps disagree on which brokers exist",
+        "Partitions led by a broker missing from a listener are unreachable through it."),
+    "NO_ADVERTISED_BROKERS": Kind(
+        "consistency", (ERROR,), "A bootstrap's metadata lists no broker",
+        "Clients have nowhere to send anything and retry until they time out."),
+    "DUPLICATE_NODE_ID": Kind(
+        "consistency", (ERROR,), "One node id is listed twice with different endpoints",
+        "Clients keep one of them at random and send that node's requests there."),
+    "DUPLICATE_ENDPOINT": Kind(
+        "consistency", (ERROR,), "Several brokers advertise one endpoint",
+        "Only one broker answers there: the others' requests fail with NOT_LEADER_OR_FOLLOWER."),
+    "DNS_VIEWS_DISAGREE": Kind(
+        "dns", (WARNING,), "Two resolvers answer differently for an advertised name",
+        "A fix that works from one network fails from the other."),
+    "TLS_UNTRUSTED": Kind(
+        "tls", (ERROR, WARNING), "A broker certificate does not verify against the trusted CAs",
+        "Clients that verify certificates (the default) refuse the connection."),
+    "TLS_HOSTNAME_MISMATCH": Kind(
+        "tls", (ERROR, WARNING), "A broker certificate does not name the advertised host",
+        "Bootstrap works; every connection to the advertised endpoint fails the handshake."),
+    "TLS_EXPIRING": Kind(
+        "tls", (WARNING, ERROR), "A broker certificate expires soon, or has expired",
+        "After expiry every client handshake fails."),
+    "TLS_HANDSHAKE_FAILED": Kind(
+        "tls", (ERROR,), "The TLS handshake at an advertised endpoint fails",
+        "Clients connect and fail before their first request."),
+}
+
+
+def finding(
+    code: str, severity: Severity, message: str, fix: str, *, node_id: int | None = None,
+    endpoint: str | None = None, bootstrap: str | None = None,
+) -> Finding:
+    """A Finding whose code and severity the catalogue allows; anything else is a bug in a rule."""
+    kind = CATALOGUE.get(code)
+    if kind is None:
+        raise ValueError(f"finding code {code} is not in the catalogue")
+    if severity not in kind.severities:
+        raise ValueError(f"{code} is never {severity} (the catalogue allows {', '.join(kind.severities)})")
+    return Finding(code=code, severity=severity, message=message, fix=fix, node_id=node_id, endpoint=endpoint,
+                   bootstrap=bootstrap)

@@ -1,0 +1,67 @@
+"""Every rule over one probe's results, in a stable order: the one entry point of the findings.
+
+Pure: observations in, findings out, no network and no clock. Each finding says in plain words
+what a client will experience and which listener setting to change; the codes are a public
+contract (`kprobe.findings.catalogue`, docs/findings.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kprobe.findings.advertised import advertised_findings
+from kprobe.findings.bootstrap import bootstrap_finding
+from kprobe.findings.catalogue import INFO, SEVERITY_ORDER, WARNING, finding
+from kprobe.findings.consistency import consistency_findings
+from kprobe.findings.dns import dns_view_findings
+from kprobe.findings.identity import identity_findings
+from kprobe.findings.tls import tls_findings
+from kprobe.models import BootstrapResult, EndpointResult, Finding
+
+
+def diagnose(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult]) -> list[Finding]:
+    """All findings of one probe, errors first, in a stable order."""
+    by_address = {b.address: b for b in bootstraps}
+    findings: list[Finding] = []
+    answered = [b for b in bootstraps if b.status == "ok"]
+    for b in bootstraps:
+        if b.status != "ok":
+            findings.append(bootstrap_finding(b, answered_any=bool(answered)))
+    findings.extend(consistency_findings(bootstraps, endpoints))
+    for result in endpoints:
+        findings.extend(advertised_findings(result, by_address))
+        findings.extend(identity_findings(result, by_address))
+        findings.extend(tls_findings(result))
+        findings.extend(dns_view_findings(result))
+    findings.extend(_incomplete(endpoints))
+    unchecked = sorted({r.identity.detail or "" for r in endpoints if r.identity and r.identity.status == "unchecked"})
+    if unchecked:
+        findings.append(finding(
+            "IDENTITY_NOT_CHECKED", INFO,
+            "Identity not checked: " + "; ".join(unchecked) + ". Which node answers at each endpoint is unknown, "
+            "so a port-forward or NAT rule that leads to the wrong broker would go unseen.",
+            "Nothing to fix for clients; grant DescribeConfigs on the cluster to the probe's principal to have "
+            "endpoint identities checked, or pass --no-identity."))
+    findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.node_id if f.node_id is not None else -1, f.code))
+    return findings
+
+
+def _incomplete(endpoints: Sequence[EndpointResult]) -> list[Finding]:
+    """RUN_INCOMPLETE: what the run's end cut off is unknown, and a report must say so, never pass it for ok."""
+    not_checked = [r.endpoint.hostport for r in endpoints if r.status == "unchecked"]
+    tls_cut = [r.endpoint.hostport for r in endpoints if r.tls is not None and r.tls.unfinished]
+    if not not_checked and not tls_cut:
+        return []
+    parts = []
+    if not_checked:
+        parts.append(f"The run stopped (its deadline, or Ctrl-C) before {len(not_checked)} advertised endpoint(s) "
+                     f"answered: {', '.join(not_checked)}. Nothing is known of them yet, so this report cannot say "
+                     "they work.")
+    if tls_cut:
+        parts.append(f"The run's deadline came before the TLS check of {len(tls_cut)} endpoint(s) ended: "
+                     f"{', '.join(tls_cut)}. Their certificates were not checked, so this report cannot say clients "
+                     "accept them.")
+    return [finding(
+        "RUN_INCOMPLETE", WARNING, " ".join(parts),
+        "Run again with a longer --deadline (at least the metadata time plus one --timeout), or with fewer "
+        "bootstrap addresses.")]

@@ -1,0 +1,1 @@
+"""Kafka's wire protocol, as far as kprobe speaks it: a pure codec, security settings, one connection."""

@@ -1,0 +1,355 @@
+"""The bytes of the few Kafka requests kprobe sends and of their answers: pure, no sockets.
+
+Kept apart from the connection so every decoder can be tested on recorded bytes and on hostile
+ones without a peer, and so a request's version is always a parameter: the connection picks
+it from the broker's ApiVersions answer (Kafka 1.1 to 4.x speak different ranges).
+
+Decoding is strict and bounded: every length is checked against the bytes actually present, so
+a hostile or broken peer gets a `WireError("protocol", ...)`, never an exception from deep inside
+or an allocation sized by the peer.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Sequence
+
+from kprobe.models import AdvertisedBroker, ClusterMetadata, PartitionInfo, TopicInfo
+
+API_METADATA = 3
+API_SASL_HANDSHAKE = 17
+API_API_VERSIONS = 18
+API_SASL_AUTHENTICATE = 36
+API_DESCRIBE_CONFIGS = 32
+RESOURCE_BROKER = 4
+
+METADATA_MIN, METADATA_MAX = 4, 12
+MAX_FRAME = 256 * 1024 * 1024
+
+# The few Kafka error codes kprobe names in its own words; the rest print as numbers.
+ERROR_NAMES = {
+    -1: "UNKNOWN_SERVER_ERROR",
+    0: "NO_ERROR",
+    3: "UNKNOWN_TOPIC_OR_PARTITION",
+    5: "LEADER_NOT_AVAILABLE",
+    9: "REPLICA_NOT_AVAILABLE",
+    19: "NOT_ENOUGH_REPLICAS",
+    29: "TOPIC_AUTHORIZATION_FAILED",
+    31: "CLUSTER_AUTHORIZATION_FAILED",
+    33: "UNSUPPORTED_SASL_MECHANISM",
+    34: "ILLEGAL_SASL_STATE",
+    35: "UNSUPPORTED_VERSION",
+    58: "SASL_AUTHENTICATION_FAILED",
+}
+
+
+def error_name(code: int) -> str:
+    """Name a Kafka error code the way the broker's logs and kcat do."""
+    return ERROR_NAMES.get(code, f"KAFKA_ERROR_{code}")
+
+
+class WireError(Exception):
+    """A request that failed, classified for the report.
+
+    `kind` is one of: dns_failed, refused, timeout, unreachable, closed, protocol, tls,
+    auth_failed, error. The message never contains credentials. `deadline` says the run's own
+    deadline cut the request short (which proves nothing about the broker, unlike its own
+    timeout); `awaiting_response` says the request had been sent (the connection worked).
+    """
+
+    def __init__(self, kind: str, message: str, *, deadline: bool = False, awaiting_response: bool = False) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.deadline = deadline
+        self.awaiting_response = awaiting_response
+
+
+class Reader:
+    """Bounds-checked decoding of a Kafka response body."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        """The next `n` bytes, or a protocol error if the response is shorter."""
+        if n < 0 or self.pos + n > len(self.data):
+            raise WireError("protocol", f"truncated response: wanted {n} bytes at offset {self.pos}")
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def int8(self) -> int:
+        """A signed byte."""
+        return int(struct.unpack(">b", self.take(1))[0])
+
+    def int16(self) -> int:
+        """A big-endian int16."""
+        return int(struct.unpack(">h", self.take(2))[0])
+
+    def int32(self) -> int:
+        """A big-endian int32."""
+        return int(struct.unpack(">i", self.take(4))[0])
+
+    def boolean(self) -> bool:
+        """A one-byte boolean."""
+        return self.take(1) != b"\x00"
+
+    def uvarint(self) -> int:
+        """An unsigned varint, at most 5 bytes (a longer one is hostile)."""
+        value = shift = 0
+        while True:
+            byte = self.take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise WireError("protocol", "varint too long")
+
+    def string(self, flexible: bool, nullable: bool = False) -> str | None:
+        """A (compact when `flexible`) string; None only where the field is nullable."""
+        n = self.uvarint() - 1 if flexible else self.int16()
+        if n < 0:
+            if nullable or n == -1:
+                return None
+            raise WireError("protocol", "negative string length")
+        # surrogateescape keeps undecodable bytes recoverable: the report can show them exactly.
+        return self.take(n).decode("utf-8", "surrogateescape")
+
+    def array_len(self, flexible: bool, min_item: int = 1) -> int:
+        """An array's length, refused when `min_item`-byte items could not fit in what is left."""
+        n = self.uvarint() - 1 if flexible else self.int32()
+        if n < 0:
+            raise WireError("protocol", "a required array is null")
+        if n * min_item > len(self.data) - self.pos:
+            raise WireError("protocol", f"array of {n} items does not fit in the response")
+        return n
+
+    def int32_array(self, flexible: bool) -> tuple[int, ...]:
+        """An array of int32 (replicas, ISRs)."""
+        n = self.array_len(flexible, 4)
+        raw = self.take(4 * n)
+        return struct.unpack(f">{n}i", raw) if n else ()
+
+    def tagged_fields(self) -> None:
+        """Skip a flexible version's tagged fields: kprobe reads none of them."""
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.take(self.uvarint())
+
+
+def enc_string(value: str | None, flexible: bool) -> bytes:
+    """A (compact when `flexible`) nullable string."""
+    if value is None:
+        return b"\x00" if flexible else struct.pack(">h", -1)
+    raw = value.encode()
+    return (uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw))) + raw
+
+
+def uvarint(n: int) -> bytes:
+    """Kafka's unsigned varint."""
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def request_header(api_key: int, version: int, correlation_id: int, client_id: str, flexible: bool) -> bytes:
+    """Request header v1, or v2 (with empty tagged fields) for flexible versions."""
+    header = struct.pack(">hhi", api_key, version, correlation_id) + enc_string(client_id, False)
+    return header + b"\x00" if flexible else header
+
+
+def response_header(reader: Reader, api_key: int, flexible: bool, correlation_id: int) -> None:
+    """Check the correlation id; skip the tagged fields of header v1.
+
+    ApiVersions responses always use header v0, whatever the request version.
+    """
+    if reader.int32() != correlation_id:
+        raise WireError("protocol", "response does not match the request (correlation id)")
+    if flexible and api_key != API_API_VERSIONS:
+        reader.tagged_fields()
+
+
+def decode_api_versions(reader: Reader) -> dict[int, tuple[int, int]]:
+    """ApiVersions v0: which versions of each request this broker speaks."""
+    code = reader.int16()
+    versions: dict[int, tuple[int, int]] = {}
+    for _ in range(reader.array_len(False, 6)):
+        key, low, high = reader.int16(), reader.int16(), reader.int16()
+        versions[key] = (low, high)
+    if code != 0:
+        raise WireError("protocol", f"ApiVersions failed: {error_name(code)}")
+    return versions
+
+
+def metadata_version(api_versions: dict[int, tuple[int, int]]) -> int:
+    """The highest Metadata version both sides speak, within what kprobe decodes."""
+    low, high = api_versions.get(API_METADATA, (METADATA_MIN, METADATA_MAX))
+    version = min(high, METADATA_MAX)
+    if version < max(low, METADATA_MIN):
+        raise WireError("protocol", f"broker speaks Metadata v{low}-v{high}, kprobe needs v4-v12")
+    return version
+
+
+def encode_metadata_request(version: int, topics: Sequence[str] | None) -> bytes:
+    """Metadata for `topics` ([] = brokers only, None = all topics); never creates a topic."""
+    flexible = version >= 9
+    body = bytearray()
+    if topics is None:
+        body += b"\x00" if flexible else struct.pack(">i", -1)
+    else:
+        body += uvarint(len(topics) + 1) if flexible else struct.pack(">i", len(topics))
+        for name in topics:
+            if version >= 10:
+                body += b"\x00" * 16  # topic id: none, ask by name
+            body += enc_string(name, flexible)
+            if flexible:
+                body += b"\x00"
+    body += b"\x00"  # allow_auto_topic_creation: a diagnostic must not create topics
+    if 8 <= version <= 10:
+        body += b"\x00"  # include_cluster_authorized_operations
+    if version >= 8:
+        body += b"\x00"  # include_topic_authorized_operations
+    if flexible:
+        body += b"\x00"
+    return bytes(body)
+
+
+def decode_metadata(reader: Reader, version: int) -> ClusterMetadata:
+    """Decode a Metadata response body (v4-v12)."""
+    flexible = version >= 9
+    reader.int32()  # throttle_time_ms
+    brokers = []
+    for _ in range(reader.array_len(flexible, 10)):
+        node_id = reader.int32()
+        host = reader.string(flexible) or ""
+        port = reader.int32()
+        rack = reader.string(flexible, nullable=True)
+        if flexible:
+            reader.tagged_fields()
+        brokers.append(AdvertisedBroker(node_id, host, port, rack))
+    cluster_id = reader.string(flexible, nullable=True)
+    controller_id = reader.int32()
+    topics = []
+    for _ in range(reader.array_len(flexible, 4)):
+        code = reader.int16()
+        name = reader.string(flexible, nullable=True) or ""
+        if version >= 10:
+            reader.take(16)  # topic id
+        internal = reader.boolean()
+        partitions = []
+        for _ in range(reader.array_len(flexible, 14)):
+            p_code = reader.int16()
+            index = reader.int32()
+            leader = reader.int32()
+            if version >= 7:
+                reader.int32()  # leader epoch
+            replicas = reader.int32_array(flexible)
+            isrs = reader.int32_array(flexible)
+            offline = reader.int32_array(flexible) if version >= 5 else ()
+            if flexible:
+                reader.tagged_fields()
+            partitions.append(PartitionInfo(partition=index, leader=leader, replicas=replicas, isrs=isrs,
+                                            offline=offline, error_code=p_code))
+        if version >= 8:
+            reader.int32()  # topic authorized operations
+        if flexible:
+            reader.tagged_fields()
+        topics.append(TopicInfo(name, tuple(partitions), code, internal))
+    if 8 <= version <= 10:
+        reader.int32()  # cluster authorized operations
+    if flexible:
+        reader.tagged_fields()
+    if reader.pos != len(reader.data):
+        raise WireError("protocol", f"Metadata response has {len(reader.data) - reader.pos} unexpected trailing bytes")
+    return ClusterMetadata(brokers=tuple(brokers), cluster_id=cluster_id, controller_id=controller_id,
+                           topics=tuple(topics), api_version=version)
+
+
+def encode_sasl_handshake(mechanism: str) -> bytes:
+    """SaslHandshake v1: the mechanism the client will use."""
+    return enc_string(mechanism, False)
+
+
+def decode_sasl_handshake(reader: Reader) -> tuple[int, list[str]]:
+    """(error code, the mechanisms the listener enabled)."""
+    code = reader.int16()
+    offered = [reader.string(False) or "" for _ in range(reader.array_len(False, 2))]
+    return code, offered
+
+
+def encode_sasl_authenticate(token: bytes) -> bytes:
+    """SaslAuthenticate v0/v1: the mechanism's bytes, length-prefixed."""
+    return struct.pack(">i", len(token)) + token
+
+
+def decode_sasl_authenticate(reader: Reader) -> tuple[int, str | None]:
+    """(error code, the broker's error message)."""
+    code = reader.int16()
+    return code, reader.string(False, nullable=True)
+
+
+def encode_describe_broker(node_id: int, keys: Sequence[str]) -> bytes:
+    """DescribeConfigs v1 for the BROKER resource `node_id`, asking only for `keys`."""
+    body = struct.pack(">i", 1) + struct.pack(">b", RESOURCE_BROKER) + enc_string(str(node_id), False)
+    body += struct.pack(">i", len(keys)) + b"".join(enc_string(k, False) for k in keys)
+    return body + b"\x00"  # include_synonyms
+
+
+def decode_describe_broker(reader: Reader) -> tuple[int, str | None, dict[str, str | None]]:
+    """DescribeConfigs v1's first resource: (error code, message, configs)."""
+    reader.int32()  # throttle
+    count = reader.array_len(False, 9)
+    if count < 1:
+        raise WireError("protocol", "DescribeConfigs answered no resource")
+    code = reader.int16()
+    message = reader.string(False, nullable=True)
+    reader.int8()
+    reader.string(False)
+    configs: dict[str, str | None] = {}
+    for _ in range(reader.array_len(False, 6)):
+        name = reader.string(False) or ""
+        value = reader.string(False, nullable=True)
+        reader.boolean()
+        reader.int8()
+        reader.boolean()
+        for _ in range(reader.array_len(False, 5)):
+            reader.string(False)
+            reader.string(False, nullable=True)
+            reader.int8()
+        configs[name] = value
+    return code, message, configs
+
+
+_UNEXPECTED_ID = re.compile(r"expected (-?\d+)")
+
+
+def node_from_describe(
+    expected: int, code: int, message: str | None, configs: dict[str, str | None]
+) -> tuple[int | None, str | None]:
+    """Which node answered a DescribeConfigs for BROKER `expected`: (node id, None) or (None, why not known).
+
+    Kafka answers only for its own id; another broker refuses with INVALID_REQUEST and
+    'Unexpected broker id, expected N ...', naming itself (Kafka's ConfigHelper). That is how
+    kprobe learns which node really answers at an endpoint (a Metadata response does not say).
+    """
+    if code == 0:
+        reported = configs.get("node.id")
+        if reported is not None and reported.lstrip("-").isdigit():
+            return int(reported), None
+        return expected, None
+    match = _UNEXPECTED_ID.search(message or "")
+    if code == 42 and match:
+        return int(match.group(1)), None
+    if code in (29, 31):
+        return None, (f"not authorised to describe broker configs ({error_name(code)}): "
+                      "grant DescribeConfigs on the cluster")
+    return None, f"DescribeConfigs answered {error_name(code)}: {message or ''}".rstrip(": ")

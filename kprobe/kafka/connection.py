@@ -1,0 +1,261 @@
+"""One connection to one broker address, speaking just enough Kafka: ApiVersions, SASL/PLAIN,
+Metadata and DescribeConfigs.
+
+Why not confluent-kafka here: since librdkafka 2.10 a client drops the bootstrap broker once
+a Metadata response lists only brokers it cannot reach, so `list_topics()` mostly times out in
+exactly the case kprobe exists for (design notes, section 7). kprobe needs the answer of *this*
+connection, deterministically and within a timeout, so it speaks the few requests it needs on
+the bootstrap socket itself. Mechanisms it does not speak (SCRAM, GSSAPI, OAUTHBEARER) fall back
+to confluent-kafka in `kprobe.probe.bootstrap`.
+
+The bytes are `kprobe.kafka.codec`'s business; this module only moves them, bounded by a
+per-request timeout and the run's deadline, and classifies what goes wrong.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from kprobe.kafka import codec
+from kprobe.kafka.codec import Reader, WireError
+from kprobe.kafka.security import Security
+from kprobe.models import ClusterMetadata
+from kprobe.sockets import classify_os_error, family_of
+
+
+class KafkaConnection:
+    """One connection to one broker address, speaking just enough Kafka.
+
+    Every blocking call is bounded by `timeout` per request and by the absolute `deadline`
+    (a `time.monotonic()` value) for the whole conversation.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        port: int,
+        *,
+        timeout: float,
+        deadline: float | None = None,
+        security: Security | None = None,
+        server_hostname: str | None = None,
+        client_id: str = "kprobe",
+    ) -> None:
+        self.address = address
+        self.port = port
+        self.timeout = timeout
+        self.deadline = deadline if deadline is not None else time.monotonic() + 3600
+        self.security = security or Security()
+        self.server_hostname = server_hostname or address
+        self.client_id = client_id
+        self.sock: socket.socket | None = None
+        self.correlation_id = 0
+        self.api_versions: dict[int, tuple[int, int]] = {}
+
+    def _remaining(self, bound: float) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise WireError("timeout", "run deadline reached", deadline=True)
+        return min(bound, left)
+
+    def connect(self) -> None:
+        """Open TCP (and TLS); classify failures as refused, timeout, unreachable or tls."""
+        sock = socket.socket(family_of(self.address), socket.SOCK_STREAM)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.settimeout(self._remaining(self.timeout))
+            sock.connect((self.address, self.port))
+        except WireError:
+            sock.close()
+            raise
+        except OSError as exc:
+            sock.close()
+            kind = classify_os_error(exc)
+            text = "timed out" if kind == "timeout" else (exc.strerror or str(exc))
+            raise WireError(kind, f"connect to {self.address}:{self.port}: {text}") from None
+        if self.security.uses_tls:
+            sock = self._wrap_tls(sock)
+        self.sock = sock
+
+    def _wrap_tls(self, sock: socket.socket) -> socket.socket:
+        import ssl  # 10 ms of start-up that a PLAINTEXT run never needs
+
+        sec = self.security
+        try:
+            ctx = ssl.create_default_context(cafile=sec.ssl_cafile)
+            if not sec.ssl_verify:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+            else:
+                ctx.check_hostname = sec.ssl_verify_hostname
+            if sec.ssl_certfile:
+                ctx.load_cert_chain(sec.ssl_certfile, sec.ssl_keyfile, password=sec.ssl_key_password)
+            sock.settimeout(self._remaining(self.timeout))
+            return ctx.wrap_socket(sock, server_hostname=self.server_hostname)
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            from kprobe.kafka.certs import describe_peer
+
+            seen = describe_peer(self.address, self.port, self.server_hostname, self._remaining(self.timeout))
+            raise WireError("tls", f"TLS certificate not accepted: {exc.verify_message}"
+                            + (f" ({seen})" if seen else "")) from None
+        except (ssl.SSLError, OSError) as exc:
+            sock.close()
+            kind = "timeout" if isinstance(exc, (TimeoutError, socket.timeout)) else "tls"
+            raise WireError(kind, f"TLS handshake failed: {exc}") from None
+
+    def close(self) -> None:
+        """Close quietly; closing is never what a report is about."""
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            finally:
+                self.sock = None
+
+    def __enter__(self) -> KafkaConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _recv_exact(self, n: int, request_deadline: float) -> bytes:
+        assert self.sock is not None
+        chunks = bytearray()
+        # Which bound a wait ends on decides what its end proves: the request's own timeout (the
+        # broker did not answer in time) or the run's deadline (nothing about the broker).
+        cut_by_deadline = self.deadline < request_deadline
+        waited = ("stopped at the run's deadline waiting for the response" if cut_by_deadline
+                  else "timed out waiting for the response")
+        while len(chunks) < n:
+            left = min(request_deadline, self.deadline) - time.monotonic()
+            if left <= 0:
+                raise WireError("timeout", waited, deadline=cut_by_deadline, awaiting_response=True)
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(min(n - len(chunks), 1 << 20))
+            except TimeoutError:
+                raise WireError("timeout", waited, deadline=cut_by_deadline, awaiting_response=True) from None
+            except OSError as exc:
+                raise WireError("closed", f"connection failed mid-response: {exc}", awaiting_response=True) from None
+            if not chunk:
+                raise WireError("closed", "connection closed by the broker before a full response",
+                                awaiting_response=True)
+            chunks += chunk
+        return bytes(chunks)
+
+    def request(self, api_key: int, version: int, body: bytes, flexible: bool = False) -> Reader:
+        """Send one request and return a reader positioned after the response header."""
+        if self.sock is None:
+            self.connect()
+        assert self.sock is not None
+        self.correlation_id += 1
+        frame = codec.request_header(api_key, version, self.correlation_id, self.client_id, flexible) + body
+        request_deadline = time.monotonic() + self.timeout
+        try:
+            self.sock.settimeout(self._remaining(self.timeout))
+            self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        except TimeoutError:
+            raise WireError("timeout", "timed out sending the request") from None
+        except OSError as exc:
+            raise WireError("closed", f"connection failed while sending: {exc}") from None
+        size = struct.unpack(">i", self._recv_exact(4, request_deadline))[0]
+        if size < 4 or size > codec.MAX_FRAME:
+            raise WireError("protocol", f"response size {size} is not plausible")
+        reader = Reader(self._recv_exact(size, request_deadline))
+        codec.response_header(reader, api_key, flexible, self.correlation_id)
+        return reader
+
+    def negotiate(self) -> dict[int, tuple[int, int]]:
+        """ApiVersions v0: which request versions this broker speaks."""
+        self.api_versions = codec.decode_api_versions(self.request(codec.API_API_VERSIONS, 0, b""))
+        return self.api_versions
+
+    def authenticate_plain(self) -> None:
+        """SASL/PLAIN: SaslHandshake v1 then SaslAuthenticate v0 or v1."""
+        sec = self.security
+        mechanism = (sec.sasl_mechanism or "PLAIN").upper()
+        reader = self.request(codec.API_SASL_HANDSHAKE, 1, codec.encode_sasl_handshake(mechanism))
+        code, offered = codec.decode_sasl_handshake(reader)
+        if code != 0:
+            raise WireError(
+                "auth_failed",
+                f"broker does not accept SASL mechanism {mechanism} (offers {', '.join(offered)})",
+            )
+        token = b"\x00" + (sec.sasl_username or "").encode() + b"\x00"
+        token += (sec.sasl_password or "").encode()
+        version = 1 if self.api_versions.get(codec.API_SASL_AUTHENTICATE, (0, 0))[1] >= 1 else 0
+        reader = self.request(codec.API_SASL_AUTHENTICATE, version, codec.encode_sasl_authenticate(token))
+        code, message = codec.decode_sasl_authenticate(reader)
+        if code != 0:
+            raise WireError("auth_failed", f"SASL authentication failed: {message or codec.error_name(code)}")
+
+    def describe_broker(
+        self, node_id: int, keys: tuple[str, ...] = ("node.id",)
+    ) -> tuple[int, str | None, dict[str, str | None]]:
+        """DescribeConfigs v1 for the BROKER resource `node_id`: (error code, message, configs)."""
+        reader = self.request(codec.API_DESCRIBE_CONFIGS, 1, codec.encode_describe_broker(node_id, keys))
+        return codec.decode_describe_broker(reader)
+
+    def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
+        """Metadata for `topics` ([] = brokers only, None = all topics)."""
+        version = codec.metadata_version(self.api_versions)
+        reader = self.request(codec.API_METADATA, version, codec.encode_metadata_request(version, topics),
+                              version >= 9)
+        return codec.decode_metadata(reader, version)
+
+
+def identify(conn: KafkaConnection, expected: int) -> tuple[int | None, str | None]:
+    """Which node answers on this connection: (node id, None) or (None, why not known).
+
+    One DescribeConfigs request for the BROKER resource `expected`; `codec.node_from_describe`
+    reads the answer.
+    """
+    if codec.API_DESCRIBE_CONFIGS not in conn.api_versions:
+        return None, "the broker does not offer DescribeConfigs"
+    try:
+        code, message, configs = conn.describe_broker(expected)
+    except WireError as exc:
+        return None, f"DescribeConfigs failed: {exc}"
+    return codec.node_from_describe(expected, code, message, configs)
+
+
+def fetch_and_identify(
+    address: str,
+    port: int,
+    *,
+    timeout: float,
+    deadline: float | None = None,
+    security: Security | None = None,
+    server_hostname: str | None = None,
+    topics: Sequence[str] | None = None,
+    identity: bool = True,
+    expected: int | None = None,
+) -> tuple[ClusterMetadata, int | None, str | None]:
+    """Metadata, then (if asked) which node answered, on one connection.
+
+    `expected` is the node id to ask about; by default the first advertised broker.
+    """
+    sec = security or Security()
+    with KafkaConnection(
+        address, port, timeout=timeout, deadline=deadline, security=sec,
+        server_hostname=server_hostname,
+    ) as conn:
+        conn.connect()
+        conn.negotiate()
+        if sec.uses_sasl:
+            conn.authenticate_plain()
+        meta = conn.metadata(topics)
+        try:
+            local = str(conn.sock.getsockname()[0]) if conn.sock is not None else None
+        except OSError:
+            local = None
+        meta = replace(meta, local_address=local)
+        if not identity:
+            return meta, None, None
+        ask = expected if expected is not None else (meta.brokers[0].node_id if meta.brokers else 0)
+        node_id, why = identify(conn, ask)
+        return meta, node_id, why

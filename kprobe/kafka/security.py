@@ -1,0 +1,67 @@
+"""Security settings of a connection, from librdkafka's property names.
+
+A leaf module: the CLI validates `security.protocol` with it before any I/O, the probe derives
+each bootstrap's settings once per run with it, and the Kafka connection honours them, so none
+of the three has to import another to agree on what `-X security.protocol=SASL_SSL` means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import cast, get_args
+
+from kprobe.errors import UsageError
+from kprobe.models import BootstrapAddress, Protocol
+
+PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
+
+
+@dataclass(frozen=True)
+class Security:
+    """The subset of librdkafka's security properties the wire client can honour."""
+
+    protocol: Protocol = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_key_password: str | None = None
+    ssl_verify_hostname: bool = True
+    ssl_verify: bool = True
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether the listener expects a TLS handshake first."""
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        """Whether the listener expects SASL before any other request."""
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def __repr__(self) -> str:  # never let a password reach a log through repr()
+        return f"Security(protocol={self.protocol!r}, sasl_mechanism={self.sasl_mechanism!r})"
+
+
+def security_from(props: Mapping[str, str], address: BootstrapAddress | None = None) -> Security:
+    """The wire client's security settings from librdkafka properties and an address prefix."""
+    protocol = (props.get("security.protocol") or (address.protocol if address else None) or "PLAINTEXT").upper()
+    if protocol not in PROTOCOLS:
+        raise UsageError(f"bad security.protocol {protocol!r}: use one of {', '.join(PROTOCOLS)}")
+    verify = props.get("enable.ssl.certificate.verification", "true").lower() != "false"
+    algo = props.get("ssl.endpoint.identification.algorithm", "https").lower()
+    return Security(
+        protocol=cast(Protocol, protocol),
+        sasl_mechanism=(props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "PLAIN").upper(),
+        sasl_username=props.get("sasl.username"),
+        sasl_password=props.get("sasl.password"),
+        ssl_cafile=props.get("ssl.ca.location"),
+        ssl_certfile=props.get("ssl.certificate.location"),
+        ssl_keyfile=props.get("ssl.key.location"),
+        ssl_key_password=props.get("ssl.key.password"),
+        ssl_verify_hostname=verify and algo == "https",
+        ssl_verify=verify,
+    )

@@ -1,0 +1,31 @@
+"""Text from the network made safe to show: one rule for every output and every error line.
+
+A broker may advertise a host name full of ANSI escapes, and printing it raw (as kcat does)
+lets a hostile broker write to the user's terminal; the same bytes reach log lines, error
+messages, Prometheus labels and the aggregation's HTML. Every output therefore passes such
+values through `safe()`, which lives here rather than in any one renderer.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+
+def safe(value: object, limit: int = 256) -> str:
+    """Printable text: control and undecodable characters become visible escapes.
+
+    `limit` bounds what one network-supplied name can take of the screen.
+    """
+    out = []
+    for ch in str(value):
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch == "\\":
+            out.append("\\\\")
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    text = "".join(out)
+    return text if len(text) <= limit else text[:limit] + f"...({len(text)} chars)"

@@ -1,0 +1,75 @@
+"""Resolve every advertised endpoint and connect to every address it resolves to, all at once.
+
+The two steps run as one so that each connect can be reported the moment it ends: the identity
+check of an endpoint that connected starts then, while other connects still wait on blackholes.
+The verdict per endpoint is the one a client would meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kprobe.addresses import host_problem, port_problem
+from kprobe.models import DnsResult, Endpoint, EndpointResult, EndpointStatus, TcpResult
+from kprobe.probe.connect import connect_all
+from kprobe.probe.context import RunContext
+from kprobe.probe.resolve import resolve_all
+
+
+def endpoint_status(dns: DnsResult, tcp: Sequence[TcpResult]) -> EndpointStatus:
+    """The verdict a client would meet; `unchecked` where the run stopped before an answer.
+
+    Attempts the deadline cut short say nothing about the endpoint, so they count neither way:
+    one address that connected still makes it reachable, none makes it unchecked, not unreachable.
+    """
+    if dns.unfinished:
+        return "unchecked"
+    if dns.status != "ok" or not dns.addresses:
+        return "unresolvable"
+    finished = [t for t in tcp if not t.unfinished]
+    ok = sum(1 for t in finished if t.status == "ok")
+    if len(finished) < len(tcp) and not ok:
+        return "unchecked"
+    if ok == len(finished) and finished:
+        return "reachable"
+    return "partial" if ok else "unreachable"
+
+
+def probe_endpoints(
+    endpoints: Sequence[Endpoint], ctx: RunContext, *, on_connected: Callable[[int, Endpoint, str], None] | None = None,
+) -> list[EndpointResult]:
+    """Resolve every distinct host, then connect to every address, all concurrently.
+
+    `on_connected(index, endpoint, address)` hears of each address of endpoint number `index`
+    that accepts a connection, as it happens, while other connects may still be waiting.
+    """
+    valid = [e for e in endpoints if host_problem(e.host) is None and port_problem(e.port) is None]
+    valid_ids = {id(e) for e in valid}  # a set: `e in valid` is quadratic with 10,000 endpoints
+    resolver = ctx.resolver
+    dns = resolve_all((e.host for e in valid), resolver, ctx.deadline)
+    targets = [(addr, e.port) for e in valid for addr in dns[e.host].addresses if dns[e.host].status == "ok"]
+    on_result = None
+    if on_connected is not None:
+        waiting: dict[tuple[str, int], list[int]] = {}  # several endpoints can share an address
+        for index, e in enumerate(endpoints):
+            if id(e) in valid_ids and dns[e.host].status == "ok":
+                for addr in dns[e.host].addresses:
+                    waiting.setdefault((addr, e.port), []).append(index)
+
+        def on_result(target: tuple[str, int], result: TcpResult) -> None:
+            if result.status == "ok":
+                for index in waiting.get(target, ()):
+                    on_connected(index, endpoints[index], target[0])
+
+    tcp = connect_all(targets, ctx.timeout, ctx.deadline, on_result)
+    results: list[EndpointResult] = []
+    for e in endpoints:
+        if id(e) not in valid_ids:
+            why = host_problem(e.host) or port_problem(e.port) or "not a valid advertised endpoint"
+            bad = DnsResult(host=e.host, status="error", ms=0.0, source=resolver.kind, error=why)
+            results.append(EndpointResult(endpoint=e, dns=bad, tcp=(), status="unresolvable"))
+            continue
+        d = dns[e.host]
+        attempts = tuple(tcp[(a, e.port)] for a in d.addresses if (a, e.port) in tcp) if d.status == "ok" else ()
+        results.append(EndpointResult(endpoint=e, dns=d, tcp=attempts, status=endpoint_status(d, attempts)))
+    return results

@@ -1,0 +1,121 @@
+"""TLS at each advertised endpoint, judged against the name the broker *advertises*.
+
+The classic mistake: the certificate names the external host, the listener advertises the
+internal one. Clients verify the advertised name (librdkafka's
+`ssl.endpoint.identification.algorithm=https` is the default), so bootstrap works and every
+later connection fails the handshake. kprobe verifies the chain and the name separately, so it
+can say which of the two is wrong, with the certificate's names in the message.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from kprobe.addresses import is_ip_literal
+from kprobe.kafka.certs import cert_names, cert_subject, handshake, hostname_matches, unverified_cert
+from kprobe.kafka.security import Security
+from kprobe.models import EndpointResult, TlsResult, TlsStatus
+from kprobe.probe.context import RunContext
+from kprobe.probe.pool import run_bounded
+
+EXPIRY_DAYS = 30.0
+
+
+def check_tls(
+    result: EndpointResult, security: Security, *, timeout: float, expiry_days: float = EXPIRY_DAYS
+) -> TlsResult:
+    """One handshake (two when the chain does not verify: the second only reads the names).
+
+    The chain and the advertised name are always checked, whatever the client's settings, since
+    other clients keep librdkafka's defaults; the result records whether *these* settings
+    (`enable.ssl.certificate.verification`, `ssl.endpoint.identification.algorithm`) would let
+    this client through anyway, so the finding can say who fails.
+    """
+    ok = [t for t in result.tcp if t.status == "ok"]
+    if not ok:
+        return TlsResult(status="not_checked", address="", error="no address accepts connections")
+    checked = _check(result, ok[0].address, security, timeout, expiry_days)
+    return replace(checked, client_verifies_chain=security.ssl_verify,
+                   client_verifies_name=security.ssl_verify_hostname)
+
+
+def _check(result: EndpointResult, address: str, security: Security, timeout: float, expiry_days: float) -> TlsResult:
+    """The handshake and its verdict, whatever the client's own settings would let through."""
+    host = result.endpoint.host
+    sni = None if is_ip_literal(host) else host
+    cafile = security.ssl_cafile
+    try:
+        ctx = ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as exc:
+        return TlsResult(status="handshake_failed", address=address,
+                         error=f"cannot load ssl.ca.location {cafile}: {exc}")
+    ctx.check_hostname = False  # checked below against the advertised name, to tell the cases apart
+    if security.ssl_certfile:  # a listener with ssl.client.auth=required wants the client's certificate
+        try:
+            ctx.load_cert_chain(security.ssl_certfile, security.ssl_keyfile, password=security.ssl_key_password)
+        except (OSError, ssl.SSLError) as exc:  # the message names files, never the key password
+            return TlsResult(status="handshake_failed", address=address, error=f"cannot load the client certificate "
+                             f"{security.ssl_certfile}: {exc.__class__.__name__}")
+    try:
+        with handshake(address, result.endpoint.port, sni, ctx, timeout) as tls:
+            cert: dict[str, Any] = dict(tls.getpeercert() or {})
+        trusted = True
+        error = None
+    except ssl.SSLCertVerificationError as exc:
+        trusted = False
+        error = exc.verify_message or str(exc)
+        cert = unverified_cert(address, result.endpoint.port, sni, timeout)
+    except (ssl.SSLError, OSError) as exc:
+        reason = "timed out" if isinstance(exc, (TimeoutError, socket.timeout)) else str(exc)
+        return TlsResult(status="handshake_failed", address=address,
+                         error=f"TLS handshake with {address}:{result.endpoint.port} failed: {reason}")
+    names = cert_names(cert)
+    not_after = str(cert["notAfter"]) if cert.get("notAfter") else None
+    days_left = None
+    if not_after:
+        days_left = round((ssl.cert_time_to_seconds(not_after) - time.time()) / 86400, 1)
+    hostname_ok = hostname_matches(host, names) if names else None
+    status: TlsStatus
+    if not trusted:
+        status = "untrusted"
+    elif hostname_ok is False:
+        status = "hostname_mismatch"
+    elif days_left is not None and days_left < expiry_days:
+        status = "expiring"
+    else:
+        status = "ok"
+    return TlsResult(status=status, address=address, subject=cert_subject(cert, "subject"), names=names,
+                     issuer=cert_subject(cert, "issuer"), not_after=not_after, days_left=days_left, trusted=trusted,
+                     hostname_ok=hostname_ok, error=error)
+
+
+def check_all(
+    results: Sequence[EndpointResult], ctx: RunContext, *, expiry_days: float = EXPIRY_DAYS,
+) -> list[EndpointResult]:
+    """TLS for every endpoint of a TLS listener that connects, concurrently, within the deadline.
+
+    A check the deadline cut off is `not_checked` and `unfinished`: nothing is known of that
+    certificate, so the run reports RUN_INCOMPLETE instead of passing it for a good one.
+    """
+    tls_sources = ctx.uses_tls
+    chosen = [i for i, r in enumerate(results)
+              if tls_sources.intersection(r.endpoint.advertised_by) and any(t.status == "ok" for t in r.tcp)]
+
+    def work(index: int) -> TlsResult:
+        result = results[index]
+        return check_tls(result, ctx.listener_security(result.endpoint), timeout=ctx.remaining(ctx.timeout),
+                         expiry_days=expiry_days)
+
+    # All at once: one timeout in all, not one per round of workers.
+    done = run_bounded(chosen, work, workers=256, deadline=ctx.deadline)
+    found = {chosen[i]: tls for i, tls in done.items()}
+    cut = TlsResult(status="not_checked", address="", error="not checked before the run's deadline", unfinished=True)
+    out = list(results)
+    for i in chosen:
+        out[i] = replace(out[i], tls=found.get(i, cut))
+    return out

@@ -1,0 +1,219 @@
+"""One probe run: bootstrap -> metadata -> endpoints -> resolve -> connect -> identity -> tls -> diagnose.
+
+One `RunContext` for the whole run is built here, once, and handed to every step: one deadline
+(each step turns it into per-call timeouts, so the run ends by the deadline whatever the network
+does, and reports what it knows by then), one resolver, each bootstrap's security settings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from kprobe.findings.catalogue import ERROR
+from kprobe.findings.diagnose import diagnose
+from kprobe.models import (
+    BootstrapAddress,
+    BootstrapResult,
+    DnsResult,
+    Endpoint,
+    EndpointResult,
+    Report,
+    RunStatus,
+    Vantage,
+)
+from kprobe.probe.bootstrap import fetch_all
+from kprobe.probe.context import RunContext
+from kprobe.probe.endpoints import collect
+from kprobe.probe.reach import probe_endpoints
+from kprobe.probe.resolve import Resolver, resolve_all
+from kprobe.secrets import redact
+
+_LOG = logging.getLogger("kprobe.probe")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeOptions:
+    """Everything a probe run needs, already validated by `kprobe.config`."""
+
+    bootstraps: Sequence[BootstrapAddress]
+    props: Mapping[str, str] = field(default_factory=dict)
+    nameservers: Sequence[tuple[str, int]] = ()
+    timeout: float = 5.0
+    deadline: float = 30.0
+    vantage: str | None = None
+    identity: bool = True
+    tls_expiry_days: float = 30.0
+    compare_nameservers: Sequence[tuple[str, int]] = ()
+
+
+def now_rfc3339() -> str:
+    """UTC with milliseconds, as the report contract says."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ProbeRun:
+    """A run whose partial state survives an interruption.
+
+    The steps fill in `bootstraps` then `results`; if Ctrl-C arrives in between, `report()`
+    still says everything learnt so far, with status `interrupted`.
+    """
+
+    def __init__(self, options: ProbeOptions) -> None:
+        self.options = options
+        self.started_at = now_rfc3339()
+        self.t0 = time.monotonic()
+        self.ctx = RunContext.start(options.bootstraps, options.props, timeout=options.timeout,
+                                    run_for=options.deadline, nameservers=options.nameservers)
+        self.bootstraps: list[BootstrapResult] | None = None
+        self.endpoints: list[Endpoint] = []
+        self.results: list[EndpointResult] | None = None
+        self.interrupted = False
+        self.on_phase: Callable[[str], None] | None = None
+        # Called (from worker threads) as each bootstrap's answer or failure is in: a progress bar counts them.
+        self.on_bootstrap: Callable[[BootstrapResult], None] | None = None
+
+    def _phase(self, text: str) -> None:
+        if self.on_phase is not None:
+            self.on_phase(text)
+
+    def _bootstrap_done(self, result: BootstrapResult) -> None:
+        if self.on_bootstrap is not None:
+            self.on_bootstrap(result)
+
+    def run(self) -> Report:
+        """Every step in order; never raises for the network (an exception is a bug)."""
+        opts, ctx = self.options, self.ctx
+        self._phase(f"asking {len(opts.bootstraps)} bootstrap address(es) for metadata")
+        self.bootstraps = fetch_all(opts.bootstraps, ctx, topics=[], identity=opts.identity,
+                                    on_done=self._bootstrap_done)
+        self.endpoints = collect(self.bootstraps)
+        _LOG.debug("%d distinct advertised endpoints after %.0f ms", len(self.endpoints),
+                   (time.monotonic() - self.t0) * 1000)
+        self._phase(f"resolving and connecting to {len(self.endpoints)} advertised endpoint(s)")
+        checks = None
+        if opts.identity:
+            from kprobe.probe.identity import IdentityChecks
+
+            checks = IdentityChecks(ctx)
+        results = probe_endpoints(self.endpoints, ctx, on_connected=checks.start if checks else None)
+        if checks is not None:
+            self._phase("checking who answers at each endpoint")
+            results = checks.apply(results)
+        results = self._deeper(results)
+        self.results = results
+        for r in self.results:
+            _LOG.debug("endpoint %s (node %d): dns %s %s, tcp %s -> %s", r.endpoint.hostport, r.endpoint.node_id,
+                       r.dns.status, ",".join(r.dns.addresses) or "-",
+                       ",".join(f"{t.address}={t.status}" for t in r.tcp) or "-", r.status)
+        return self.report()
+
+    def _deeper(self, results: list[EndpointResult]) -> list[EndpointResult]:
+        """TLS and compared DNS views: each only where it applies and was asked for."""
+        opts, ctx = self.options, self.ctx
+        if ctx.uses_tls:
+            from kprobe.probe.tls import check_all as check_tls
+
+            results = check_tls(results, ctx, expiry_days=opts.tls_expiry_days)
+        for ip, port in opts.compare_nameservers:
+            other = Resolver([(ip, port)], timeout=opts.timeout)
+            answers = resolve_all((r.endpoint.host for r in results if r.endpoint.host), other, ctx.deadline)
+            results = [
+                replace(r, compared_dns=(*r.compared_dns, replace(answers[r.endpoint.host], server=f"{ip}:{port}")))
+                if r.endpoint.host in answers else r
+                for r in results
+            ]
+        return results
+
+    def report(self) -> Report:
+        """The report of what is known now (the whole run, or up to an interruption)."""
+        opts = self.options
+        resolver = self.ctx.resolver
+        bootstraps = self.bootstraps or [
+            BootstrapResult(address=a.hostport, status="timeout", error="interrupted before an answer")
+            for a in opts.bootstraps
+        ]
+        results = self.results
+        if results is None:
+            pending = DnsResult(host="", status="timeout", source=resolver.kind, error="interrupted before resolving",
+                                unfinished=True)
+            results = [EndpointResult(endpoint=e, dns=replace(pending, host=e.host), tcp=(), status="unchecked")
+                       for e in self.endpoints]
+        findings = diagnose(bootstraps, results)
+        # A deadline is not an interruption: what did not answer by then is a timeout or unchecked,
+        # and the verdict stands on what is known (what is unchecked is never called ok).
+        status: RunStatus
+        if self.interrupted:
+            status = "interrupted"
+        elif not any(b.status == "ok" for b in bootstraps):
+            status = "failed"
+        elif (any(f.severity == ERROR or f.code == "RUN_INCOMPLETE" for f in findings)
+              or any(r.status != "reachable" for r in results)):
+            status = "gap"
+        else:
+            status = "ok"
+        hostname = socket.gethostname()
+        vantage = Vantage(name=opts.vantage or hostname, hostname=hostname, resolver_kind=resolver.kind,
+                          nameservers=tuple(f"{ip}:{port}" for ip, port in opts.nameservers))
+        return Report(
+            id=str(uuid.uuid4()),
+            started_at=self.started_at,
+            finished_at=now_rfc3339(),
+            vantage=vantage,
+            bootstraps=tuple(bootstraps),
+            endpoints=tuple(results),
+            findings=tuple(findings),
+            status=status,
+            duration_ms=round((time.monotonic() - self.t0) * 1000, 3),
+            deadline_reached=not self.interrupted and time.monotonic() >= self.ctx.deadline,
+            settings={"timeout_s": opts.timeout, "deadline_s": opts.deadline, "identity": opts.identity,
+                      "tls_expiry_days": opts.tls_expiry_days, "properties": redact(opts.props),
+                      "compare_nameservers": [f"{ip}:{port}" for ip, port in opts.compare_nameservers]},
+        )
+
+
+def run_probe(options: ProbeOptions) -> Report:
+    """Probe every bootstrap and every advertised endpoint from here."""
+    return ProbeRun(options).run()
+
+
+class RunThread:
+    """A probe run in a daemon worker thread, so the caller's thread stays free for signals.
+
+    Why a thread: Ctrl-C or SIGTERM must be able to stop the *waiting* (and report what is known,
+    or abandon the run) while a connect or a getaddrinfo that cannot be cancelled goes on. Both
+    `kprobe probe` and `kprobe watch` use it, so both tell a run that raised (a bug, re-raised
+    here by `outcome()`) from one that was abandoned.
+    """
+
+    def __init__(self, run: ProbeRun) -> None:
+        self.run = run
+        self._box: list[Report | BaseException] = []
+        self._thread = threading.Thread(target=self._work, daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            self._box.append(self.run.run())
+        except BaseException as exc:  # handed to the caller's thread by outcome()
+            self._box.append(exc)
+
+    def wait(self, seconds: float) -> bool:
+        """Wait up to `seconds`; whether the run has ended."""
+        self._thread.join(seconds)
+        return not self._thread.is_alive()
+
+    def outcome(self) -> Report | None:
+        """The report of an ended run, None if it has not ended; raises what the run raised."""
+        if not self._box:
+            return None
+        value = self._box[0]
+        if isinstance(value, BaseException):
+            raise value
+        return value
