@@ -1,0 +1,125 @@
+"""The package's import graph: one-way layers that follow the data flow, and no cycle.
+
+Lazy imports (inside functions) count: they hide a cycle from Python's import machinery but not
+from a reader, and a "core" module that lazily imports the lab still needs the lab installed.
+The layers, lowest first; a module may import its own layer and the ones below, never above:
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "kprobe"
+
+LAYERS: list[tuple[str, ...]] = [
+    # plain data and facts every layer shares
+    ("kprobe", "kprobe.errors", "kprobe.secrets", "kprobe.addresses", "kprobe.paths", "kprobe.models",
+     "kprobe.sockets", "kprobe.maven"),
+    ("kprobe.kafka",),  # the wire: codec, security settings, certificates, one connection
+    ("kprobe.config",),  # user input -> validated options
+    ("kprobe.probe",),  # the steps: bootstrap, endpoints, resolve, connect, identity, tls
+    ("kprobe.findings",),  # pure rules over the steps' results
+    ("kprobe.probe_run", "kprobe.list_run"),  # the runs that string the steps together
+    ("kprobe.output",),  # formatters
+    ("kprobe.publish",),
+    ("kprobe.deliver", "kprobe.progress"),
+    ("kprobe.watch",),
+    ("kprobe.aggregate", "kprobe.lab", "kprobe.demo"),  # on top of the core, never beneath it
+    ("kprobe.cli", "kprobe.__main__"),
+]
+# Side by side in one layer but independent of each other.
+APART = [("kprobe.aggregate", "kprobe.lab")]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every kprobe module this file imports, at the top or inside a function."""
+    found: set[str] = set()
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "kprobe")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            if base.split(".")[0] != "kprobe":
+                continue
+            for alias in node.names:  # `from kprobe.output import text` imports a module
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if candidate in MODULES else base)
+    return {name for name in found if name in MODULES}
+
+
+MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
+GRAPH = {name: imports_of(path) for name, path in MODULES.items()}
+
+
+def layer_of(name: str) -> int:
+    best = None
+    for rank, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (rank, len(prefix))
+    assert best is not None, f"{name} is in no layer: add it to LAYERS in tests/test_layers.py"
+    return best[0]
+
+
+def test_every_module_has_a_layer():
+    for name in MODULES:
+        layer_of(name)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_imports_go_down_the_layers(name):
+    upward = sorted(dep for dep in GRAPH[name] if layer_of(dep) > layer_of(name))
+    assert not upward, f"{name} (layer {layer_of(name)}) imports higher layers: {upward}"
+
+
+def test_apart():
+    for a, b in APART:
+        for name, deps in GRAPH.items():
+            for x, y in ((a, b), (b, a)):
+                if name == x or name.startswith(x + "."):
+                    crossing = sorted(d for d in deps if d == y or d.startswith(y + "."))
+                    assert not crossing, f"{name} imports {crossing}: {x} and {y} stay independent"
+
+
+def test_no_cycle():
+    """Depth-first search for a back edge; the cycle is printed whole."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        stack.append(name)
+        for dep in sorted(GRAPH[name]):
+            if dep == name:
+                continue
+            if state.get(dep) == 1:
+                cycle = [*stack[stack.index(dep):], dep]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep)
+        stack.pop()
+        state[name] = 2
+
+    for name in sorted(GRAPH):
+        if name not in state:
+            visit(name)
+
+
+def test_the_graph_is_read():
+    """The reader must see lazy imports, or every test above passes on nothing."""
+    assert "kprobe.probe.identity" in GRAPH["kprobe.probe_run"]  # imported inside ProbeRun.run
+    assert "kprobe.kafka.certs" in GRAPH["kprobe.kafka.connection"]  # imported inside _wrap_tls
+    assert "kprobe.output.text" in GRAPH["kprobe.demo"]  # `from kprobe.output import text`
