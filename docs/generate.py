@@ -278,23 +278,34 @@ NOT_STAGED = {
 
 
 def finding_codes() -> list[str]:
-    """Every finding code kprobe can emit: the quoted CODE_NAMEs of diagnose.py and crosscheck.py."""
-    root = DOCS.parent / "kprobe"
-    text = (root / "diagnose.py").read_text() + (root / "crosscheck.py").read_text()
-    return sorted(set(re.findall(r'"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)"', text)))
+    """Every finding code kprobe can emit: the catalogue's (tests/findings/test_catalogue.py holds the rules to it)."""
+    from kprobe.findings.catalogue import CATALOGUE
+
+    return sorted(CATALOGUE)
 
 
 def _tests_naming(code: str) -> list[str]:
-    """`tests/file.py::test_name` of every test whose body names `code`, found by parsing tests/."""
+    """`tests/file.py::test_name` of every test whose body names `code`, found by parsing tests/.
+
+    The pure rule tests name their codes in module-level tables that parametrised tests read:
+    such a file is credited as a whole (`tests/findings/test_rules_x.py`).
+    """
     import ast
 
     found = []
     for path in sorted((DOCS.parent / "tests").rglob("test_*.py")):
         source = path.read_text()
-        for node in ast.walk(ast.parse(source)):
+        tree = ast.parse(source)
+        in_tests = False
+        for node in ast.walk(tree):
             if (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
                     and f'"{code}"' in (ast.get_source_segment(source, node) or "")):
                 found.append(f"{path.relative_to(DOCS.parent)}::{node.name}")
+                in_tests = True
+        tables = "".join(ast.get_source_segment(source, node) or "" for node in tree.body
+                         if isinstance(node, (ast.Assign, ast.AnnAssign)))
+        if not in_tests and f'"{code}"' in tables:
+            found.append(str(path.relative_to(DOCS.parent)))
     return found
 
 
@@ -382,7 +393,7 @@ def _stagings(listeners: Any, three: Any, tls: Any, sasl: Any, stale: str, dead:
 def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any) -> str:
     """Each finding the lab can stage, as `kprobe probe --json` reports it in a real run (issue 5).
 
-    The runs are the tests' own stagings (tests/test_probe.py, tests/test_diagnosis.py); a staging
+    The runs are the tests' own stagings (tests/test_probe.py, tests/test_findings_lab.py); a staging
     that stops producing its code fails generation rather than leave a code without its excerpt.
     """
     import shlex

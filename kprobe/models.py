@@ -190,6 +190,8 @@ class Identity:
     address: str | None = None
     advertised: tuple[AdvertisedBroker, ...] | None = None
     ms: float | None = None
+    # Cut off by the run's deadline: nothing is known of who answers (not a permission problem).
+    unfinished: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -135,7 +135,8 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
             continue
         boot_port = int(src.rsplit(":", 1)[1])
         if b.connected_to in dns.addresses and ep.port != boot_port:
-            severity = INFO if result.status == "reachable" else WARNING
+            # A warning only where the endpoint fails; one the deadline cut has shown nothing yet.
+            severity: Severity = INFO if result.status in ("reachable", "unchecked") else WARNING
             add("PORT_DIFFERS_FROM_BOOTSTRAP", severity,
                 f"You bootstrapped through {src}, and broker {ep.node_id} advertises the same address with "
                 f"port {ep.port}. That is normal for a second listener, but is also the mark of a NAT or "

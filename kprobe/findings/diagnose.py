@@ -34,7 +34,8 @@ def diagnose(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[Endpoint
         findings.extend(tls_findings(result))
         findings.extend(dns_view_findings(result))
     findings.extend(_incomplete(endpoints))
-    unchecked = sorted({r.identity.detail or "" for r in endpoints if r.identity and r.identity.status == "unchecked"})
+    unchecked = sorted({r.identity.detail or "" for r in endpoints
+                        if r.identity and r.identity.status == "unchecked" and not r.identity.unfinished})
     if unchecked:
         findings.append(finding(
             "IDENTITY_NOT_CHECKED", INFO,
@@ -50,7 +51,8 @@ def _incomplete(endpoints: Sequence[EndpointResult]) -> list[Finding]:
     """RUN_INCOMPLETE: what the run's end cut off is unknown, and a report must say so, never pass it for ok."""
     not_checked = [r.endpoint.hostport for r in endpoints if r.status == "unchecked"]
     tls_cut = [r.endpoint.hostport for r in endpoints if r.tls is not None and r.tls.unfinished]
-    if not not_checked and not tls_cut:
+    identity_cut = [r.endpoint.hostport for r in endpoints if r.identity is not None and r.identity.unfinished]
+    if not not_checked and not tls_cut and not identity_cut:
         return []
     parts = []
     if not_checked:
@@ -61,6 +63,10 @@ def _incomplete(endpoints: Sequence[EndpointResult]) -> list[Finding]:
         parts.append(f"The run's deadline came before the TLS check of {len(tls_cut)} endpoint(s) ended: "
                      f"{', '.join(tls_cut)}. Their certificates were not checked, so this report cannot say clients "
                      "accept them.")
+    if identity_cut:
+        parts.append(f"The run's deadline came before kprobe learnt which broker answers at {len(identity_cut)} "
+                     f"endpoint(s): {', '.join(identity_cut)}. A rule that leads them to the wrong broker would go "
+                     "unseen.")
     return [finding(
         "RUN_INCOMPLETE", WARNING, " ".join(parts),
         "Run again with a longer --deadline (at least the metadata time plus one --timeout), or with fewer "

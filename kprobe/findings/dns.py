@@ -12,7 +12,11 @@ def dns_view_findings(result: EndpointResult) -> list[Finding]:
     out: list[Finding] = []
     ep = result.endpoint
     mine = result.dns
+    if mine.unfinished:  # cut by the run's end: no view to compare
+        return out
     for other in result.compared_dns:
+        if other.unfinished:
+            continue
         a = set(mine.addresses) if mine.status == "ok" else set()
         b = set(other.addresses) if other.status == "ok" else set()
         if a == b and (mine.status == "ok") == (other.status == "ok"):

@@ -55,7 +55,7 @@ def check_identity(
         if exc.kind in ("closed", "timeout") and not exc.deadline:
             return Identity(status="silent", detail=f"{address}:{endpoint.port} accepted the connection but gave "
                             f"no Kafka answer: {exc}", address=address, ms=ms)
-        return Identity(status="unchecked", detail=str(exc), address=address, ms=ms)
+        return Identity(status="unchecked", detail=str(exc), address=address, ms=ms, unfinished=exc.deadline)
     ms = (time.perf_counter() - started) * 1000
     if node_id is None:
         return Identity(status="unchecked", detail=why, address=address, advertised=meta.brokers, ms=ms)
@@ -104,7 +104,7 @@ class IdentityChecks:
                 reachable.add(index)
                 self.start(index, result.endpoint, ok.address)  # a no-op for a check already started
         found = self._pool.results(self._last_deadline)
-        cut = Identity(status="unchecked", detail="not checked before the run's deadline")
+        cut = Identity(status="unchecked", detail="not checked before the run's deadline", unfinished=True)
         return [
             replace(r, identity=found.get(i) or cut)
             if i in reachable else r

@@ -1,6 +1,9 @@
-"""Deeper diagnosis against real situations: identity, consistency, TLS, SASL, proposed fixes.
+"""Findings end to end, against the real Kafka lab: identity, consistency, TLS, SASL, proposed fixes.
 
-Each finding is produced by a lab situation, and its absence in the healthy case is checked.
+Each finding is produced by a lab situation (whole `kprobe probe --json` runs), and its absence in
+the healthy case is checked. The rules themselves are proven on plain data, code by code and
+severity by severity, in tests/findings/ (no broker, no packet); these runs prove that the probe
+steps observe what those rows assume.
 """
 
 from __future__ import annotations

@@ -1,0 +1,95 @@
+"""Bootstraps compared with each other (kprobe/findings/consistency.py), proven on plain data.
+
+One cluster, one broker set, one endpoint per node and one node per endpoint: each can only be
+judged across several bootstrap answers, so each row gives the answers side by side. The
+three-broker lab's PARTIAL (a listener on brokers 0 and 1 only) and TWIN (brokers 0 and 2
+advertise one endpoint) listeners, a bootstrap list that mixes the three-broker cluster with the
+teaching broker, and the metadata of a cloned broker config.
+"""
+
+from __future__ import annotations
+
+import pytest
+from observations import KAFKA0_DOCKER_IP, OTHER_CLUSTER, Case, answers_as, boot, case, check, endpoint, is_node, params
+
+CLIENT_SET = [(0, "192.0.2.10", 9092), (1, "192.0.2.11", 9092), (2, "192.0.2.12", 9092)]
+PARTIAL_SET = [(0, "192.0.2.10", 9096), (1, "192.0.2.11", 9096)]
+TWIN_SET = [(0, "192.0.2.10", 9095), (1, "192.0.2.11", 9095), (2, "192.0.2.10", 9095)]
+
+
+def client_endpoints(via: str) -> list:
+    return [endpoint(n, h, p, via) for n, h, p in CLIENT_SET]
+
+
+CASES: list[Case] = [
+    case(
+        "three-brokers-and-the-teaching-broker-in-one-bootstrap-list",
+        [boot("192.0.2.10:9092", connected_to="192.0.2.10", advertises=CLIENT_SET),
+         boot("kafka0:9092", connected_to=KAFKA0_DOCKER_IP, advertises=[(0, "kafka0", 9092)], cluster_id=OTHER_CLUSTER)],
+        [*client_endpoints("192.0.2.10:9092"), endpoint(0, "kafka0", 9092, "kafka0:9092", dns=[KAFKA0_DOCKER_IP])],
+        # Only the mix: comparing broker sets or endpoints across two clusters means nothing.
+        [("CLUSTER_ID_MISMATCH", "error", None, None)],
+        says=[("CLUSTER_ID_MISMATCH", None, "message", "mixes 2 clusters"),
+              ("CLUSTER_ID_MISMATCH", None, "message", f"{OTHER_CLUSTER}: kafka0:9092"),
+              ("CLUSTER_ID_MISMATCH", None, "fix", "Keep one cluster's brokers in bootstrap.servers")],
+    ),
+    case(
+        "listener-missing-on-broker-2",
+        [boot("192.0.2.10:9096", connected_to="192.0.2.10", advertises=PARTIAL_SET),
+         boot("192.0.2.11:9092", connected_to="192.0.2.11", advertises=CLIENT_SET)],
+        [*[endpoint(n, h, p, "192.0.2.10:9096") for n, h, p in PARTIAL_SET], *client_endpoints("192.0.2.11:9092")],
+        [("BROKER_SET_MISMATCH", "warning", None, None)],
+        says=[("BROKER_SET_MISMATCH", None, "message", "[0, 1] via 192.0.2.10:9096"),
+              ("BROKER_SET_MISMATCH", None, "message", "[0, 1, 2] via 192.0.2.11:9092"),
+              ("BROKER_SET_MISMATCH", None, "fix", "a broker missing from one listener needs that listener added")],
+    ),
+    case(
+        "two-bootstraps-of-the-partial-listener-agree",
+        [boot("192.0.2.10:9096", connected_to="192.0.2.10", advertises=PARTIAL_SET),
+         boot("192.0.2.11:9096", connected_to="192.0.2.11", advertises=PARTIAL_SET)],
+        [endpoint(n, h, p, ["192.0.2.10:9096", "192.0.2.11:9096"]) for n, h, p in PARTIAL_SET],
+        [],
+    ),
+    case(
+        "bootstrap-answers-with-no-broker",
+        [boot("192.0.2.10:9092", connected_to="192.0.2.10", advertises=[])],
+        [],
+        [("NO_ADVERTISED_BROKERS", "error", None, None)],
+        says=[("NO_ADVERTISED_BROKERS", None, "message", "192.0.2.10:9092 answered, but its metadata lists no broker"),
+              ("NO_ADVERTISED_BROKERS", None, "fix", "registration with the controller")],
+    ),
+    case(
+        "two-brokers-share-node-id-1",
+        [boot("192.0.2.10:9092", connected_to="192.0.2.10",
+              advertises=[(0, "192.0.2.10", 9092), (1, "192.0.2.11", 9092), (1, "192.0.2.12", 9092)])],
+        [endpoint(0, "192.0.2.10", 9092, "192.0.2.10:9092"), endpoint(1, "192.0.2.11", 9092, "192.0.2.10:9092"),
+         endpoint(1, "192.0.2.12", 9092, "192.0.2.10:9092")],
+        [("DUPLICATE_NODE_ID", "error", 1, None)],
+        says=[("DUPLICATE_NODE_ID", 1, "message", "lists node id(s) 1 more than once"),
+              ("DUPLICATE_NODE_ID", 1, "fix", "give every broker its own node.id")],
+    ),
+    case(
+        "twin-brokers-0-and-2-advertise-one-endpoint",
+        [boot("192.0.2.11:9095", connected_to="192.0.2.11", advertises=TWIN_SET, node_id=1)],
+        [endpoint(0, "192.0.2.10", 9095, "192.0.2.11:9095", identity=is_node(0, "192.0.2.10", TWIN_SET)),
+         endpoint(1, "192.0.2.11", 9095, "192.0.2.11:9095", identity=is_node(1, "192.0.2.11", TWIN_SET)),
+         endpoint(2, "192.0.2.10", 9095, "192.0.2.11:9095", identity=answers_as(0, "192.0.2.10", TWIN_SET))],
+        [("DUPLICATE_ENDPOINT", "error", 0, "192.0.2.10:9095"), ("ENDPOINT_WRONG_BROKER", "error", 2, "192.0.2.10:9095")],
+        says=[("DUPLICATE_ENDPOINT", 0, "message", "Brokers 0, 2 all advertise 192.0.2.10:9095"),
+              ("DUPLICATE_ENDPOINT", 0, "fix", "advertised.listeners of brokers 0, 2")],
+    ),
+    case(
+        "one-endpoint-spelt-in-two-cases-is-still-one",
+        # DNS names are case-insensitive: both land on the same socket.
+        [boot("broker0.kafka.example.com:9092", connected_to="192.0.2.10",
+              advertises=[(0, "Broker0.Kafka.example.com", 9092), (1, "broker0.kafka.example.com", 9092)])],
+        [endpoint(0, "Broker0.Kafka.example.com", 9092, "broker0.kafka.example.com:9092", dns=["192.0.2.10"]),
+         endpoint(1, "broker0.kafka.example.com", 9092, "broker0.kafka.example.com:9092", dns=["192.0.2.10"])],
+        [("DUPLICATE_ENDPOINT", "error", 0, "broker0.kafka.example.com:9092")],
+    ),
+]
+
+
+@pytest.mark.parametrize("row", params(CASES))
+def test_consistency_rules(row: Case):
+    check(row)
