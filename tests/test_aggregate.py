@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter, defaultdict
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,16 @@ from conftest import new_topic  # noqa: E402
 
 from kprobe.aggregate import transforms as tf  # noqa: E402
 from kprobe.aggregate.checks import MARKER, validate  # noqa: E402
-from kprobe.aggregate.job import JobOptions, accounting_error, read_records, run, session, summary_lines  # noqa: E402
+from kprobe.aggregate.job import (  # noqa: E402
+    JobOptions,
+    accounting_error,
+    read_records,
+    run,
+    session,
+    spark_log,
+    staged,
+    summary_lines,
+)
 from kprobe.errors import KprobeError, UsageError  # noqa: E402
 
 UTC = dt.timezone.utc
@@ -32,6 +42,13 @@ def spark():
     s = session("local[2]", app="kprobe-tests")
     yield s
     s.stop()
+
+
+@pytest.fixture
+def job_reports(spark):
+    """The reports the job itself aggregates from some inputs (job.staged, dedupe or not); caches dropped after."""
+    with ExitStack() as stack:
+        yield lambda path: stack.enter_context(staged(read_records(spark, (str(path),))))
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +93,25 @@ def hand_endpoint_vantage(reports: list[dict]) -> dict[tuple, dict]:
     return rows
 
 
-def test_endpoint_vantage_matches_hand_counts(spark, lab_reports, listeners_lab):
-    reps = tf.reports(tf.quarantine_reason(tf.parse(read_records(spark, (str(lab_reports),)))))
+@pytest.mark.parametrize("delivery", ["once", "redelivered"])
+def test_endpoint_vantage_matches_hand_counts(job_reports, lab_reports, listeners_lab, tmp_path, delivery):
+    """Once: every id is unique and the job skips the dedupe. Redelivered: one report comes twice, and
+    another again a day later under another vantage name (same id): the dedupe runs and must keep the
+    first of each, so the hand counts of the original files still hold and no "ghost" row appears."""
+    inputs = lab_reports
+    if delivery == "redelivered":
+        inputs = tmp_path / "in"
+        shutil.copytree(lab_reports, inputs)
+        first, second = sorted(inputs.rglob("*.json"))[:2]
+        (inputs / "again.json").write_text(first.read_text())
+        later = json.loads(second.read_text())
+        later["started_at"] = (parse_time(later["started_at"]) + dt.timedelta(days=1)).isoformat().replace("+00:00", "Z")
+        later["vantage"]["name"] = "ghost"
+        (inputs / "later.json").write_text(json.dumps(later))
+    reports = job_reports(inputs)
+    assert (reports.deduped, reports.duplicates) == ((False, 0) if delivery == "once" else (True, 2))
     got = {(r.cluster_id, r.node_id, r.host, r.port, r.vantage): r
-           for r in tf.endpoint_vantage(tf.observations(reps)).collect()}
+           for r in tf.endpoint_vantage(tf.observations(reports.reports)).collect()}
     expected = hand_endpoint_vantage(load(lab_reports))
     assert set(got) == set(expected) and len(got) == 2
     for key, want in expected.items():
@@ -98,8 +130,8 @@ def test_endpoint_vantage_matches_hand_counts(spark, lab_reports, listeners_lab)
     assert (host.success_rate, host.last_status, host.fail_dns) == (0.0, "dns", 3)
 
 
-def test_cluster_summary_and_findings(spark, lab_reports, listeners_lab):
-    reps = tf.reports(tf.quarantine_reason(tf.parse(read_records(spark, (str(lab_reports),)))))
+def test_cluster_summary_and_findings(job_reports, lab_reports, listeners_lab):
+    reps = job_reports(lab_reports).reports
     summary = {r.vantage: r for r in tf.cluster_summary(reps).collect()}
     reports = load(lab_reports)
     for vantage in ("docker", "host"):
@@ -124,7 +156,7 @@ def test_cluster_summary_and_findings(spark, lab_reports, listeners_lab):
     assert by_hand[("host", reports[0]["started_at"][:10], "ADVERTISED_UNRESOLVABLE")] >= 1
 
 
-def test_advertised_drift(spark, lab_reports, tmp_path):
+def test_advertised_drift(job_reports, lab_reports, tmp_path):
     reports = load(lab_reports / "docker")
     moved = json.loads(json.dumps(reports[-1]))
     moved["id"] = str(uuid.uuid4())
@@ -132,8 +164,7 @@ def test_advertised_drift(spark, lab_reports, tmp_path):
     moved["bootstraps"][0]["brokers"][0]["host"] = "kafka0.moved"
     shutil.copytree(lab_reports, tmp_path / "in")
     (tmp_path / "in" / "moved.json").write_text(json.dumps(moved))
-    reps = tf.reports(tf.quarantine_reason(tf.parse(read_records(spark, (str(tmp_path / "in"),)))))
-    [change] = tf.advertised_changes(reps).collect()
+    [change] = tf.advertised_changes(job_reports(tmp_path / "in").reports).collect()
     port = moved["bootstraps"][0]["brokers"][0]["port"]
     assert (change.vantage, change.node_id, change.previous, change.current) == (
         "docker", 0, f"kafka0:{port}", f"kafka0.moved:{port}")
@@ -165,15 +196,32 @@ def test_every_record_is_aggregated_or_quarantined(spark, lab_reports, tmp_path)
     assert json.loads((tmp_path / "out" / "counts.json").read_text())["quarantined"] == 4
 
 
-def test_cli_end_to_end_and_atomic_rerun(lab_reports, tmp_path):
+# What the JVM and Spark print as they start, before any log level applies: a quiet run keeps
+# them off the terminal (in its log), `-v` shows them.
+STARTUP_LINES = ("Using incubator modules", "Using Spark's default log4j profile", "Setting default log level",
+                 "WARN NativeCodeLoader")
+
+
+def test_cli_end_to_end_and_atomic_rerun(lab_reports, tmp_path, tmp_path_factory):
+    """The real CLI (quiet), then the module entry with -v over the same --out, which it replaces whole."""
     out = tmp_path / "out"
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-m", "kprobe", "aggregate", str(lab_reports), "--out", str(out)],
-                              capture_output=True, text=True, timeout=300, check=False)
+    cache = tmp_path_factory.mktemp("cache")  # where the quiet run's Spark log goes
+    env = {**os.environ, "KPROBE_CACHE_DIR": str(cache)}
+    runs = [subprocess.run([sys.executable, "-m", *entry, str(lab_reports), "--out", str(out)], env=env,
+                           capture_output=True, text=True, timeout=300, check=False)
+            for entry in (["kprobe", "aggregate"], ["kprobe.aggregate", "-v"])]
+    for done in runs:
         assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines()[0] == "6 records: 6 reports aggregated (6 in the window, 6 endpoint " \
-                                          "observations), 0 duplicates, 0 quarantined"
-    assert "0.0%  cluster" in done.stdout and "from host (3 probes, last dns)" in done.stdout
+        assert done.stdout.splitlines()[0] == "6 records: 6 reports aggregated (6 in the window, 6 endpoint " \
+                                              "observations), 0 duplicates, 0 quarantined"
+        assert "0.0%  cluster" in done.stdout and "from host (3 probes, last dns)" in done.stdout
+    quiet, verbose = runs
+    shown = [line for line in STARTUP_LINES if line in verbose.stderr]
+    assert shown, verbose.stderr[-2000:]  # this JVM and Spark do print start-up lines when shown...
+    assert not [line for line in STARTUP_LINES if line in quiet.stderr], quiet.stderr[-2000:]  # ...but not here,
+    assert quiet.stderr == ""  # nor anything else on a run that worked
+    [log] = (cache / "aggregate").glob("spark-*.log")  # they are in the quiet run's log, not lost
+    assert all(line in log.read_text() for line in shown)
     assert sorted(p.name for p in out.iterdir()) == [MARKER, "counts.json", "json", "parquet", "report.html"]
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging or old directory left
     page = (out / "report.html").read_text()
@@ -193,7 +241,7 @@ def test_without_pyspark_one_line_and_exit_2(tmp_path):
 
 def test_spark_schema_is_derived_from_the_json_schema():
     from kprobe.aggregate.schema import report_schema
-    from kprobe.report.json_report import schema
+    from kprobe.output.json_report import schema
 
     spark_fields = {f.name for f in report_schema().fields}
     assert spark_fields >= set(schema()["required"])
@@ -403,9 +451,27 @@ def test_failed_run_leaves_the_previous_output(spark, crafted_run, tmp_path):
         run(spark, JobOptions((str(broken),), str(previous), html=False))
     message = str(failure.value)
     assert "late.jsonl.gz" in message and "\n" not in message and "unchanged" in message
+    # The executor's stack trace is kept off the terminal, in the log the message names.
+    log = spark_log()
+    assert log is not None and message.endswith(f"(Spark's log: {log})") and "late.jsonl.gz" in log.read_text()
     after = {p.relative_to(previous): p.read_bytes() for p in previous.rglob("*") if p.is_file()}
     assert after == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]  # no staging directory left
+
+
+def test_spark_that_cannot_start_is_one_line_naming_its_log(tmp_path):
+    """A quiet run keeps the JVM's words in its log; when the JVM dies at once they are the reason, so
+    the one line quotes them (PySpark alone only knows that the gateway exited)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "r.json").write_text(json.dumps(V1[1]))
+    env = {**os.environ, "KPROBE_CACHE_DIR": str(tmp_path / "cache"), "KPROBE_SPARK_DRIVER_MEMORY": "bogus"}
+    done = subprocess.run([sys.executable, "-m", "kprobe", "aggregate", str(tmp_path / "in"), "--out",
+                           str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=120, check=False)
+    [log] = (tmp_path / "cache" / "aggregate").glob("spark-*.log")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("kprobe: error: Spark did not start: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "-Xmxbogus" in done.stderr and done.stderr.endswith(f" (Spark's log: {log})\n")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("case", ["same", "parent", "child", "foreign", "file"])
@@ -485,8 +551,9 @@ def test_generated_reports_follow_the_shipped_schema():
     import jsonschema
 
     from kprobe.aggregate.generate import reports
+    from kprobe.output.json_report import schema as shipped_schema
 
-    schema = json.loads((Path(__file__).parents[1] / "kprobe" / "report" / "schema.json").read_text())
+    schema = shipped_schema()  # the one the package ships, wherever it lives
     validator = jsonschema.validators.validator_for(schema)(schema)
     # 2 clusters x 4 vantages over 3 h at 30 min: (v + c) % 4 == 0 gives DNS gaps, the middle hour an outage.
     sample = list(reports(vantages=4, clusters=2, hours=3, every_s=1800))

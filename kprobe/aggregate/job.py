@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import sys
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,15 +30,19 @@ from pyspark.sql import functions as F
 from kprobe.aggregate import transforms as tf
 from kprobe.aggregate.checks import MARKER, check_out, is_local
 from kprobe.errors import KprobeError, UsageError
-from kprobe.report.text import safe
+from kprobe.output.sanitize import safe
+from kprobe.paths import cache_root
 
-OUTPUTS = ("endpoint_vantage", "cluster_summary", "findings", "advertised_changes")
 # Report files by name: JSON Lines (read line by line, any size), and single documents (or JSON
 # Lines, told apart by split_records); gzipped copies are decompressed by Spark's codecs. Any other
 # file is not skipped silently: it becomes one quarantined record, so the counts still cover it.
 LINE_FILES = "*.{jsonl,ndjson,jsonl.gz,ndjson.gz}"
 WHOLE_FILES = "*.{json,json.gz}"
 SUPPORTED_NAME = r"(?i)\.(jsonl|ndjson|json)(\.gz)?$"
+# Log files of quiet runs kept under kprobe's cache (see `session`): enough to look back at the
+# last few failures, few enough that scheduled runs do not fill the disk.
+LOGS_KEPT = 20
+_jvm_log: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -50,10 +58,19 @@ class JobOptions:
     kafka: tuple[tuple[str, str], ...] = ()  # (bootstrap, topic)
 
 
-def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = False) -> SparkSession:
+def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = False,
+            verbose: bool = False) -> SparkSession:
     """A session; under spark-submit the master is already set and `master` is None.
 
     With `kafka`, the Kafka source's jars are resolved (cached) and put on the session.
+
+    Quiet unless `verbose`. The JVM that PySpark starts inherits the terminal, and writes its own
+    start-up lines (`WARNING: Using incubator modules`, log4j's profile and default-level notes,
+    `WARN NativeCodeLoader`) before any log level applies, so no log level hides them. So it is
+    started with its stdout and stderr on a log file it keeps for life (`spark_log()`, named in
+    any failure), where Spark logs at WARN: the detail behind a failure (an executor's stack
+    trace) is kept, off the terminal, where it would bury kprobe's one-line error. With
+    `verbose` the JVM writes to the terminal, as Spark's own tools do.
     """
     builder = SparkSession.builder.appName(app)
     if kafka:
@@ -75,18 +92,123 @@ def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = Fal
                .config("spark.driver.memory", os.environ.get("KPROBE_SPARK_DRIVER_MEMORY", "2g"))
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", os.environ.get("KPROBE_SHUFFLE_PARTITIONS", "8")))
-    spark = builder.getOrCreate()
-    # Spark's own log lines (an executor's stack trace on a failed task) would bury the one-line
-    # error kprobe prints with the cause; KPROBE_SPARK_LOG_LEVEL=WARN brings them back.
-    level = os.environ.get("KPROBE_SPARK_LOG_LEVEL", "OFF")
-    spark.sparkContext.setLogLevel(level)
-    if level == "OFF":
-        from pyspark.logger import PySparkLogger
-
-        # PySpark logs a failed query's context itself (as JSON on stderr) when the error is shown.
+    global _jvm_log
+    log = None if verbose or not _starts_jvm() else _new_log()
+    try:
+        with _jvm_output_to(log):
+            if log is not None:
+                _jvm_log = log
+            spark = builder.getOrCreate()
+    except PySparkException as exc:  # the JVM exited at once (a bad memory size or master, broken Java)
+        cause = _log_cause(log) if log is not None else None
+        raise KprobeError(f"Spark did not start: {cause or _first_line(str(exc))}{_log_hint()}") from None
+    except Py4JError as exc:  # the JVM started, the SparkContext did not (its driver could not bind, ...)
+        raise KprobeError(f"Spark did not start: {_java_cause(exc)}{_log_hint()}") from None
+    # Where Spark's lines go to the terminal (spark-submit's own JVM, or no log file could be
+    # made) they are off, so they cannot bury the one-line error; into a log file (or with
+    # `verbose`) they come at WARN. KPROBE_SPARK_LOG_LEVEL chooses either way.
+    default = "WARN" if verbose or _jvm_log is not None else "OFF"
+    spark.sparkContext.setLogLevel(os.environ.get("KPROBE_SPARK_LOG_LEVEL", default))
+    if not verbose:
+        try:
+            from pyspark.logger import PySparkLogger
+        except ImportError:  # PySpark 3.5: no such loggers
+            return spark
+        # PySpark logs a failed query's context itself (as JSON on Python's stderr, the terminal).
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
             PySparkLogger.getLogger(name).disabled = True
     return spark
+
+
+def spark_log() -> Path | None:
+    """The log file of the JVM that `session` started quietly in this process, if it did."""
+    return _jvm_log
+
+
+def _log_hint() -> str:
+    return f" (Spark's log: {_jvm_log})" if _jvm_log is not None else ""
+
+
+# What a JVM that starts writes before it fails, none of it the reason: Java's and log4j's
+# notices, Spark's timestamped log lines, stack frames.
+_NOISE = re.compile(r"WARNING: Using incubator modules|Using Spark's default log4j profile|Setting default log level"
+                    r"|To adjust logging level|\d\d/\d\d/\d\d \d\d:\d\d:\d\d |\s|Error: A fatal exception")
+
+
+def _log_cause(log: Path) -> str | None:
+    """The first line of a JVM's log that says why it stopped (`Invalid maximum heap size`, ...).
+
+    Only for a JVM that exited before PySpark could reach it: PySpark then knows nothing more
+    than that it exited, and the reason is in the log, which a quiet run keeps off the terminal.
+    """
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    line = next((t for t in lines if t.strip() and not _NOISE.match(t)), None)
+    return safe(line.removeprefix('Exception in thread "main" '), 300) if line else None
+
+
+def _starts_jvm() -> bool:
+    """Whether getOrCreate will launch a JVM: not under spark-submit, not a second session."""
+    from pyspark import SparkContext
+
+    # `_gateway` is PySpark's handle on the JVM it launched, kept across sessions of one
+    # process; should it ever be renamed, a log file is made that stays empty, no more.
+    return "PYSPARK_GATEWAY_PORT" not in os.environ and getattr(SparkContext, "_gateway", None) is None
+
+
+def _new_log() -> Path | None:
+    """A new log file for this run's JVM under kprobe's cache (else the temp dir); older ones pruned.
+
+    One file per run: parallel runs (tests, two terminals) must not write into one another's.
+    """
+    name = f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    mine = cache_root() / "aggregate"
+    for path in (mine / name, Path(tempfile.gettempdir()) / f"kprobe-{name}"):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        except OSError:
+            continue
+        if path.parent == mine:
+            for old in sorted(mine.glob("spark-*.log"))[:-LOGS_KEPT]:
+                old.unlink(missing_ok=True)
+        return path
+    return None  # nowhere to write: the JVM's lines reach the terminal, as with `verbose`
+
+
+@contextmanager
+def _jvm_output_to(log: Path | None) -> Iterator[None]:
+    """File descriptors 1 and 2 on `log` inside the block, Python's own again after it.
+
+    A child started inside (PySpark's gateway JVM, through spark-submit) inherits the file as
+    its stdout and stderr and keeps it. Whatever Python itself wrote meanwhile would land in the
+    log too; getOrCreate writes nothing. Why not PySpark's `launch_gateway(popen_kwargs=...)`:
+    it means building the SparkContext by hand, around the builder, on PySpark internals.
+    """
+    if log is None:
+        yield
+        return
+    _flush()
+    target = os.open(log, os.O_WRONLY | os.O_APPEND)
+    saved = (os.dup(1), os.dup(2))
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        _flush()  # what Python wrote inside goes to the log now, not to the terminal later
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (target, *saved):
+            os.close(fd)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
 
 
 def read_records(spark: SparkSession, inputs: tuple[str, ...],
@@ -156,52 +278,89 @@ def run(spark: SparkSession, options: JobOptions) -> dict[str, Any]:
 def _run(spark: SparkSession, options: JobOptions) -> dict[str, Any]:
     raw = read_records(spark, options.inputs, options.kafka)
     input_records = raw.count()  # the records as read, before any parsing or splitting into outcomes
+    with staged(raw) as st:
+        reps = tf.within(st.reports, options.since, options.until)
+        obs = tf.observations(reps).cache()
+        try:
+            counts: dict[str, Any] = {
+                "input_records": input_records,
+                "quarantined": st.quarantined_count,
+                "duplicates": st.duplicates,
+                "reports": st.reports.count(),
+                "reports_in_window": reps.count(),
+                "observations": obs.count(),
+            }
+            error = accounting_error(counts)
+            if error:
+                raise KprobeError(error)
+            counts["quarantine_reasons"] = {r["reason"]: r["n"] for r in st.quarantined.groupBy("reason").agg(
+                F.count(F.lit(1)).alias("n")).collect()}
+            outputs = {
+                "endpoint_vantage": tf.endpoint_vantage(obs),
+                "cluster_summary": tf.cluster_summary(reps),
+                "findings": tf.findings_by_day(reps),
+                "advertised_changes": tf.advertised_changes(reps),
+            }
+            worst = write(outputs, st.quarantined, counts, options, obs)
+        finally:
+            obs.unpersist()
+    return {"counts": counts, "worst": worst}
+
+
+@dataclass(frozen=True)
+class Staged:
+    """The input records parsed once and split: usable reports, one row per id, and the rejects.
+
+    What the job aggregates is `reports`, whichever way the dedupe went; the tests take their
+    reports from here too, so they check the rows the job uses.
+    """
+
+    reports: DataFrame  # slim (tf.slim), one row per report id, cached
+    quarantined: DataFrame  # file, reason, record
+    quarantined_count: int
+    usable: int  # usable records, a re-delivered report counted each time
+    ids: int  # distinct report ids among them
+
+    @property
+    def duplicates(self) -> int:
+        """Usable records beyond the first of their id."""
+        return self.usable - self.ids
+
+    @property
+    def deduped(self) -> bool:
+        """Whether the dedupe ran: only when some id repeats, since it costs a shuffle."""
+        return self.usable != self.ids
+
+
+@contextmanager
+def staged(raw: DataFrame) -> Iterator[Staged]:
+    """The records (`file`, `line`) parsed, split and deduped; the caches are dropped on exit.
+
+    Parsed once, in one pass: each record's reason, and the slim report when it is usable; what
+    later steps re-read is this cache of flat columns, never the nested report structs.
+    """
     records = tf.quarantine_reason(tf.parse(raw))
-    # Parsed once, in one pass: each record's reason, and the slim report when it is usable; what
-    # later steps re-read is this cache of flat columns, never the nested report structs.
-    staged = tf.slim(records.withColumn("record", F.when(F.col("reason").isNotNull(), F.substring("line", 1, 10_000))),
-                     keep=("file", "reason", "record")).cache()
-    cached = [staged]
+    cache = tf.slim(records.withColumn("record", F.when(F.col("reason").isNotNull(), F.substring("line", 1, 10_000))),
+                    keep=("file", "reason", "record")).cache()
+    frames = [cache]
     try:
-        slim_all = staged.where(F.col("reason").isNull()).drop("file", "reason", "record")
-        quarantined = staged.where(F.col("reason").isNotNull()).select("file", "reason", "record")
+        slim_all = cache.where(F.col("reason").isNull()).drop("file", "reason", "record")
         # One pass over the cache for the split (this pass fills it); the distinct ids are counted
         # here, apart from the dedupe, so that a dedupe losing or keeping too much fails the check.
-        split = staged.agg(
+        split = cache.agg(
             F.count("reason").alias("quarantined"),
             F.count(F.when(F.col("reason").isNull(), F.lit(1))).alias("usable"),
             F.count_distinct(F.when(F.col("reason").isNull(), F.col("report_id"))).alias("ids"),
         ).first()
         assert split is not None
         # No id seen twice (the usual case): the dedupe would keep every row, so its shuffle is skipped.
-        all_reports = (slim_all if split["usable"] == split["ids"] else tf.dedupe(slim_all)).cache()
-        reps = tf.within(all_reports, options.since, options.until)
-        obs = tf.observations(reps).cache()
-        cached += [all_reports, obs]
-        counts: dict[str, Any] = {
-            "input_records": input_records,
-            "quarantined": split["quarantined"],
-            "duplicates": split["usable"] - split["ids"],
-            "reports": all_reports.count(),
-            "reports_in_window": reps.count(),
-            "observations": obs.count(),
-        }
-        error = accounting_error(counts)
-        if error:
-            raise KprobeError(error)
-        counts["quarantine_reasons"] = {r["reason"]: r["n"] for r in
-                                        quarantined.groupBy("reason").agg(F.count(F.lit(1)).alias("n")).collect()}
-        outputs = {
-            "endpoint_vantage": tf.endpoint_vantage(obs),
-            "cluster_summary": tf.cluster_summary(reps),
-            "findings": tf.findings_by_day(reps),
-            "advertised_changes": tf.advertised_changes(reps),
-        }
-        worst = write(outputs, quarantined, counts, options, obs)
+        reports = (slim_all if split["usable"] == split["ids"] else tf.dedupe(slim_all)).cache()
+        frames.append(reports)
+        yield Staged(reports, cache.where(F.col("reason").isNotNull()).select("file", "reason", "record"),
+                     split["quarantined"], split["usable"], split["ids"])
     finally:
-        for frame in cached:
+        for frame in frames:
             frame.unpersist()
-    return {"counts": counts, "worst": worst}
 
 
 def worst_gaps(endpoint_vantage: DataFrame, limit: int = 10) -> list[dict[str, Any]]:
@@ -212,7 +371,7 @@ def worst_gaps(endpoint_vantage: DataFrame, limit: int = 10) -> list[dict[str, A
 
 @contextmanager
 def _spark_errors(out: str) -> Iterator[None]:
-    """Spark's failures (a Java stack trace) as one line that names the cause."""
+    """Spark's failures (a Java stack trace) as one line that names the cause, and the log with the rest."""
     try:
         yield
     except PySparkException as exc:
@@ -220,10 +379,11 @@ def _spark_errors(out: str) -> Iterator[None]:
         text = _first_line(str(exc))
         if condition.startswith("PATH_NOT_FOUND"):
             raise UsageError(f"cannot read the input: {text}; give report files or directories") from None
-        raise KprobeError(f"the Spark job failed: {text}; the previous output in {out} is unchanged") from None
+        raise KprobeError(f"the Spark job failed: {text}; the previous output in {out} is unchanged"
+                          f"{_log_hint()}") from None
     except Py4JError as exc:
         raise KprobeError(f"the Spark job failed: {_java_cause(exc)}; the previous output in {out} is unchanged"
-                          ) from None
+                          f"{_log_hint()}") from None
 
 
 def _first_line(text: str, limit: int = 300) -> str:

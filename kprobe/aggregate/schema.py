@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from kprobe.report.json_report import SCHEMA_ID, schema
+from kprobe.output.json_report import SCHEMA_ID, schema
 
 SUPPORTED = (SCHEMA_ID,)
 CORRUPT = "_corrupt_record"

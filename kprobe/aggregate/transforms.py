@@ -131,11 +131,6 @@ def dedupe(reps: DataFrame) -> DataFrame:
     return single.unionByName(first)
 
 
-def reports(good: DataFrame) -> DataFrame:
-    """Usable reports, slim, one row per report: duplicates (same id) count once."""
-    return dedupe(slim(good))
-
-
 def within(df: DataFrame, since: str | None, until: str | None) -> DataFrame:
     """Reports with since <= ts < until (RFC 3339 or dates)."""
     if since:

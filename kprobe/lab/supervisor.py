@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from kprobe.errors import LabError, UsageError
-from kprobe.lab.jars import cache_root
+from kprobe.paths import cache_root
 
 STATE_ENV = "KPROBE_LAB_STATE_FILE"
 
