@@ -16,6 +16,7 @@ from kprobe.lab import jars
 from kprobe.lab.native import NativeLab
 from kprobe.lab.native import running_jvms as lab_jvms
 from kprobe.lab.scenarios import SCENARIOS, get_scenario
+from kprobe.paths import cache_root
 
 
 def _split(hostport: str) -> tuple[str, int]:
@@ -139,7 +140,7 @@ def test_teardown_leaves_no_jvm_and_no_port():
 
 def test_jars_are_cached_for_offline_starts(tmp_path, monkeypatch):
     cp = jars.kafka_classpath()
-    root = jars.cache_root() / f"kafka-{jars.KAFKA_VERSION}"
+    root = cache_root() / f"kafka-{jars.KAFKA_VERSION}"
     assert (root / ".complete").exists()
     assert cp.endswith("*") and any((root / "libs").glob("kafka_2.13-*.jar"))
     # The second start needs no Maven at all: a PATH with java only still gets the classpath.
