@@ -227,13 +227,24 @@ def test_sasl_plain_wrong_password_is_auth_failed(sasl_lab):
     assert codes(data) == {"AUTH_FAILED"}
 
 
-def test_sasl_scram_through_librdkafka(sasl_lab):
+def test_sasl_scram_spoken_by_kprobe(sasl_lab):
+    """SCRAM on kprobe's own connection (it went through librdkafka once, and identity went unchecked)."""
     code, data, stderr = probe_json(*sasl_args(sasl_lab, "SASL_SCRAM", "SCRAM-SHA-256", sasl_lab.passwords["alice"]))
-    assert code == 0
-    assert stderr == ""  # librdkafka's own log lines are captured, kept for --verbose only
-    assert data["bootstraps"][0]["via"] == "librdkafka"
-    assert data["endpoints"][0]["status"] == "reachable"
-    assert codes(data) == {"IDENTITY_NOT_CHECKED"}
+    assert code == 0, data["findings"]
+    assert stderr == ""
+    assert data["bootstraps"][0]["via"] == "kprobe"
+    [endpoint] = data["endpoints"]
+    assert endpoint["status"] == "reachable" and endpoint["identity"]["status"] == "match"
+    assert data["findings"] == []
+
+
+def test_sasl_scram_wrong_password_is_auth_failed(sasl_lab):
+    code, data, _ = probe_json(*sasl_args(sasl_lab, "SASL_SCRAM", "SCRAM-SHA-256", "not-alices-password"))
+    assert code == 3
+    [boot] = data["bootstraps"]
+    assert boot["status"] == "auth_failed" and boot["via"] == "kprobe"
+    assert "invalid credentials" in boot["error"]
+    assert codes(data) == {"AUTH_FAILED"}
 
 
 def sasl_ssl_args(lab, user: str, password: str) -> list[str]:

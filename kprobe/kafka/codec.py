@@ -58,11 +58,15 @@ class WireError(Exception):
     timeout); `awaiting_response` says the request had been sent (the connection worked).
     """
 
-    def __init__(self, kind: str, message: str, *, deadline: bool = False, awaiting_response: bool = False) -> None:
+    def __init__(
+        self, kind: str, message: str, *, deadline: bool = False, awaiting_response: bool = False,
+        mechanisms: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.deadline = deadline
         self.awaiting_response = awaiting_response
+        self.mechanisms = mechanisms  # a refused SaslHandshake: the mechanisms the listener enabled
 
 
 class Reader:
@@ -291,10 +295,15 @@ def encode_sasl_authenticate(token: bytes) -> bytes:
     return struct.pack(">i", len(token)) + token
 
 
-def decode_sasl_authenticate(reader: Reader) -> tuple[int, str | None]:
-    """(error code, the broker's error message)."""
+def decode_sasl_authenticate(reader: Reader, version: int) -> tuple[int, str | None, bytes]:
+    """(error code, the broker's error message, the mechanism's bytes from the server)."""
     code = reader.int16()
-    return code, reader.string(False, nullable=True)
+    message = reader.string(False, nullable=True)
+    size = reader.int32()
+    auth_bytes = reader.take(size) if size > 0 else b""
+    if version >= 1:
+        reader.take(8)  # session_lifetime_ms: re-authentication is a long-lived client's business
+    return code, message, auth_bytes
 
 
 def encode_describe_broker(node_id: int, keys: Sequence[str]) -> bytes:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from kprobe.kafka import codec
+from kprobe.kafka import codec, sasl
 from kprobe.kafka.codec import Reader, WireError
 from kprobe.kafka.security import Security
 from kprobe.models import ClusterMetadata
@@ -174,24 +174,33 @@ class KafkaConnection:
         self.api_versions = codec.decode_api_versions(self.request(codec.API_API_VERSIONS, 0, b""))
         return self.api_versions
 
-    def authenticate_plain(self) -> None:
-        """SASL/PLAIN: SaslHandshake v1 then SaslAuthenticate v0 or v1."""
+    def authenticate(self) -> None:
+        """SaslHandshake v1, then the mechanism's messages in SaslAuthenticate v0 or v1 (KIP-152).
+
+        The handshake's answer lists the mechanisms the listener enabled, so a refusal says which
+        to use; a failed exchange keeps the broker's own words (wrong password, unknown user).
+        """
         sec = self.security
         mechanism = (sec.sasl_mechanism or "PLAIN").upper()
         reader = self.request(codec.API_SASL_HANDSHAKE, 1, codec.encode_sasl_handshake(mechanism))
         code, offered = codec.decode_sasl_handshake(reader)
         if code != 0:
-            raise WireError(
-                "auth_failed",
-                f"broker does not accept SASL mechanism {mechanism} (offers {', '.join(offered)})",
-            )
-        token = b"\x00" + (sec.sasl_username or "").encode() + b"\x00"
-        token += (sec.sasl_password or "").encode()
+            takes = ", ".join(offered) or "no SASL mechanism"
+            raise WireError("auth_failed", f"this listener takes {takes}; you sent {mechanism} "
+                            f"(set sasl.mechanism to {offered[0] if offered else 'one it takes'})",
+                            mechanisms=tuple(offered))
+        talk = sasl.conversation(mechanism, sec.sasl_username or "", sec.sasl_password or "")
         version = 1 if self.api_versions.get(codec.API_SASL_AUTHENTICATE, (0, 0))[1] >= 1 else 0
-        reader = self.request(codec.API_SASL_AUTHENTICATE, version, codec.encode_sasl_authenticate(token))
-        code, message = codec.decode_sasl_authenticate(reader)
-        if code != 0:
-            raise WireError("auth_failed", f"SASL authentication failed: {message or codec.error_name(code)}")
+        message: bytes | None = talk.start()
+        while message is not None:
+            reader = self.request(codec.API_SASL_AUTHENTICATE, version, codec.encode_sasl_authenticate(message))
+            code, text, answer = codec.decode_sasl_authenticate(reader, version)
+            if code != 0:
+                raise WireError("auth_failed", f"SASL authentication failed: {text or codec.error_name(code)}")
+            try:
+                message = talk.step(answer)
+            except sasl.SaslError as exc:
+                raise WireError("auth_failed", f"{mechanism} exchange failed: {exc}") from None
 
     def describe_broker(
         self, node_id: int, keys: tuple[str, ...] = ("node.id",)
@@ -247,7 +256,7 @@ def fetch_and_identify(
         conn.connect()
         conn.negotiate()
         if sec.uses_sasl:
-            conn.authenticate_plain()
+            conn.authenticate()
         meta = conn.metadata(topics)
         try:
             local = str(conn.sock.getsockname()[0]) if conn.sock is not None else None

@@ -15,12 +15,12 @@ from typing import Any
 
 from kprobe.kafka.codec import WireError
 from kprobe.kafka.connection import fetch_and_identify
+from kprobe.kafka.sasl import MECHANISMS
 from kprobe.models import AdvertisedBroker, BootstrapAddress, BootstrapResult, BootstrapStatus, ClusterMetadata
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import run_bounded
 
 _WIRE_STATUS: dict[str, BootstrapStatus] = {"refused": "refused", "timeout": "timeout", "auth_failed": "auth_failed"}
-NATIVE_SASL = ("PLAIN",)
 _LOG = logging.getLogger("kprobe.probe.bootstrap")
 
 
@@ -36,7 +36,7 @@ def fetch_bootstrap(
     hostport = address.hostport
     security = ctx.security_of(address)
     timeout, deadline = ctx.timeout, ctx.deadline
-    if security.uses_sasl and security.sasl_mechanism not in NATIVE_SASL:
+    if security.uses_sasl and security.sasl_mechanism not in MECHANISMS:
         # librdkafka's path cannot say which node answered: identity stays unknown.
         return _via_librdkafka(address, ctx, topics=topics)
     dns = ctx.resolver.resolve(address.host)

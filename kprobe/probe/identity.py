@@ -15,9 +15,9 @@ from dataclasses import replace
 
 from kprobe.kafka.codec import WireError
 from kprobe.kafka.connection import fetch_and_identify
+from kprobe.kafka.sasl import MECHANISMS
 from kprobe.kafka.security import Security
 from kprobe.models import Endpoint, EndpointResult, Identity
-from kprobe.probe.bootstrap import NATIVE_SASL
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import BoundedPool
 
@@ -36,8 +36,9 @@ def check_identity(
     """
     # Trust and names are the TLS check's business; here only "who answers" matters.
     security = replace(listener, ssl_verify=False, ssl_verify_hostname=False)
-    if security.uses_sasl and security.sasl_mechanism not in NATIVE_SASL:
-        return Identity(status="unchecked", detail=f"kprobe speaks SASL/PLAIN itself, not {security.sasl_mechanism}")
+    if security.uses_sasl and security.sasl_mechanism not in MECHANISMS:
+        return Identity(status="unchecked", detail=f"kprobe speaks SASL {', '.join(MECHANISMS)} itself, not "
+                        f"{security.sasl_mechanism}")
     started = time.perf_counter()
     try:
         meta, node_id, why = fetch_and_identify(
