@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -12,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import jsonschema
+import pytest
 from confluent_kafka import Consumer
 from conftest import new_topic, signal_when
 from prometheus_client.parser import text_string_to_metric_families
@@ -487,3 +490,93 @@ def test_no_sasl_secret_in_any_output_of_watch(sasl_lab, tmp_path):
         assert secret not in path.read_bytes(), path
     reports = [json.loads(p.read_text()) for p in (tmp_path / "out").rglob("*.json")]
     assert all(r["summary"]["status"] == "ok" for r in reports)
+
+
+# -- a run that raises is a bug: one line, exit 3, no more runs (issue 13) -----------------------
+
+# The module whose `diagnose` a run calls: the tests below break that pure step (the real rules
+# run, then raise) to provoke a bug without touching any network code.
+RUN_MODULE = "kprobe.probe_run"
+
+_BUG_ON_RUN_2 = """
+import importlib
+import sys
+
+run = importlib.import_module(sys.argv[1])
+real = run.diagnose
+calls = []
+
+
+def diagnose(bootstraps, endpoints):
+    findings = real(bootstraps, endpoints)  # the real rules on the real run's results, then a bug
+    calls.append(len(findings))
+    if len(calls) == 2:
+        raise KeyError("advertised_by")
+    return findings
+
+
+run.diagnose = diagnose
+sys.argv = ["kprobe", *sys.argv[2:]]
+from kprobe.cli import main
+
+main()
+"""
+
+
+def test_a_run_that_raises_ends_watch_with_one_line_and_exit_3(listeners_lab, tmp_path):
+    """Run 1 is delivered; run 2 raises. The old watch took the empty result for "abandoned on a
+    signal": exit 0 (a service manager's restart-on-failure never fired) and the worker thread's
+    raw traceback on stderr.
+
+    The real `kprobe watch` in its own process, against a real broker, with no --count: only the
+    bug can end it, so a watch that swallowed the bug and went on would hit the timeout.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "KPROBE_DEBUG"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", _BUG_ON_RUN_2, RUN_MODULE, "watch", "-b",
+                           listeners_lab.bootstrap("LISTENER_FRED"), "--no-identity", "--every", "0.2s",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=60, check=False, env=env)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 3, (done.returncode, done.stderr[-2000:])  # an internal error, never 0, 1 or 130
+    assert "Traceback" not in done.stderr and "Exception in thread" not in done.stderr, done.stderr[-2000:]
+    [line] = done.stderr.splitlines()
+    assert line.startswith("kprobe: internal error: KeyError: 'advertised_by'"), line
+    assert "KPROBE_DEBUG=1" in line
+    # Run 1 whole (its summary line and its file); nothing of run 2; no run 3.
+    assert len(done.stdout.splitlines()) == 1 and done.stdout.startswith("run 1 "), done.stdout
+    [report] = reports_in(tmp_path)
+    assert report["summary"]["status"] == "ok"
+    assert elapsed < 30, elapsed
+
+
+def test_run_watch_raises_what_a_run_raised(listeners_lab, monkeypatch, capsys):
+    """The library API: `run_watch` raises the run's exception instead of returning 0, and stops
+    at the first run (of 3) that raised."""
+    from kprobe.config import parse_addresses
+    from kprobe.deliver import Outputs
+    from kprobe.probe_run import ProbeOptions
+    from kprobe.watch import Schedule, run_watch
+
+    class RuleBug(Exception):
+        pass
+
+    run = importlib.import_module(RUN_MODULE)
+    real = run.diagnose
+    calls: list[int] = []
+
+    def diagnose(bootstraps, endpoints):
+        calls.append(len(real(bootstraps, endpoints)))
+        raise RuleBug("a rule met data it did not expect")
+
+    monkeypatch.setattr(run, "diagnose", diagnose)
+    options = ProbeOptions(bootstraps=parse_addresses([listeners_lab.bootstrap("LISTENER_FRED")]), timeout=5,
+                           deadline=10, identity=False, vantage="bug")
+    saved = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(RuleBug, match="did not expect"):
+            run_watch(options, Outputs(), Schedule(every=0.05, count=3))
+    finally:
+        signal.signal(signal.SIGTERM, saved[0])
+        signal.signal(signal.SIGINT, saved[1])
+    assert len(calls) == 1  # the first run raised, and no other run started
+    assert capsys.readouterr().out == ""  # no summary for a run that has no report

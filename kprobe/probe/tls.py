@@ -24,10 +24,22 @@ from kprobe.probe.context import RunContext
 from kprobe.probe.pool import run_bounded
 
 EXPIRY_DAYS = 30.0
+DEADLINE_CUT = "not checked before the run's deadline"
+
+
+def _cut(address: str) -> TlsResult:
+    """A check the run's deadline ended: nothing is known of the certificate (RUN_INCOMPLETE)."""
+    return TlsResult(status="not_checked", address=address, error=DEADLINE_CUT, unfinished=True)
+
+
+def _first_open(result: EndpointResult) -> str | None:
+    """The address a check handshakes with: the first that accepted a connection."""
+    return next((t.address for t in result.tcp if t.status == "ok"), None)
 
 
 def check_tls(
-    result: EndpointResult, security: Security, *, timeout: float, expiry_days: float = EXPIRY_DAYS
+    result: EndpointResult, security: Security, *, timeout: float, expiry_days: float = EXPIRY_DAYS,
+    deadline_cut: bool = False,
 ) -> TlsResult:
     """One handshake (two when the chain does not verify: the second only reads the names).
 
@@ -35,16 +47,24 @@ def check_tls(
     other clients keep librdkafka's defaults; the result records whether *these* settings
     (`enable.ssl.certificate.verification`, `ssl.endpoint.identification.algorithm`) would let
     this client through anyway, so the finding can say who fails.
+
+    `deadline_cut`: `timeout` is what was left of the run, shorter than the per-call timeout, so
+    running out of it says nothing about the endpoint: the check is then unfinished, exactly as
+    if the deadline had come before it ended, and never a handshake failure.
     """
-    ok = [t for t in result.tcp if t.status == "ok"]
-    if not ok:
+    address = _first_open(result)
+    if address is None:
         return TlsResult(status="not_checked", address="", error="no address accepts connections")
-    checked = _check(result, ok[0].address, security, timeout, expiry_days)
-    return replace(checked, client_verifies_chain=security.ssl_verify,
-                   client_verifies_name=security.ssl_verify_hostname)
+    return _as_client(_check(result, address, security, timeout, expiry_days, deadline_cut), security)
 
 
-def _check(result: EndpointResult, address: str, security: Security, timeout: float, expiry_days: float) -> TlsResult:
+def _as_client(tls: TlsResult, security: Security) -> TlsResult:
+    """Records whether this client's own settings check the chain and the name."""
+    return replace(tls, client_verifies_chain=security.ssl_verify, client_verifies_name=security.ssl_verify_hostname)
+
+
+def _check(result: EndpointResult, address: str, security: Security, timeout: float, expiry_days: float,
+           deadline_cut: bool) -> TlsResult:
     """The handshake and its verdict, whatever the client's own settings would let through."""
     host = result.endpoint.host
     sni = None if is_ip_literal(host) else host
@@ -71,7 +91,10 @@ def _check(result: EndpointResult, address: str, security: Security, timeout: fl
         error = exc.verify_message or str(exc)
         cert = unverified_cert(address, result.endpoint.port, sni, timeout)
     except (ssl.SSLError, OSError) as exc:
-        reason = "timed out" if isinstance(exc, (TimeoutError, socket.timeout)) else str(exc)
+        timed_out = isinstance(exc, (TimeoutError, socket.timeout))
+        if timed_out and deadline_cut:
+            return _cut(address)
+        reason = "timed out" if timed_out else str(exc)
         return TlsResult(status="handshake_failed", address=address,
                          error=f"TLS handshake with {address}:{result.endpoint.port} failed: {reason}")
     names = cert_names(cert)
@@ -100,7 +123,10 @@ def check_all(
     """TLS for every endpoint of a TLS listener that connects, concurrently, within the deadline.
 
     A check the deadline cut off is `not_checked` and `unfinished`: nothing is known of that
-    certificate, so the run reports RUN_INCOMPLETE instead of passing it for a good one.
+    certificate, so the run reports RUN_INCOMPLETE instead of passing it for a good one. Whether
+    the pool gives up at the deadline first or the handshake's own timeout (cut to the deadline)
+    fires first is a race the scheduler decides; both end as the same unfinished result, so the
+    report does not depend on it (tests/test_tls_deadline.py).
     """
     tls_sources = ctx.uses_tls
     chosen = [i for i, r in enumerate(results)
@@ -108,14 +134,15 @@ def check_all(
 
     def work(index: int) -> TlsResult:
         result = results[index]
+        cut_short = ctx.deadline < time.monotonic() + ctx.timeout
         return check_tls(result, ctx.listener_security(result.endpoint), timeout=ctx.remaining(ctx.timeout),
-                         expiry_days=expiry_days)
+                         expiry_days=expiry_days, deadline_cut=cut_short)
 
     # All at once: one timeout in all, not one per round of workers.
     done = run_bounded(chosen, work, workers=256, deadline=ctx.deadline)
     found = {chosen[i]: tls for i, tls in done.items()}
-    cut = TlsResult(status="not_checked", address="", error="not checked before the run's deadline", unfinished=True)
     out = list(results)
     for i in chosen:
+        cut = _as_client(_cut(_first_open(out[i]) or ""), ctx.listener_security(out[i].endpoint))
         out[i] = replace(out[i], tls=found.get(i, cut))
     return out
