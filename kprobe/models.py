@@ -29,6 +29,7 @@ RunStatus = Literal["ok", "gap", "failed", "interrupted"]
 ResolverKind = Literal["system", "nameserver"]
 Via = Literal["kprobe", "librdkafka"]
 Protocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+TlsFailure = Literal["hostname_mismatch", "untrusted", "expired", "handshake_failed"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,12 @@ class BootstrapResult:
     node_id: int | None = None
     identity_note: str | None = None
     protocol: Protocol | None = None
+    # Why a TLS handshake with the bootstrap failed, when one did.
+    tls_failure: TlsFailure | None = None
+    # Whether the listener itself speaks TLS, learnt when the protocol the client chose did not work.
+    speaks_tls: bool | None = None
+    # The mechanisms the listener enabled, when it refused the one sent (SaslHandshake's answer).
+    sasl_mechanisms: tuple[str, ...] = ()
 
     @property
     def brokers(self) -> tuple[AdvertisedBroker, ...]:

@@ -348,3 +348,32 @@ def test_no_proposal_without_evidence(cloud_lab, extra):
                             *extra)
     [finding] = data["findings"]
     assert "EXTERNAL://" not in finding["fix"] and "your bootstrap" not in finding["fix"]
+
+
+# -- a bootstrap that gives no metadata names its cause in its own code (issue 14, items 4 to 6) --
+
+def test_bootstrap_failures_each_have_their_code(tls_lab, sasl_lab):
+    """Before, all of these were BOOTSTRAP_UNREACHABLE ("did not answer in time"), which sends people to the
+    network when the certificate, the protocol or the mechanism is at fault."""
+    ns, ca = tls_lab.nameserver("clients"), f"ssl.ca.location={tls_lab.ca_file}"
+    good = tls_lab.bootstrap("SSL_GOOD")
+    internal_name = "kafka-tls.internal.kprobe.test:" + good.rsplit(":", 1)[1]
+    cases = {
+        "plaintext to TLS": (["-b", good, "--nameserver", ns], "SECURITY_PROTOCOL_MISMATCH", {"speaks_tls": True}),
+        "TLS to plaintext": (["-b", tls_lab.real_endpoint("INTERNAL"), "-X", "security.protocol=SSL", "-X", ca],
+                             "SECURITY_PROTOCOL_MISMATCH", {"speaks_tls": False, "tls_failure": "handshake_failed"}),
+        "no CA": (["-b", good, "--nameserver", ns, "-X", "security.protocol=SSL"], "BOOTSTRAP_TLS_FAILED",
+                  {"tls_failure": "untrusted"}),
+        "a name the certificate lacks": (["-b", internal_name, "--nameserver", ns, "-X", "security.protocol=SSL",
+                                          "-X", ca], "BOOTSTRAP_TLS_FAILED", {"tls_failure": "hostname_mismatch"}),
+        "PLAIN to a SCRAM listener": (sasl_args(sasl_lab, "SASL_SCRAM", "PLAIN", sasl_lab.passwords["alice"]),
+                                      "SASL_MECHANISM_MISMATCH", {"sasl_mechanisms": ["SCRAM-SHA-256"]}),
+    }
+    for name, (args, code, fields) in cases.items():
+        exit_code, data, _ = probe_json(*args)
+        [boot] = data["bootstraps"]
+        assert (exit_code, codes(data)) == (3, {code}), (name, data["findings"])
+        assert {key: boot[key] for key in fields} == fields, (name, boot)
+    # The certificate's names are in the message, so the user sees which names it holds.
+    _, data, _ = probe_json(*cases["a name the certificate lacks"][0])
+    assert "broker.tls.kprobe.test" in data["findings"][0]["message"]

@@ -30,6 +30,7 @@ DEFS = SCHEMA["$defs"]
     (models.IdentityStatus, DEFS["endpoint"]["properties"]["identity"]["properties"]["status"]["enum"]),
     (models.TlsStatus, DEFS["endpoint"]["properties"]["tls"]["properties"]["status"]["enum"]),
     (models.Severity, DEFS["finding"]["properties"]["severity"]["enum"]),
+    (models.TlsFailure, [v for v in DEFS["bootstrap"]["properties"]["tls_failure"]["enum"] if v is not None]),
     (models.RunStatus, SCHEMA["properties"]["summary"]["properties"]["status"]["enum"]),
     (models.ResolverKind, SCHEMA["properties"]["vantage"]["properties"]["resolver"]["properties"]["kind"]["enum"]),
 ], ids=lambda v: getattr(v, "__name__", None) or "")

@@ -1,39 +1,102 @@
-"""Findings on bootstrap addresses that gave no metadata."""
+"""Findings on bootstrap addresses that gave no metadata, each cause with its own code.
+
+A script or an alert keyed on the code must be sent to the right place: the network
+(BOOTSTRAP_UNREACHABLE), the certificate (BOOTSTRAP_TLS_FAILED), the client's security.protocol
+(SECURITY_PROTOCOL_MISMATCH), its sasl.mechanism (SASL_MECHANISM_MISMATCH) or its credentials
+(AUTH_FAILED); the message says it in the listener's own terms.
+"""
 
 from __future__ import annotations
 
 from kprobe.findings.catalogue import ERROR, finding
 from kprobe.models import BootstrapResult, Finding
 
+# Managed-service port conventions worth a hint when the protocol or mechanism is wrong
+# (Amazon MSK's documented client ports; other services use 9092 for everything).
+PORT_CONVENTIONS = {
+    9094: "Amazon MSK's TLS port (security.protocol=SSL)",
+    9096: "Amazon MSK's SASL/SCRAM port (SASL_SSL, SCRAM-SHA-512)",
+    9098: "Amazon MSK's IAM port (SASL_SSL, AWS_MSK_IAM)",
+    9194: "Amazon MSK's public TLS port (SSL)",
+    9196: "Amazon MSK's public SASL/SCRAM port (SASL_SSL, SCRAM-SHA-512)",
+    9198: "Amazon MSK's public IAM port (SASL_SSL, AWS_MSK_IAM)",
+}
+
+_TLS_WHAT = {
+    "hostname_mismatch": "its certificate does not name the host you bootstrapped with",
+    "untrusted": "its certificate does not verify against the trusted CAs",
+    "expired": "its certificate has expired",
+    "handshake_failed": "the TLS handshake failed",
+}
+_TLS_FIX = {
+    "hostname_mismatch": "Bootstrap with a name the certificate holds (its names are in the message), or have the "
+    "broker present a certificate whose subjectAltName includes the name you use.",
+    "untrusted": "Give the client the CA that signed the broker certificate (-X ssl.ca.location=...), or have the "
+    "broker present a chain that ends at a CA clients trust.",
+    "expired": "Renew the broker certificate and reload it (dynamic ssl.keystore.location update, or a rolling "
+    "restart).",
+    "handshake_failed": "Check that the port is a TLS listener (security.protocol SSL or SASL_SSL on the client, "
+    "SSL or SASL_SSL in the broker's listener.security.protocol.map), and the TLS versions both sides allow.",
+}
+
+
+def _port_hint(address: str) -> str:
+    port = int(address.rsplit(":", 1)[1]) if address.rsplit(":", 1)[-1].isdigit() else 0
+    return f" Port {port} is {PORT_CONVENTIONS[port]}." if port in PORT_CONVENTIONS else ""
+
 
 def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
     """Why one bootstrap address gave no metadata, and whether clients can still start elsewhere."""
+    consequence = (
+        "The other bootstrap addresses answered, so clients that try them will still start, but "
+        "this one is dead weight in bootstrap.servers."
+        if answered_any else "No client can start from here with this bootstrap list."
+    )
+    sent = b.protocol or "PLAINTEXT"
+    if b.speaks_tls is True:
+        return finding(
+            "SECURITY_PROTOCOL_MISMATCH", ERROR,
+            f"Bootstrap {b.address} gave no metadata: you sent plaintext Kafka (security.protocol={sent}) to a TLS "
+            f"listener, which answered with TLS ({b.error}). Clients fail the same way, often with a misleading "
+            f"error (\"ApiVersionRequest failed\", \"the broker may be too old\"). {consequence}"
+            + _port_hint(b.address),
+            "Set security.protocol=SSL (SASL_SSL if the listener also wants SASL), or bootstrap with "
+            f"SSL://{b.address}.", bootstrap=b.address)
+    if b.speaks_tls is False:
+        return finding(
+            "SECURITY_PROTOCOL_MISMATCH", ERROR,
+            f"Bootstrap {b.address} gave no metadata: you sent TLS (security.protocol={sent}) to a plaintext "
+            f"listener, which dropped the handshake ({b.error}). {consequence}" + _port_hint(b.address),
+            "Set security.protocol=PLAINTEXT (SASL_PLAINTEXT if the listener wants SASL), or bootstrap with a "
+            "TLS listener's port.", bootstrap=b.address)
+    if b.tls_failure is not None:
+        return finding(
+            "BOOTSTRAP_TLS_FAILED", ERROR,
+            f"Bootstrap {b.address} gave no metadata: {_TLS_WHAT[b.tls_failure]} ({b.error}). Every client that "
+            f"checks certificates the same way fails here. {consequence}",
+            _TLS_FIX[b.tls_failure], bootstrap=b.address)
+    if b.sasl_mechanisms:
+        takes = ", ".join(b.sasl_mechanisms)
+        return finding(
+            "SASL_MECHANISM_MISMATCH", ERROR,
+            f"Bootstrap {b.address} gave no metadata: {b.error}. {consequence}" + _port_hint(b.address),
+            f"Set sasl.mechanism to one the listener takes ({takes}), with credentials for that mechanism.",
+            bootstrap=b.address)
     what = {
         "dns_failed": "its name does not resolve from here",
         "refused": "the connection was refused (nothing listens there)",
         "timeout": "it did not answer in time (a firewall, a wrong address, or an overloaded broker)",
         "auth_failed": "it refused the credentials",
     }.get(b.status, "the request failed")
-    consequence = (
-        "The other bootstrap addresses answered, so clients that try them will still start, but "
-        "this one is dead weight in bootstrap.servers."
-        if answered_any else "No client can start from here with this bootstrap list."
-    )
-    tls_problem = (b.error or "").startswith("TLS")
-    if tls_problem:
-        what = "the TLS handshake failed"
     fix = {
-        "auth_failed": "Check sasl.mechanism, sasl.username and the password, and that the listener's "
-        "protocol matches security.protocol.",
+        "auth_failed": "Check sasl.username and the password (a SCRAM user exists per mechanism: "
+        "kafka-configs --describe --entity-type users), and that the listener's protocol matches security.protocol.",
         "dns_failed": "Use a name this network resolves, or an IP address, in bootstrap.servers.",
     }.get(
         b.status,
         "Check the address and port against the broker's `listeners`, and that the port is open "
         "between here and the broker.",
     )
-    if tls_problem:
-        fix = ("Give the client the CA that signed the broker certificate (-X ssl.ca.location=...), and bootstrap "
-               "with a name the certificate holds; check that the port is a TLS listener.")
     code = "AUTH_FAILED" if b.status == "auth_failed" else "BOOTSTRAP_UNREACHABLE"
     return finding(code, ERROR, f"Bootstrap {b.address} gave no metadata: {what} ({b.error}). {consequence}",
                    fix, bootstrap=b.address)

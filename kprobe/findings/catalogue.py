@@ -39,6 +39,16 @@ CATALOGUE: dict[str, Kind] = {
     "AUTH_FAILED": Kind(
         "bootstrap", (ERROR,), "The bootstrap refused the credentials",
         "Clients fail at connect with an authentication error."),
+    "BOOTSTRAP_TLS_FAILED": Kind(
+        "bootstrap", (ERROR,), "The TLS handshake with a bootstrap failed",
+        "Clients fail before their first request: the certificate's name, chain or date, or the handshake itself."),
+    "SECURITY_PROTOCOL_MISMATCH": Kind(
+        "bootstrap", (ERROR,), "The client's security.protocol does not match the listener's",
+        "Plaintext to a TLS listener fails as \"ApiVersionRequest failed\"; TLS to a plaintext one as a dropped "
+        "handshake."),
+    "SASL_MECHANISM_MISMATCH": Kind(
+        "bootstrap", (ERROR,), "The listener does not take the SASL mechanism sent",
+        "Clients fail at connect with an unsupported-mechanism error."),
     "ADVERTISED_UNRESOLVABLE": Kind(
         "advertised", (ERROR,), "An advertised host does not resolve from here",
         "Clients bootstrap, then fail every request (`Failed to resolve ...`)."),

@@ -15,7 +15,16 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from kprobe.models import TlsFailure
 from kprobe.sockets import family_of
+
+# OpenSSL's X509_V_ERR_* codes that name the failure in the user's terms; any other is a chain problem.
+_VERIFY_FAILURES: dict[int, TlsFailure] = {10: "expired", 62: "hostname_mismatch", 64: "hostname_mismatch"}
+
+
+def verify_failure(code: int) -> TlsFailure:
+    """What a refused certificate's verify code means for the user: the name, the date, or the chain."""
+    return _VERIFY_FAILURES.get(code, "untrusted")
 
 
 def hostname_matches(host: str, names: Sequence[str]) -> bool:

@@ -15,7 +15,7 @@ import re
 import struct
 from collections.abc import Sequence
 
-from kprobe.models import AdvertisedBroker, ClusterMetadata, PartitionInfo, TopicInfo
+from kprobe.models import AdvertisedBroker, ClusterMetadata, PartitionInfo, TlsFailure, TopicInfo
 
 API_METADATA = 3
 API_SASL_HANDSHAKE = 17
@@ -60,13 +60,15 @@ class WireError(Exception):
 
     def __init__(
         self, kind: str, message: str, *, deadline: bool = False, awaiting_response: bool = False,
-        mechanisms: tuple[str, ...] = (),
+        mechanisms: tuple[str, ...] = (), tls_failure: TlsFailure | None = None, speaks_tls: bool | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.deadline = deadline
         self.awaiting_response = awaiting_response
         self.mechanisms = mechanisms  # a refused SaslHandshake: the mechanisms the listener enabled
+        self.tls_failure = tls_failure  # with kind "tls": which check failed
+        self.speaks_tls = speaks_tls  # the peer answered in TLS (True) where Kafka was expected
 
 
 class Reader:
@@ -169,6 +171,16 @@ def request_header(api_key: int, version: int, correlation_id: int, client_id: s
     """Request header v1, or v2 (with empty tagged fields) for flexible versions."""
     header = struct.pack(">hhi", api_key, version, correlation_id) + enc_string(client_id, False)
     return header + b"\x00" if flexible else header
+
+
+def looks_like_tls(size_bytes: bytes) -> bool:
+    """A TLS record header (alert 0x15 or handshake 0x16, version 3.x) where a Kafka frame size was expected.
+
+    A TLS listener that receives plaintext Kafka answers with an alert; read as a frame size it
+    is some 350 MB, which clients report as a failed request to "an old broker". Seen here, it
+    means: this listener wants TLS.
+    """
+    return len(size_bytes) >= 2 and size_bytes[0] in (0x15, 0x16) and size_bytes[1] == 0x03
 
 
 def response_header(reader: Reader, api_key: int, flexible: bool, correlation_id: int) -> None:

@@ -98,15 +98,16 @@ class KafkaConnection:
             return ctx.wrap_socket(sock, server_hostname=self.server_hostname)
         except ssl.SSLCertVerificationError as exc:
             sock.close()
-            from kprobe.kafka.certs import describe_peer
+            from kprobe.kafka.certs import describe_peer, verify_failure
 
             seen = describe_peer(self.address, self.port, self.server_hostname, self._remaining(self.timeout))
             raise WireError("tls", f"TLS certificate not accepted: {exc.verify_message}"
-                            + (f" ({seen})" if seen else "")) from None
+                            + (f" ({seen})" if seen else ""), tls_failure=verify_failure(exc.verify_code)) from None
         except (ssl.SSLError, OSError) as exc:
             sock.close()
-            kind = "timeout" if isinstance(exc, (TimeoutError, socket.timeout)) else "tls"
-            raise WireError(kind, f"TLS handshake failed: {exc}") from None
+            if isinstance(exc, (TimeoutError, socket.timeout)):
+                raise WireError("timeout", f"TLS handshake failed: {exc}") from None
+            raise WireError("tls", f"TLS handshake failed: {exc}", tls_failure="handshake_failed") from None
 
     def close(self) -> None:
         """Close quietly; closing is never what a report is about."""
@@ -162,7 +163,11 @@ class KafkaConnection:
             raise WireError("timeout", "timed out sending the request") from None
         except OSError as exc:
             raise WireError("closed", f"connection failed while sending: {exc}") from None
-        size = struct.unpack(">i", self._recv_exact(4, request_deadline))[0]
+        size_bytes = self._recv_exact(4, request_deadline)
+        size = struct.unpack(">i", size_bytes)[0]
+        if not self.security.uses_tls and codec.looks_like_tls(size_bytes):
+            raise WireError("protocol", "the listener answered with TLS: it expects a TLS handshake first",
+                            speaks_tls=True, awaiting_response=True)
         if size < 4 or size > codec.MAX_FRAME:
             raise WireError("protocol", f"response size {size} is not plausible")
         reader = Reader(self._recv_exact(size, request_deadline))

@@ -58,6 +58,9 @@ def _bootstrap(b: BootstrapResult) -> dict[str, Any]:
         "node_id": b.node_id,
         "identity_note": b.identity_note,
         "protocol": b.protocol,
+        "tls_failure": b.tls_failure,
+        "speaks_tls": b.speaks_tls,
+        "sasl_mechanisms": list(b.sasl_mechanisms),
     }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kprobe.kafka.codec import WireError
-from kprobe.kafka.connection import fetch_and_identify
+from kprobe.kafka.connection import KafkaConnection, fetch_and_identify
 from kprobe.kafka.sasl import MECHANISMS
 from kprobe.models import AdvertisedBroker, BootstrapAddress, BootstrapResult, BootstrapStatus, ClusterMetadata
 from kprobe.probe.context import RunContext
@@ -44,6 +44,7 @@ def fetch_bootstrap(
         return BootstrapResult(address=hostport, status="dns_failed",
                                error=dns.error or f"{address.host} did not resolve", ms=_ms(started))
     failures: list[WireError] = []
+    failed_at = dns.addresses[0]
     for ip in dns.addresses:
         if time.monotonic() >= deadline:
             failures.append(WireError("timeout", "run deadline reached", deadline=True))
@@ -55,6 +56,7 @@ def fetch_bootstrap(
             )
         except WireError as exc:
             failures.append(exc)
+            failed_at = ip
             # Only a connection that never opened justifies trying the name's next address;
             # a broker that answered badly has answered.
             if exc.kind in ("refused", "timeout", "unreachable") and not exc.awaiting_response:
@@ -69,8 +71,30 @@ def fetch_bootstrap(
     worst = failures[-1]
     status = _WIRE_STATUS.get(worst.kind, "error")
     text = "; ".join(dict.fromkeys(str(f) for f in failures))
+    speaks_tls = worst.speaks_tls
+    if worst.tls_failure == "handshake_failed" and _answers_plaintext(failed_at, address.port, ctx):
+        speaks_tls = False
+        text += "; the same port answers Kafka in plaintext"
     _LOG.debug("bootstrap %s: %s (%s)", hostport, status, text)
-    return BootstrapResult(address=hostport, status=status, error=text, ms=_ms(started), protocol=security.protocol)
+    return BootstrapResult(address=hostport, status=status, error=text, ms=_ms(started), protocol=security.protocol,
+                           tls_failure=worst.tls_failure, speaks_tls=speaks_tls, sasl_mechanisms=worst.mechanisms)
+
+
+def _answers_plaintext(ip: str, port: int, ctx: RunContext) -> bool:
+    """Whether a plaintext ApiVersions gets a Kafka answer where a TLS handshake just failed.
+
+    A plaintext listener reads a ClientHello as a huge Kafka frame and drops the connection, which
+    TLS reports as an unexpected EOF: only a second, plaintext try tells that apart from a proxy
+    or a broken TLS set-up, and tells the user which `security.protocol` the listener wants.
+    """
+    if time.monotonic() >= ctx.deadline:
+        return False
+    try:
+        with KafkaConnection(ip, port, timeout=ctx.timeout, deadline=ctx.deadline) as conn:
+            conn.negotiate()
+    except WireError:
+        return False
+    return True
 
 
 def _ms(started: float) -> float:

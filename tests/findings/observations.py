@@ -38,6 +38,7 @@ from kprobe.models import (
     Protocol,
     TcpResult,
     TcpStatus,
+    TlsFailure,
     TlsResult,
 )
 from kprobe.probe.reach import endpoint_status
@@ -76,9 +77,13 @@ def boot(
                            connected_to=connected_to, metadata=meta, ms=3.1, node_id=node_id, protocol=protocol)
 
 
-def dead_boot(address: str, status: BootstrapStatus, error: str, *, protocol: Protocol | None = None) -> BootstrapResult:
+def dead_boot(
+    address: str, status: BootstrapStatus, error: str, *, protocol: Protocol | None = None,
+    tls_failure: TlsFailure | None = None, speaks_tls: bool | None = None, sasl_mechanisms: Sequence[str] = (),
+) -> BootstrapResult:
     """A bootstrap that gave no metadata, as kprobe.probe.bootstrap records it."""
-    return BootstrapResult(address=address, status=status, error=error, ms=2000.4, protocol=protocol)
+    return BootstrapResult(address=address, status=status, error=error, ms=2000.4, protocol=protocol,
+                           tls_failure=tls_failure, speaks_tls=speaks_tls, sasl_mechanisms=tuple(sasl_mechanisms))
 
 
 def resolved(host: str, *addresses: str, source: DnsSource = "system", in_hosts_file: bool = False,
