@@ -91,8 +91,8 @@ def manual_loop(bootstrap: str, timeout: float) -> str:
 
 def identity_cost(lab: object, runs: int) -> tuple[float, float]:
     """Median in-process probe time of the healthy 3-broker cluster, with and without identity."""
-    from kprobe.config import parse_address
-    from kprobe.probe_run import ProbeOptions, run_probe
+    from kprobe.config import ProbeOptions, parse_address
+    from kprobe.probe_run import run_probe
 
     bootstrap = [parse_address(lab.real_endpoint("CLIENT", 0))]  # type: ignore[attr-defined]
     times: dict[bool, list[float]] = {True: [], False: []}

@@ -108,8 +108,8 @@ def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -
 
 def _run(bootstrap: str, nameserver: str, vantage: str) -> Any:
     """One real probe, as a client on the network of `nameserver` would see the cluster."""
-    from kprobe.config import parse_address, parse_nameserver
-    from kprobe.probe_run import ProbeOptions, run_probe
+    from kprobe.config import ProbeOptions, parse_address, parse_nameserver
+    from kprobe.probe_run import run_probe
 
     return run_probe(ProbeOptions(bootstraps=[parse_address(bootstrap)], nameservers=[parse_nameserver(nameserver)],
                                   timeout=2, vantage=vantage))
@@ -319,14 +319,17 @@ def _probe_args(args: list[str]) -> Any:
 
     import typer.main
 
-    from kprobe.cli import _probe_options, app
+    from kprobe.cli import app
+    from kprobe.config import probe_options
 
     command = typer.main.get_command(app).commands["probe"]  # type: ignore[attr-defined]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KPROBE_")}
     with mock.patch.dict(os.environ, clean, clear=True):
         p = command.make_context("probe", list(args)).params
-    return _probe_options(p["bootstrap"], p["prop"], p["prop_file"], p["nameserver"], p["timeout"], p["deadline"],
-                          p["vantage"], p["no_identity"], p["tls_expiry_days"], p["compare_nameserver"])
+    return probe_options(
+        bootstrap=p["bootstrap"], props=p["prop"], prop_files=p["prop_file"], nameservers=p["nameserver"],
+        timeout=p["timeout"], deadline=p["deadline"], vantage=p["vantage"], identity=not p["no_identity"],
+        tls_expiry_days=p["tls_expiry_days"], compare_nameservers=p["compare_nameserver"])
 
 
 def _stagings(listeners: Any, three: Any, tls: Any, sasl: Any, stale: str, dead: str, refused: str) -> list[Any]:

@@ -9,21 +9,21 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from kprobe import __version__
-from kprobe.errors import EXIT_INTERRUPTED, EXIT_USAGE, KprobeError, UsageError
-
-if TYPE_CHECKING:
-    from kprobe.deliver import Outputs
-    from kprobe.models import Report
-    from kprobe.probe_run import ProbeOptions, ProbeRun
+from kprobe.errors import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_GAP,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    KprobeError,
+)
 
 _APP_SETTINGS: dict[str, Any] = dict(
     name="kprobe",
@@ -43,7 +43,8 @@ app.add_typer(lab_app, name="lab")
 _CLICK_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 _CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
-STATUS_EXIT = {"ok": 0, "gap": 1, "failed": 3, "interrupted": EXIT_INTERRUPTED}
+# A run's summary status (a report's or a listing's) -> the exit code scripts read.
+STATUS_EXIT = {"ok": EXIT_OK, "gap": EXIT_GAP, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
 
 def _version(value: bool) -> None:
@@ -64,16 +65,18 @@ def _main(
     """
 
 
-def _use_color(no_color: bool) -> bool:
-    return not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
-
-
-# Options shared by `probe` and `watch` (typer reads these Annotated aliases like inline ones).
+# Options shared by `probe`, `watch` and (those that mean the same there) `list`: typer reads
+# these Annotated aliases like inline ones, so one definition gives every command the same flags,
+# environment variables and help.
+_ADDRESS_FORMS = "host:port, host, [v6]:port or PROTOCOL://host:port; comma lists and repeats allowed"
 BootstrapOpt = Annotated[
     list[str],
+    typer.Option("--bootstrap", "-b", envvar="KPROBE_BOOTSTRAP", help=f"Bootstrap address: {_ADDRESS_FORMS}."),
+]
+ListBootstrapOpt = Annotated[
+    list[str],
     typer.Option("--bootstrap", "-b", envvar="KPROBE_BOOTSTRAP",
-                 help="Bootstrap address: host:port, host, [v6]:port or PROTOCOL://host:port; "
-                 "comma lists and repeats allowed."),
+                 help=f"Bootstrap address: {_ADDRESS_FORMS}; the first that answers is listed."),
 ]
 PropOpt = Annotated[list[str], typer.Option("-X", help="librdkafka property key=value (repeatable).")]
 PropFileOpt = Annotated[
@@ -110,6 +113,7 @@ FormatOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", "-J", help="Print the JSON report (same as --format json); indented on a terminal, one line when piped.")]
+ListJsonOpt = Annotated[bool, typer.Option("--json", "-J", help="JSON, a superset of `kcat -L -J`.")]
 OutputOpt = Annotated[
     Path | None, typer.Option("--output", "-o", help="Also write the JSON report to this file, atomically.")
 ]
@@ -136,63 +140,6 @@ SpoolOpt = Annotated[
 SpoolMaxOpt = Annotated[int, typer.Option("--spool-max", help="Most reports kept in the spool; the oldest go first.")]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colours, even on a terminal.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Progress and client log lines on stderr.")]
-
-
-def _probe_options(
-    bootstrap: list[str], prop: list[str], prop_file: list[str], nameserver: list[str], timeout: str,
-    deadline: str, vantage: str | None, no_identity: bool, tls_expiry_days: float, compare_nameserver: list[str],
-) -> ProbeOptions:
-    from kprobe.config import parse_addresses, parse_duration, parse_nameserver, parse_properties
-    from kprobe.kafka.security import security_from
-    from kprobe.probe_run import ProbeOptions
-
-    addresses = parse_addresses(bootstrap)
-    props = parse_properties(prop, prop_file)
-    for address in addresses:
-        security_from(props, address)  # a bad security.protocol is a usage error, before any I/O
-    if not 0 <= tls_expiry_days <= 3650:
-        raise UsageError(f"bad --tls-expiry-days {tls_expiry_days:g}: give a number of days from 0 to 3650")
-    return ProbeOptions(
-        bootstraps=addresses,
-        props=props,
-        nameservers=[parse_nameserver(n) for n in nameserver],
-        timeout=parse_duration(timeout, "--timeout"),
-        deadline=parse_duration(deadline, "--deadline"),
-        vantage=vantage,
-        identity=not no_identity,
-        tls_expiry_days=tls_expiry_days,
-        compare_nameservers=[parse_nameserver(n) for n in compare_nameserver],
-    )
-
-
-def _outputs(
-    fmt: str | None, json_out: bool, no_color: bool, output: Path | None, out_dir: Path | None,
-    prom_file: Path | None, publish: str | None, publish_property: list[str], spool: Path | None, spool_max: int,
-) -> Outputs:
-    from kprobe.config import parse_properties
-    from kprobe.deliver import FORMATS, Outputs
-
-    chosen = (fmt or ("json" if json_out else "text")).lower()
-    if chosen not in FORMATS:
-        raise UsageError(f"bad --format {fmt!r}: use text, json or prometheus")
-    if json_out and chosen != "json":
-        raise UsageError("--json and --format disagree: give one of them")
-    for path, flag in ((output, "-o"), (prom_file, "--prom-file")):
-        if path is not None:
-            _check_writable(path, flag)
-    if out_dir is not None:
-        _check_dir(out_dir, "--out")
-    target = None
-    if publish is not None:
-        from kprobe.publish import parse_target
-
-        target = parse_target(publish)
-    if spool_max < 1:
-        raise UsageError(f"bad --spool-max {spool_max}: keep at least 1 report")
-    return Outputs(
-        fmt=chosen, color=_use_color(no_color), output=output, out_dir=out_dir, prom_file=prom_file,
-        publish=target, publish_props=parse_properties(publish_property), spool=spool, spool_max=spool_max,
-    )
 
 
 @app.command()
@@ -222,19 +169,22 @@ def probe(
     """Bootstrap against each address separately, then resolve and connect to every endpoint the
     brokers advertise, from here.
 
-    Exit 0 no gap, 1 gap, 2 bad input, 3 no bootstrap answered, 130 interrupted.
+    Exit 0 no gap, 1 gap, 2 bad input, 3 no bootstrap answered or an internal error, 130 interrupted.
     """
-    from kprobe.deliver import deliver
+    from kprobe.config import probe_options
+    from kprobe.deliver import deliver, outputs_from
     from kprobe.probe_run import ProbeRun
+    from kprobe.progress import run_in_foreground
 
     _setup_logging(verbose)
-    options = _probe_options(bootstrap, prop, prop_file, nameserver, timeout, deadline, vantage, no_identity,
-                             tls_expiry_days, compare_nameserver)
-    outputs = _outputs(fmt, json_out, no_color, output, out_dir, prom_file, publish, publish_property, spool,
-                       spool_max)
-    run = ProbeRun(options)
-    with _progress(run, len(options.bootstraps)):
-        report = _run_interruptibly(run)
+    options = probe_options(
+        bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
+        deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
+        compare_nameservers=compare_nameserver)
+    outputs = outputs_from(
+        fmt=fmt, json_out=json_out, no_color=no_color, output=output, out_dir=out_dir, prom_file=prom_file,
+        publish=publish, publish_props=publish_property, spool=spool, spool_max=spool_max)
+    report = run_in_foreground(ProbeRun(options))
     deliver(report, outputs, timeout=options.timeout)
     raise typer.Exit(STATUS_EXIT[report.status])
 
@@ -270,20 +220,18 @@ def watch(
     A late run skips slots instead of piling up; each report goes to --out / --publish / --prom-file,
     one summary line (or JSON line) per run on stdout. SIGTERM ends it cleanly (exit 0).
     """
-    from kprobe.config import parse_duration
-    from kprobe.watch import Schedule, run_watch
+    from kprobe.config import probe_options, watch_options
+    from kprobe.deliver import outputs_from
+    from kprobe.watch import run_watch
 
     _setup_logging(verbose)
-    options = _probe_options(bootstrap, prop, prop_file, nameserver, timeout, deadline, vantage, no_identity,
-                             tls_expiry_days, compare_nameserver)
-    outputs = _outputs(fmt, json_out, no_color, None, out_dir, prom_file, publish, publish_property, spool,
-                       spool_max)
-    if count is not None and count < 1:
-        raise UsageError(f"bad --count {count}: run at least once")
-    jitter_s = 0.0 if jitter.strip() in ("0", "0s", "") else parse_duration(jitter, "--jitter")
-    schedule = Schedule(parse_duration(every, "--every"), jitter_s, count)
-    if options.deadline > schedule.every:
-        options = replace(options, deadline=schedule.every)  # a run never overlaps the next
+    options, schedule = watch_options(probe_options(
+        bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
+        deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
+        compare_nameservers=compare_nameserver), every=every, jitter=jitter, count=count)
+    outputs = outputs_from(
+        fmt=fmt, json_out=json_out, no_color=no_color, out_dir=out_dir, prom_file=prom_file, publish=publish,
+        publish_props=publish_property, spool=spool, spool_max=spool_max)
     raise typer.Exit(run_watch(options, outputs, schedule))
 
 
@@ -311,91 +259,18 @@ def _setup_logging(verbose: bool) -> None:
     logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
-def _check_writable(path: Path, flag: str = "-o") -> None:
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise UsageError(f"cannot write {flag} {path}: it is a directory, give a file name")
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {flag} {path}: directory {parent} does not exist: make it first, "
-                         "or give a path in an existing directory")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"cannot write {flag} {path}: no permission to write in {parent}")
-
-
-def _check_dir(path: Path, flag: str) -> None:
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"cannot write {flag} {path}: it is a file, give a directory")
-    probe = path if path.exists() else path.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK):
-        raise UsageError(f"cannot write {flag} {path}: no permission to create or write it")
-
-
-@contextmanager
-def _progress(run: ProbeRun, bootstraps: int) -> Iterator[None]:
-    """A transient progress bar on stderr for runs over many bootstraps; silent otherwise.
-
-    The bar counts bootstraps answered (or failed) out of all given, since asking many
-    addresses is the part of a run whose length the user cannot guess; the description names
-    the current phase. Only on a terminal: piped stderr stays free of control sequences.
-    """
-    if bootstraps < 4 or not sys.stderr.isatty() or os.environ.get("TERM") == "dumb":
-        yield
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("bootstraps"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("starting", total=bootstraps)
-        run.on_phase = lambda text: bar.update(task, description=text)
-        run.on_bootstrap = lambda _result: bar.advance(task)
-        try:
-            yield
-        finally:
-            run.on_phase = run.on_bootstrap = None
-
-
-def _run_interruptibly(run: ProbeRun) -> Report:
-    """Run in a worker thread so Ctrl-C can stop waiting and print what is known."""
-    from kprobe.probe_run import RunThread
-
-    worker = RunThread(run)
-    try:
-        while not worker.wait(0.1):
-            pass
-    except KeyboardInterrupt:
-        run.interrupted = True
-        return run.report()
-    report = worker.outcome()
-    assert report is not None  # the run has ended
-    return report
-
-
 @app.command("list")
 def list_(
-    bootstrap: Annotated[
-        list[str],
-        typer.Option("--bootstrap", "-b", envvar="KPROBE_BOOTSTRAP",
-                     help="Bootstrap address(es); the first that answers is listed."),
-    ] = [],  # noqa: B006
+    bootstrap: ListBootstrapOpt = [],  # noqa: B006
     topic: Annotated[
         list[str], typer.Option("--topic", "-t", help="Topic to list (repeatable); default all.")
     ] = [],  # noqa: B006
-    json_out: Annotated[bool, typer.Option("--json", "-J", help="JSON, a superset of `kcat -L -J`.")] = False,
-    prop: Annotated[list[str], typer.Option("-X", help="librdkafka property key=value (repeatable).")] = [],  # noqa: B006
-    prop_file: Annotated[
-        list[str], typer.Option("-F", envvar="KPROBE_CONFIG", help="librdkafka properties file, as kcat reads it.")
-    ] = [],  # noqa: B006
-    nameserver: Annotated[
-        list[str],
-        typer.Option("--nameserver", "-n", envvar="KPROBE_NAMESERVER", help="Resolve through this DNS server."),
-    ] = [],  # noqa: B006
-    timeout: Annotated[
-        str, typer.Option("--timeout", "-m", envvar="KPROBE_TIMEOUT", help="Per-request timeout.")
-    ] = "5s",
-    deadline: Annotated[
-        str, typer.Option("--deadline", envvar="KPROBE_DEADLINE", help="Deadline for the whole run.")
-    ] = "30s",
+    json_out: ListJsonOpt = False,
+    prop: PropOpt = [],  # noqa: B006
+    prop_file: PropFileOpt = [],  # noqa: B006
+    nameserver: NameserverOpt = [],  # noqa: B006
+    timeout: TimeoutOpt = "5s",
+    deadline: DeadlineOpt = "30s",
     reachability: Annotated[
         bool | None,
         typer.Option("--reachability/--no-reachability",
@@ -405,34 +280,23 @@ def list_(
     no_internal: Annotated[
         bool, typer.Option("--no-internal", help="Hide internal topics (__consumer_offsets, ...).")
     ] = False,
+    no_color: NoColorOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """The `kcat -L` listing (brokers, topics, partitions), and which partitions the gap breaks from here.
 
-    Exit 0 ok, 1 topic errors / offline partitions / unreachable leaders, 2 bad input, 3 no bootstrap answered.
+    Exit 0 ok, 1 topic errors / offline partitions / unreachable leaders, 2 bad input, 3 no bootstrap
+    answered or an internal error, 130 interrupted.
     """
-    from kprobe.config import parse_addresses, parse_duration, parse_nameserver, parse_properties
-    from kprobe.kafka.security import security_from
-    from kprobe.list_run import ListOptions, run_list
+    from kprobe.config import list_options
+    from kprobe.list_run import run_list
     from kprobe.output import kcat as listing_report
 
+    del no_color  # kcat's listing has no colours to turn off; taken so that probe's command lines work
     _setup_logging(verbose)
-    addresses = parse_addresses(bootstrap)
-    props = parse_properties(prop, prop_file)
-    for address in addresses:
-        security_from(props, address)
-    for name in topic:
-        if not name or len(name) > 249:
-            raise UsageError(f"bad -t {name!r}: a topic name has 1 to 249 characters: give the topic's exact name "
-                             "(kprobe list shows them)")
-    options = ListOptions(
-        bootstraps=addresses, topics=topic, props=props,
-        nameservers=[parse_nameserver(n) for n in nameserver],
-        timeout=parse_duration(timeout, "--timeout"), deadline=parse_duration(deadline, "--deadline"),
-        reachability=sys.stdout.isatty() if reachability is None else reachability,
-        internal=not no_internal,
-    )
-    listing = run_list(options)
+    listing = run_list(list_options(
+        bootstrap=bootstrap, topics=topic, props=prop, prop_files=prop_file, nameservers=nameserver,
+        timeout=timeout, deadline=deadline, reachability=reachability, internal=not no_internal))
     if json_out:
         sys.stdout.write(listing_report.render_json(listing))
     elif listing.answered:
@@ -461,6 +325,8 @@ def aggregate(
     since: Annotated[str | None, typer.Option("--since", help="Only reports at or after (RFC 3339 or date).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Only reports before (RFC 3339 or date).")] = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip report.html.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Spark's and the JVM's own lines "
+                                          "(kept in a log file otherwise).")] = False,
 ) -> None:
     """Aggregate reports from many vantages with PySpark.
 
@@ -475,7 +341,7 @@ def aggregate(
     topics = validate(inputs, out, kafka, since, until)
     from kprobe.aggregate.job import JobOptions, run, session, summary_lines
 
-    spark = session(master, kafka=bool(topics))
+    spark = session(master, kafka=bool(topics), verbose=verbose)
     try:
         result = run(spark, JobOptions(tuple(inputs), out, master, since, until, not no_html, topics))
     finally:
@@ -493,15 +359,14 @@ def schema() -> None:
 
 
 @app.command()
-def demo(
-    no_color: Annotated[bool, typer.Option("--no-color", help="No colours, even on a terminal.")] = False,
-) -> None:
+def demo(no_color: NoColorOpt = False) -> None:
     """Start the `listeners` lab (the LISTENER_BOB / FRED / ALICE broker), probe it through each
     listener as a client on the Docker host would, print the reports, stop the lab.
     """
+    from kprobe.deliver import use_color
     from kprobe.demo import run_demo
 
-    run_demo(color=_use_color(no_color))
+    run_demo(color=use_color(no_color))
 
 
 @lab_app.command("list")
@@ -635,19 +500,20 @@ def main() -> None:
         command = ctx.command_path if ctx is not None else "kprobe"
         fail(f"kprobe: error: {exc.format_message()} (see `{command} --help`)", EXIT_USAGE)  # type: ignore[attr-defined]
     except _CLICK_EXCEPTION as exc:
-        fail(f"kprobe: error: {exc.format_message()}", getattr(exc, "exit_code", 1))  # type: ignore[attr-defined]
+        fail(f"kprobe: error: {exc.format_message()}", exc.exit_code)  # type: ignore[attr-defined]
     except KprobeError as exc:
         fail(f"kprobe: error: {exc}", exc.exit_code)
     except KeyboardInterrupt:
         fail("kprobe: interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the reader left: stop quietly
-        sys.exit(1)
+        sys.exit(EXIT_ERROR)
     except OSError as exc:
-        fail(f"kprobe: error: {exc.strerror or exc} ({exc.filename or 'I/O'})", 1)
+        fail(f"kprobe: error: {exc.strerror or exc} ({exc.filename or 'I/O'})", EXIT_ERROR)
     except Exception as exc:
+        # A bug. Exit 3, "the run failed": 1 would tell a script the brokers have a gap.
         if os.environ.get("KPROBE_DEBUG"):
             raise
         fail(f"kprobe: internal error: {exc.__class__.__name__}: {str(exc)[:200]} "
-             "(please report it; KPROBE_DEBUG=1 shows the traceback)", 1)
-    sys.exit(code if isinstance(code, int) else 0)
+             "(please report it; KPROBE_DEBUG=1 shows the traceback)", EXIT_FAILED)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

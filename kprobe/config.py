@@ -3,18 +3,25 @@
 Bootstrap addresses come in every form people copy from somewhere: `host:port`, `host`
 (port 9092), `[::1]:9092`, `SASL_SSL://host:9093` from a listener config, comma lists.
 librdkafka properties come from `-X key=value` and `-F file` as kcat takes them.
+
+`probe_options`, `list_options` and `watch_options` turn a command's options, as typed, into a
+run's validated options (ProbeOptions, ListOptions, Schedule, defined here so that the runs
+above can take them), checking the ones that only make sense together; the CLI only parses and
+calls them, so another front end (a script, a service) gets the same messages.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
 from kprobe.errors import UsageError
-from kprobe.kafka.security import PROTOCOLS
+from kprobe.kafka.security import PROTOCOLS, security_from
 from kprobe.models import BootstrapAddress, Protocol
 
 DEFAULT_PORT = 9092
@@ -171,3 +178,115 @@ def read_properties_file(name: str) -> dict[str, str]:
                              "write each line as key=value ('#' starts a comment)")
         props[key.strip()] = value.strip()
     return props
+
+
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeOptions:
+    """Everything a probe run needs, validated."""
+
+    bootstraps: Sequence[BootstrapAddress]
+    props: Mapping[str, str] = field(default_factory=dict)
+    nameservers: Sequence[tuple[str, int]] = ()
+    timeout: float = 5.0
+    deadline: float = 30.0
+    vantage: str | None = None
+    identity: bool = True
+    tls_expiry_days: float = 30.0
+    compare_nameservers: Sequence[tuple[str, int]] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListOptions:
+    """Validated input of `kprobe list`."""
+
+    bootstraps: Sequence[BootstrapAddress]
+    topics: Sequence[str] = ()
+    props: Mapping[str, str] = field(default_factory=dict)
+    nameservers: Sequence[tuple[str, int]] = ()
+    timeout: float = 5.0
+    deadline: float = 30.0
+    reachability: bool = False
+    internal: bool = True
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """--every, --jitter, --count."""
+
+    every: float
+    jitter: float = 0.0
+    count: int | None = None
+
+
+def _bootstraps_and_props(bootstrap: Iterable[str], props: Iterable[str],
+                          prop_files: Iterable[str]) -> tuple[list[BootstrapAddress], dict[str, str]]:
+    """The addresses and properties together: a bad security.protocol (from -X, -F or a
+    PROTOCOL:// prefix) is a usage error now, before any connection.
+    """
+    addresses = parse_addresses(bootstrap)
+    properties = parse_properties(props, prop_files)
+    for address in addresses:
+        security_from(properties, address)
+    return addresses, properties
+
+
+def probe_options(
+    *, bootstrap: Iterable[str], props: Iterable[str] = (), prop_files: Iterable[str] = (),
+    nameservers: Iterable[str] = (), timeout: str = "5s", deadline: str = "30s", vantage: str | None = None,
+    identity: bool = True, tls_expiry_days: float = 30.0, compare_nameservers: Iterable[str] = (),
+) -> ProbeOptions:
+    """The options of `kprobe probe` and `kprobe watch`, as typed."""
+    addresses, properties = _bootstraps_and_props(bootstrap, props, prop_files)
+    if not 0 <= tls_expiry_days <= 3650:
+        raise UsageError(f"bad --tls-expiry-days {tls_expiry_days:g}: give a number of days from 0 to 3650")
+    return ProbeOptions(
+        bootstraps=addresses,
+        props=properties,
+        nameservers=[parse_nameserver(n) for n in nameservers],
+        timeout=parse_duration(timeout, "--timeout"),
+        deadline=parse_duration(deadline, "--deadline"),
+        vantage=vantage,
+        identity=identity,
+        tls_expiry_days=tls_expiry_days,
+        compare_nameservers=[parse_nameserver(n) for n in compare_nameservers],
+    )
+
+
+def list_options(
+    *, bootstrap: Iterable[str], topics: Sequence[str] = (), props: Iterable[str] = (),
+    prop_files: Iterable[str] = (), nameservers: Iterable[str] = (), timeout: str = "5s", deadline: str = "30s",
+    reachability: bool | None = None, internal: bool = True,
+) -> ListOptions:
+    """The options of `kprobe list`.
+
+    Reachability left unset (None) is on when stdout is a terminal and off when piped: a person
+    wants the gap, a script written for kcat wants kcat's bytes and no connect timeouts.
+    """
+    addresses, properties = _bootstraps_and_props(bootstrap, props, prop_files)
+    for name in topics:
+        if not name or len(name) > 249:
+            raise UsageError(f"bad -t {name!r}: a topic name has 1 to 249 characters: give the topic's exact name "
+                             "(kprobe list shows them)")
+    return ListOptions(
+        bootstraps=addresses, topics=list(topics), props=properties,
+        nameservers=[parse_nameserver(n) for n in nameservers],
+        timeout=parse_duration(timeout, "--timeout"), deadline=parse_duration(deadline, "--deadline"),
+        reachability=sys.stdout.isatty() if reachability is None else reachability,
+        internal=internal,
+    )
+
+
+def watch_options(
+    probe: ProbeOptions, *, every: str = "60s", jitter: str = "0s", count: int | None = None,
+) -> tuple[ProbeOptions, Schedule]:
+    """`kprobe watch`'s --every, --jitter and --count, and the probe's settings fitted to them.
+
+    A run's deadline is cut to --every, so a run never overlaps the next one.
+    """
+    if count is not None and count < 1:
+        raise UsageError(f"bad --count {count}: run at least once")
+    jitter_s = 0.0 if jitter.strip() in ("0", "0s", "") else parse_duration(jitter, "--jitter")
+    schedule = Schedule(parse_duration(every, "--every"), jitter_s, count)
+    return replace(probe, deadline=min(probe.deadline, schedule.every)), schedule

@@ -1,18 +1,22 @@
 """Where a finished report goes: stdout in the chosen format, files, metrics, a Kafka topic.
 
-Kept apart from the CLI so `probe` and `watch` deliver identically, and apart from the
-formats (kprobe.report.*), which only turn a report into text.
+Kept apart from the CLI so `probe` and `watch` choose and deliver identically, and apart from
+the formats (kprobe.output.*), which only turn a report into text. The choices are checked
+whole before the run (`outputs_from`): a run of up to --deadline must not end in a report
+that has nowhere to go.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kprobe.errors import KprobeError
+from kprobe.errors import KprobeError, UsageError
 from kprobe.models import Report
 from kprobe.publish import DEFAULT_SPOOL_MAX, Target
 
@@ -35,6 +39,51 @@ class Outputs:
     spool_max: int = DEFAULT_SPOOL_MAX
 
 
+def use_color(no_color: bool = False) -> bool:
+    """Colours only for a person at a terminal, and never against --no-color or NO_COLOR (no-color.org)."""
+    return not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
+
+
+def outputs_from(
+    *, fmt: str | None = None, json_out: bool = False, no_color: bool = False, output: Path | None = None,
+    out_dir: Path | None = None, prom_file: Path | None = None, publish: str | None = None,
+    publish_props: Sequence[str] = (), spool: Path | None = None, spool_max: int = DEFAULT_SPOOL_MAX,
+) -> Outputs:
+    """The output options of `probe` and `watch`, checked together; UsageError for the first problem.
+
+    The checks that need no disk come first, so a typo'd option never leaves a directory behind;
+    then every path is tried for real (kprobe.output.files), output directories made on the way.
+    """
+    from kprobe.config import parse_properties
+
+    chosen = (fmt or ("json" if json_out else "text")).lower()
+    if chosen not in FORMATS:
+        raise UsageError(f"bad --format {fmt!r}: use text, json or prometheus")
+    if json_out and chosen != "json":
+        raise UsageError("--json and --format disagree: give one of them")
+    target = None
+    if publish is not None:
+        from kprobe.publish import parse_target
+
+        target = parse_target(publish)
+    if spool_max < 1:
+        raise UsageError(f"bad --spool-max {spool_max}: keep at least 1 report")
+    props = parse_properties(publish_props)
+    if any(p is not None for p in (output, out_dir, prom_file)) or target is not None:
+        # Only a run that writes somewhere imports tempfile and the file writer.
+        from kprobe.output.files import check_file, prepare_dir
+
+        for path, flag in ((output, "-o"), (prom_file, "--prom-file")):
+            if path is not None:
+                check_file(path, flag)
+        if out_dir is not None:
+            prepare_dir(out_dir, "--out")
+        if target is not None:  # the spool is written only when publishing
+            prepare_dir(spool or default_spool(), "--spool" if spool is not None else "the default --spool")
+    return Outputs(fmt=chosen, color=use_color(no_color), output=output, out_dir=out_dir, prom_file=prom_file,
+                   publish=target, publish_props=props, spool=spool, spool_max=spool_max)
+
+
 def render(report: Report, fmt: str, color: bool = False) -> str:
     """The report as text in one of FORMATS."""
     if fmt == "json":
@@ -53,8 +102,8 @@ def render(report: Report, fmt: str, color: bool = False) -> str:
 
 
 def default_spool() -> Path:
-    """~/.cache/kprobe/spool (XDG), beside the lab's jar cache."""
-    from kprobe.lab.jars import cache_root
+    """~/.cache/kprobe/spool (XDG), beside the lab's jar cache (kprobe.paths: the core never imports the lab)."""
+    from kprobe.paths import cache_root
 
     return cache_root() / "spool"
 

@@ -8,28 +8,15 @@ as `kprobe probe` does, and each partition learns whether its leader is reachabl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from kprobe.models import BootstrapAddress, BootstrapResult, EndpointResult, PartitionInfo, TopicInfo
+from kprobe.config import ListOptions
+from kprobe.models import BootstrapResult, EndpointResult, PartitionInfo, TopicInfo
 from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect
 from kprobe.probe.reach import probe_endpoints
-
-
-@dataclass(frozen=True)
-class ListOptions:
-    """Validated input of `kprobe list`."""
-
-    bootstraps: Sequence[BootstrapAddress]
-    topics: Sequence[str] = ()
-    props: Mapping[str, str] = field(default_factory=dict)
-    nameservers: Sequence[tuple[str, int]] = ()
-    timeout: float = 5.0
-    deadline: float = 30.0
-    reachability: bool = False
-    internal: bool = True
 
 
 @dataclass(frozen=True)

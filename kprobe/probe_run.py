@@ -13,13 +13,13 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 
+from kprobe.config import ProbeOptions
 from kprobe.findings.catalogue import ERROR
 from kprobe.findings.diagnose import diagnose
 from kprobe.models import (
-    BootstrapAddress,
     BootstrapResult,
     DnsResult,
     Endpoint,
@@ -36,21 +36,6 @@ from kprobe.probe.resolve import Resolver, resolve_all
 from kprobe.secrets import redact
 
 _LOG = logging.getLogger("kprobe.probe")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProbeOptions:
-    """Everything a probe run needs, already validated by `kprobe.config`."""
-
-    bootstraps: Sequence[BootstrapAddress]
-    props: Mapping[str, str] = field(default_factory=dict)
-    nameservers: Sequence[tuple[str, int]] = ()
-    timeout: float = 5.0
-    deadline: float = 30.0
-    vantage: str | None = None
-    identity: bool = True
-    tls_expiry_days: float = 30.0
-    compare_nameservers: Sequence[tuple[str, int]] = ()
 
 
 def now_rfc3339() -> str:

@@ -17,25 +17,16 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from types import FrameType
 
+from kprobe.config import ProbeOptions, Schedule
 from kprobe.deliver import Outputs, deliver
 from kprobe.errors import EXIT_INTERRUPTED, KprobeError
 from kprobe.models import Report
-from kprobe.probe_run import ProbeOptions, ProbeRun, RunThread
+from kprobe.probe_run import ProbeRun, RunThread
 
 GRACE = 5.0
 _LOG = logging.getLogger("kprobe.watch")
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """--every, --jitter, --count."""
-
-    every: float
-    jitter: float = 0.0
-    count: int | None = None
 
 
 def _summary(report: Report, number: int) -> str:

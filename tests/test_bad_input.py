@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +41,8 @@ CASES = [
     ["probe", *B, "-X", "sasl.password", "hunter2"],
     # output
     ["probe", *B, "-o", "/nonexistent-dir/report.json"], ["probe", *B, "-o", "/"],
+    ["probe", *B, "--out", "/proc/x"], ["probe", *B, "-o", "/proc/x/y"], ["probe", *B, "--prom-file", "/proc/k.prom"],
+    ["probe", *B, "--out", "/proc/version"], ["probe", *B, "--publish", "127.0.0.1:9/t", "--spool", "/proc/x"],
     # options
     ["probe", "--no-such-option"], ["probe"], ["probe", *B, "--tls-expiry-days", "many"], ["probe", *B, "extra"],
     # list
@@ -141,6 +147,121 @@ def test_secret_in_a_wrong_form_is_never_echoed(form):
     assert SECRET not in done.stderr and SECRET not in done.stdout
     assert done.stderr.startswith("kprobe: error: ") and len(done.stderr.splitlines()) == 1
     assert "Traceback" not in done.stderr
+
+
+# -- output paths (issue 13): made where they can be, refused before any probing where they cannot --
+
+@pytest.fixture
+def silent_broker():
+    """A loopback listener that accepts connections and never answers: a probe of it would wait out
+    its whole --timeout, and every connection kprobe made stays in the accept queue to be counted."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        sock.setblocking(False)
+        yield sock
+
+
+def _connections(sock: socket.socket) -> int:
+    count = 0
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except BlockingIOError:
+            return count
+        conn.close()
+        count += 1
+
+
+def _hanging_probe(sock: socket.socket) -> list[str]:
+    host, port = sock.getsockname()
+    return ["probe", "-b", f"{host}:{port}", "--timeout", "20", "--deadline", "20", "--no-identity"]
+
+
+def test_out_makes_missing_directories_and_writes_the_report_there(tmp_path):
+    with socket.socket() as sock:  # a closed port: refused at once, the run fails fast (exit 3)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = tmp_path / "not" / "yet" / "reports"
+    done = run_kprobe(["probe", "-b", f"127.0.0.1:{port}", "--timeout", "1", "--out", str(out), "--json"])
+    assert done.returncode == 3, done.stderr
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert len(written) == 1 and written[0].parent.parent == out, written
+    assert json.loads(written[0].read_text())["id"] == json.loads(done.stdout)["id"]
+
+
+def _os_says(action) -> str:
+    """What the OS answers here for the action kprobe should have tried (it differs for root)."""
+    try:
+        action()
+    except OSError as exc:
+        return exc.strerror[0].lower() + exc.strerror[1:]
+    raise AssertionError("the action succeeded: this case cannot test a refusal here")
+
+
+def _mkdir(path: str) -> str:
+    return f"cannot create directory {path}: {_os_says(lambda: os.mkdir(path))}"
+
+
+def _new_file(directory: str) -> str:
+    return f"cannot create a file in {directory}: {_os_says(lambda: os.close(os.open(f'{directory}/.k', os.O_CREAT)))}"
+
+
+UNUSABLE = [
+    (["--out", "/proc/kprobe-reports"], lambda: _mkdir("/proc/kprobe-reports")),
+    (["--out", "/proc"], lambda: _new_file("/proc")),
+    (["--out", "/sys"], lambda: _new_file("/sys")),
+    (["--out", "/proc/version"], lambda: "it is a file, give a directory"),
+    (["--out", "/proc/version/reports"],
+     lambda: "cannot create directory /proc/version/reports: /proc/version is a file, not a directory"),
+    (["-o", "/proc/x/y.json"], lambda: "directory /proc/x does not exist"),
+    (["-o", "/proc/report.json"], lambda: _new_file("/proc")),
+    (["--prom-file", "/proc/kprobe.prom"], lambda: _new_file("/proc")),
+    (["--publish", "127.0.0.1:9/reports", "--spool", "/proc/spool"], lambda: _mkdir("/proc/spool")),
+]
+
+
+@pytest.mark.parametrize(("option", "cause"), UNUSABLE, ids=[" ".join(o) for o, _ in UNUSABLE])
+def test_unusable_output_path_exits_2_naming_the_cause_before_probing(option, cause, silent_broker):
+    top = "/" + option[-1].split("/")[1]
+    if not os.path.isdir(top):
+        pytest.skip(f"no {top} here")
+    started = time.monotonic()
+    done = run_kprobe([*_hanging_probe(silent_broker), *option])
+    elapsed = time.monotonic() - started
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith(f"kprobe: error: cannot write {option[-2]} {option[-1]}: {cause()}"), done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert _connections(silent_broker) == 0, "kprobe probed before refusing the output path"
+    assert elapsed < 15, elapsed  # a probe of the silent broker would have waited 20 s
+
+
+def test_read_only_file_system_is_named(tmp_path, silent_broker):
+    """EROFS, in a private mount namespace (root, or a user namespace, and util-linux's unshare)."""
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare here: cannot mount a read-only file system for the test")
+    shell = "mount -t tmpfs -o ro tmpfs \"$1\" || exit 99; shift; exec \"$@\""
+    results = {}
+    for out in (mount, mount / "reports"):
+        done = subprocess.run([unshare, "-m", "sh", "-c", shell, "sh", str(mount), sys.executable, "-m", "kprobe",
+                               *_hanging_probe(silent_broker), "--out", str(out)],
+                              capture_output=True, text=True, timeout=30, check=False)
+        if done.returncode == 99:
+            pytest.skip(f"cannot mount a read-only tmpfs here: {done.stderr.strip()}")
+        results[out] = done
+    assert results[mount].returncode == 2
+    assert results[mount].stderr.startswith(f"kprobe: error: cannot write --out {mount}: cannot create a file in "
+                                            f"{mount}: read-only file system: ")
+    assert results[mount / "reports"].returncode == 2
+    assert results[mount / "reports"].stderr.startswith(
+        f"kprobe: error: cannot write --out {mount}/reports: cannot create directory {mount}/reports: "
+        "read-only file system: ")
+    assert all(d.stderr.count("\n") == 1 for d in results.values())
+    assert _connections(silent_broker) == 0
 
 
 @settings(max_examples=400, deadline=None)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
+import socket
 import subprocess
 import sys
+
+import pytest
 
 from kprobe import __version__
 
@@ -105,3 +109,93 @@ def test_demo_runs_the_listeners_story():
     assert out.count("\nOK: ") == 2  # FRED from the host, BOB from inside the Docker network
     assert "broker 0 at never-gonna-give-you-up:" in out
     assert "lab stopped" in done.stderr
+
+
+# -- list shares probe's options (issue 13) -------------------------------------------------------
+
+# Options whose meaning is the same for `list` as for `probe`: same flags, same environment variable,
+# same help. -b (list takes the first that answers) and --json (kcat's JSON) keep their own help.
+SHARED_WITH_LIST = ("prop", "prop_file", "nameserver", "timeout", "deadline", "no_color", "verbose")
+SHARED_OWN_HELP = ("bootstrap", "json_out")
+
+
+def _params(command: str) -> dict:
+    import typer.main
+
+    from kprobe.cli import app
+
+    return {p.name: p for p in typer.main.get_command(app).commands[command].params}
+
+
+def test_list_shares_probes_options():
+    probe, listing = _params("probe"), _params("list")
+    for name in (*SHARED_WITH_LIST, *SHARED_OWN_HELP):
+        assert name in listing, f"list lacks probe's {name}"
+        a, b = probe[name], listing[name]
+        assert (a.opts, a.secondary_opts, a.envvar, a.default, a.multiple) == \
+            (b.opts, b.secondary_opts, b.envvar, b.default, b.multiple), name
+        if name in SHARED_WITH_LIST:
+            assert a.help == b.help, name
+
+
+def test_readme_says_exactly_which_probe_options_list_takes():
+    """The README's sentence on `kprobe list` names options; each must be one list accepts, and
+    those it says list shares with probe must be probe's too."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    sentence = re.search(r"`kprobe list` takes (.*?)\n\n", readme, re.S)
+    assert sentence, "README no longer says which options kprobe list takes"
+    named = re.findall(r"`(-[-\w]+)", sentence.group(1))
+    assert len(named) >= 8, named
+    listing = {o for p in _params("list").values() for o in (*p.opts, *p.secondary_opts)}
+    probe = {o for p in _params("probe").values() for o in (*p.opts, *p.secondary_opts)}
+    assert set(named) <= listing, set(named) - listing
+    shared = re.search(r"(.*?) as `probe` does", sentence.group(1), re.S)
+    assert shared, sentence.group(1)
+    assert set(re.findall(r"`(-[-\w]+)", shared.group(1))) <= probe
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [["list"], ["-L"]], ids=["list", "kcat-alias"])
+def test_list_accepts_no_color(command):
+    """The README: `list` takes probe's options; `--no-color` was refused as an unknown option."""
+    done = run(*command, "-b", f"127.0.0.1:{_closed_port()}", "--no-color", "--timeout", "1")
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith("kprobe: no bootstrap answered (127.0.0.1:"), done.stderr
+
+
+# -- an internal error is "the run failed" (issue 13) --------------------------------------------
+
+def test_a_bug_exits_3_with_one_line_and_no_traceback(monkeypatch, capsys):
+    """A genuine bug deep in the pipeline (the findings step looking up what is not there), in a
+    real run against a closed loopback port: exit 3, never 1 (a gap), one line, no traceback."""
+    import logging
+
+    import kprobe.probe_run
+    from kprobe import cli
+
+    def buggy_diagnose(bootstraps, results):
+        return {}[bootstraps[0].address]  # KeyError: a bug, not a network condition
+
+    monkeypatch.setattr(kprobe.probe_run, "diagnose", buggy_diagnose)
+    monkeypatch.delenv("KPROBE_DEBUG", raising=False)
+    monkeypatch.setattr(sys, "argv", ["kprobe", "probe", "-b", f"127.0.0.1:{_closed_port()}", "--timeout", "1",
+                                      "--no-identity"])
+    logger = logging.getLogger("kprobe")
+    handlers = list(logger.handlers)
+    try:
+        with pytest.raises(SystemExit) as info:
+            cli.main()
+    finally:
+        logger.handlers = handlers  # the run's handler wrote to this test's captured stderr
+    assert info.value.code == 3
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("kprobe: internal error: KeyError: "), err
+    assert "KPROBE_DEBUG=1" in err and "Traceback" not in err

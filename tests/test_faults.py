@@ -14,11 +14,11 @@ import time
 import jsonschema
 from hostile_broker import Broker, HostileBroker, Script
 
-from kprobe.config import parse_address, parse_nameserver
+from kprobe.config import ProbeOptions, parse_address, parse_nameserver
 from kprobe.lab.base import Blackhole
 from kprobe.lab.dns_server import DnsServer
 from kprobe.output import json_report
-from kprobe.probe_run import ProbeOptions, ProbeRun
+from kprobe.probe_run import ProbeRun
 
 SCHEMA = json_report.schema()
 

@@ -13,10 +13,10 @@ import pytest
 from conftest import signal_when
 from report_check import validate
 
-from kprobe.config import parse_address, parse_nameserver
+from kprobe.config import ProbeOptions, parse_address, parse_nameserver
 from kprobe.models import Report
 from kprobe.output import json_report
-from kprobe.probe_run import ProbeOptions, run_probe
+from kprobe.probe_run import run_probe
 
 
 def valid(report: Report) -> dict:

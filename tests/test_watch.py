@@ -101,10 +101,9 @@ def test_memory_stays_flat_over_thousands_of_complete_runs(listeners_lab, capsys
     """
     import logging
 
-    from kprobe.config import parse_addresses
+    from kprobe.config import ProbeOptions, Schedule, parse_addresses
     from kprobe.deliver import Outputs
-    from kprobe.probe_run import ProbeOptions
-    from kprobe.watch import Schedule, run_watch
+    from kprobe.watch import run_watch
 
     runs = 2000
     lines: list[str] = []
@@ -552,10 +551,9 @@ def test_a_run_that_raises_ends_watch_with_one_line_and_exit_3(listeners_lab, tm
 def test_run_watch_raises_what_a_run_raised(listeners_lab, monkeypatch, capsys):
     """The library API: `run_watch` raises the run's exception instead of returning 0, and stops
     at the first run (of 3) that raised."""
-    from kprobe.config import parse_addresses
+    from kprobe.config import ProbeOptions, Schedule, parse_addresses
     from kprobe.deliver import Outputs
-    from kprobe.probe_run import ProbeOptions
-    from kprobe.watch import Schedule, run_watch
+    from kprobe.watch import run_watch
 
     class RuleBug(Exception):
         pass

@@ -1,18 +1,25 @@
-"""Writing reports so that a reader never sees half of one.
+"""Writing reports so that a reader never sees half of one, to paths checked before the run.
 
 Temporary file in the same directory, fsync, then rename (replace) or link (never replace),
 then fsync the directory: on a crash or a full disk the report is whole or absent, and no
 temporary file is left.
+
+The output paths are tried before anything is probed (`check_file`, `prepare_dir`), so a path
+that cannot be written is bad input (exit 2) at once, not an error after a run of up to
+--deadline. Trying means creating a file: `os.access` says yes to root everywhere (a read-only
+file system included) and to anyone under /proc, where nothing can be created.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
-from kprobe.errors import KprobeError
+from kprobe.errors import KprobeError, UsageError
 
 
 def _publish(path: Path, text: str, *, replace: bool) -> None:
@@ -62,3 +69,81 @@ def report_path(out_dir: Path, vantage: str, started_at: str, report_id: str) ->
     safe_vantage = "".join(c if c.isalnum() or c in "-_." else "_" for c in vantage)[:64] or "vantage"
     stamp = started_at.replace(":", "").replace("-", "")  # 20261122T180000.123Z
     return out_dir / started_at[:10] / f"{safe_vantage}-{stamp}-{report_id}.json"
+
+
+def check_file(path: Path, flag: str) -> None:
+    """An `-o`/`--prom-file` FILE: its directory must exist (kprobe makes only output *directories*,
+    so a typo in a file's path is not silently made) and take a new file; UsageError otherwise.
+    """
+    if _kind(path, flag, path) == "dir":
+        raise UsageError(f"cannot write {flag} {path}: it is a directory, give a file name")
+    parent = path.parent
+    kind = _kind(parent, flag, path)
+    if kind is None:
+        raise UsageError(f"cannot write {flag} {path}: directory {parent} does not exist: make it first, "
+                         "or give a path in an existing directory")
+    if kind != "dir":
+        raise UsageError(f"cannot write {flag} {path}: {parent} is a file, not a directory: "
+                         "give a path in a directory")
+    _try_new_file(parent, flag, path)
+
+
+def prepare_dir(directory: Path, flag: str) -> None:
+    """An output DIR (`--out`, `--spool`): made with its parents if missing, as `mkdir -p` would
+    and as users expect of an option naming where files go, then tried; UsageError otherwise.
+    """
+    if _kind(directory, flag, directory) not in (None, "dir"):
+        raise UsageError(f"cannot write {flag} {directory}: it is a file, give a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        failed = exc.filename if exc.filename is not None else directory
+        reason = _reason(exc)
+        if exc.errno == errno.ENOTDIR:  # "not a directory" does not say which: name the file in the way
+            blocker = next((p for p in Path(failed).parents if _kind(p, flag, directory) == "file"), None)
+            reason = f"{blocker} is a file, not a directory" if blocker is not None else reason
+        raise UsageError(f"cannot write {flag} {directory}: cannot create directory {failed}: {reason}: "
+                         f"{_fix(exc)}") from None
+    _try_new_file(directory, flag, directory)
+
+
+def _kind(path: Path, flag: str, shown: Path) -> str | None:
+    """"dir", "file" (anything else that exists) or None (absent), following symbolic links."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:  # e.g. a directory on the way that may not be searched
+        raise UsageError(f"cannot write {flag} {shown}: cannot look at {path}: {_reason(exc)}: {_fix(exc)}") from None
+    return "dir" if stat.S_ISDIR(mode) else "file"
+
+
+def _try_new_file(directory: Path, flag: str, shown: Path) -> None:
+    """Create and remove a hidden temporary file: the one test the kernel answers truthfully."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".kprobe-check.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise UsageError(f"cannot write {flag} {shown}: cannot create a file in {directory}: {_reason(exc)}: "
+                         f"{_fix(exc)}") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+def _reason(exc: OSError) -> str:
+    """The OS's own words (`Read-only file system` -> `read-only file system`), mid-sentence."""
+    text = exc.strerror or exc.__class__.__name__
+    return text[:1].lower() + text[1:]
+
+
+def _fix(exc: OSError) -> str:
+    """What to do about it: the reason decides (another file system, other rights, more space)."""
+    if exc.errno == errno.EROFS:
+        return "give a directory on a writable file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "give a directory you may write to, or make this one writable"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space, or give a directory on another file system"
+    if exc.errno == errno.ENOENT:  # in a directory that exists: a file system without files of its own
+        return "give a directory on a file system that stores files (not /proc or /sys)"
+    return "give another directory"
