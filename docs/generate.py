@@ -69,6 +69,8 @@ def cli_reference() -> str:
 
 # -- lab runs -----------------------------------------------------------------------------------
 
+_TLS_INTERNAL = "kafka-tls.internal.kprobe.test"  # the tls lab's internal name (kprobe/lab/scenarios.py)
+
 # The seeds' classic ports, for the two labs that stand for the seeds' set-ups (other labs use
 # listener names like INTERNAL too, with no classic port: they get named placeholders).
 CLASSIC_PORTS = {("listeners", "LISTENER_FRED"): 9092, ("listeners", "LISTENER_BOB"): 29092,
@@ -390,6 +392,16 @@ def _stagings(listeners: Any, three: Any, tls: Any, sasl: Any, stale: str, dead:
          tls_args("SSL_EXPIRING")),
         (["TLS_HANDSHAKE_FAILED"], f"`tls` lab, SSL_TO_PLAIN: {tls.listener('SSL_TO_PLAIN').spec.note}.",
          tls_args("SSL_TO_PLAIN")),
+        (["BOOTSTRAP_TLS_FAILED"], "`tls` lab, SSL_GOOD, bootstrapped by the internal name, which the certificate "
+         "does not hold.",
+         ["-b", "SSL://" + _TLS_INTERNAL + ":" + tls.bootstrap("SSL_GOOD").rsplit(":", 1)[1], "--nameserver",
+          tls.nameserver("clients"), "-X", f"ssl.ca.location={tls.ca_file}", *timeout]),
+        (["SECURITY_PROTOCOL_MISMATCH"], "`tls` lab, SSL_GOOD, bootstrapped without security.protocol: plaintext "
+         "Kafka sent to a TLS listener.",
+         ["-b", tls.bootstrap("SSL_GOOD"), "--nameserver", tls.nameserver("clients"), *timeout]),
+        (["SASL_MECHANISM_MISMATCH"], "`sasl` lab, SASL_SCRAM (SCRAM-SHA-256), with sasl.mechanism=PLAIN.",
+         ["-b", sasl.bootstrap("SASL_SCRAM"), "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
+          "-X", "sasl.username=alice", "-X", f"sasl.password={sasl.passwords['alice']}", *timeout]),
     ]
 
 

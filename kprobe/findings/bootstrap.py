@@ -57,8 +57,8 @@ def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
         return finding(
             "SECURITY_PROTOCOL_MISMATCH", ERROR,
             f"Bootstrap {b.address} gave no metadata: you sent plaintext Kafka (security.protocol={sent}) to a TLS "
-            f"listener, which answered with TLS ({b.error}). Clients fail the same way, often with a misleading "
-            f"error (\"ApiVersionRequest failed\", \"the broker may be too old\"). {consequence}"
+            "listener, which answered with TLS where a Kafka answer was expected. Clients fail the same way, often "
+            f"with a misleading error (\"ApiVersionRequest failed\", \"the broker may be too old\"). {consequence}"
             + _port_hint(b.address),
             "Set security.protocol=SSL (SASL_SSL if the listener also wants SASL), or bootstrap with "
             f"SSL://{b.address}.", bootstrap=b.address)
