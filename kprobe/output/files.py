@@ -22,7 +22,7 @@ from pathlib import Path
 from kprobe.errors import KprobeError, UsageError
 
 
-def _publish(path: Path, text: str, *, replace: bool) -> None:
+def _write_whole(path: Path, text: str, *, replace: bool) -> None:
     directory = path.parent if str(path.parent) else Path(".")
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
@@ -56,12 +56,12 @@ def _publish(path: Path, text: str, *, replace: bool) -> None:
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` atomically; KprobeError with the reason on failure."""
-    _publish(path, text, replace=True)
+    _write_whole(path, text, replace=True)
 
 
 def write_new(path: Path, text: str) -> None:
     """Like write_atomic, but never replaces an existing file."""
-    _publish(path, text, replace=False)
+    _write_whole(path, text, replace=False)
 
 
 def report_path(out_dir: Path, vantage: str, started_at: str, report_id: str) -> Path:
