@@ -199,7 +199,8 @@ def test_tls_bootstrap_without_the_ca(tls_lab):
                                tls_lab.nameserver("clients"))
     assert code == 3
     [finding] = data["findings"]
-    assert finding["code"] == "BOOTSTRAP_UNREACHABLE" and "ssl.ca.location" in finding["fix"]
+    assert finding["code"] == "BOOTSTRAP_TLS_FAILED" and "ssl.ca.location" in finding["fix"]
+    assert data["bootstraps"][0]["tls_failure"] == "untrusted"
     # The refused certificate is named: who it is for and who issued it.
     assert "names broker.tls.kprobe.test" in finding["message"] and "issuer " in finding["message"]
 
