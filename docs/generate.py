@@ -1,6 +1,6 @@
 """Generate the documentation pages that must never go stale.
 
-    python docs/generate.py     # starts the lab's listeners, cloud, three-brokers, tls and sasl scenarios
+    python docs/generate.py     # starts the lab's listeners, cloud, three-brokers, tls, sasl and sni-ingress scenarios
 
 - cli.md: the CLI reference, walked from the typer app itself.
 - why.md: "Why can I connect to the broker but my client still fails?", with kprobe's own output
@@ -100,6 +100,8 @@ def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -
                 ports[rl.port] = str(CLASSIC_PORTS.get((lab.scenario.name, name), f"<{name} port>"))
         ports.update({hole.port: f"<{name} port>" for name, hole in lab.blackholes.items()})
         ports.update({imp.port: f"<{name} port>" for name, imp in lab.impostors.items()})
+        # An SNI proxy listens on 443 where the lab may bind it, on a free port otherwise: 443 either way.
+        ports.update({proxy.port: str(proxy.spec.port) for proxy in getattr(lab, "proxies", {}).values()})
     # One pass, so a placeholder put in for one port is never read as another.
     text = re.sub(r"(?<![\d.])\d+(?!\d)", lambda m: ports.get(int(m.group(0)), m.group(0)), text)
     text = re.sub(r"[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4} GMT", "<date>", text)
@@ -334,7 +336,8 @@ def _probe_args(args: list[str]) -> Any:
         tls_expiry_days=p["tls_expiry_days"], compare_nameservers=p["compare_nameserver"])
 
 
-def _stagings(listeners: Any, three: Any, tls: Any, sasl: Any, stale: str, dead: str, refused: str) -> list[Any]:
+def _stagings(listeners: Any, three: Any, tls: Any, sasl: Any, sni: Any, stale: str, dead: str,
+              refused: str) -> list[Any]:
     """(codes, where, what is staged, kprobe probe arguments): how the tests stage each finding."""
     host, docker = listeners.nameserver("host"), listeners.nameserver("docker")
     timeout = ["--timeout", "2"]
@@ -392,6 +395,13 @@ def _stagings(listeners: Any, three: Any, tls: Any, sasl: Any, stale: str, dead:
          tls_args("SSL_EXPIRING")),
         (["TLS_HANDSHAKE_FAILED"], f"`tls` lab, SSL_TO_PLAIN: {tls.listener('SSL_TO_PLAIN').spec.note}.",
          tls_args("SSL_TO_PLAIN")),
+        (["TLS_SAN_TYPE_MISMATCH"], f"`tls` lab, SSL_IP_AS_DNS: {tls.listener('SSL_IP_AS_DNS').spec.note}.",
+         tls_args("SSL_IP_AS_DNS")),
+        (["TLS_INGRESS_DEFAULT_CERTIFICATE"], "`sni-ingress` lab, ROUTE_MISSING, through the SNI-routing proxy "
+         f"(HAProxy): {sni.listener('ROUTE_MISSING').spec.note}, so the proxy's default server answers with "
+         "ingress-nginx's default certificate.",
+         ["-b", "SSL://" + sni.bootstrap("ROUTE_MISSING"), "--nameserver", sni.nameserver("internet"),
+          "-X", f"ssl.ca.location={sni.ca_file}", *timeout]),
         (["BOOTSTRAP_TLS_FAILED"], "`tls` lab, SSL_GOOD, bootstrapped by the internal name, which the certificate "
          "does not hold.",
          ["-b", "SSL://" + _TLS_INTERNAL + ":" + tls.bootstrap("SSL_GOOD").rsplit(":", 1)[1], "--nameserver",
@@ -405,7 +415,7 @@ def _stagings(listeners: Any, three: Any, tls: Any, sasl: Any, stale: str, dead:
     ]
 
 
-def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any) -> str:
+def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any, sni: Any) -> str:
     """Each finding the lab can stage, as `kprobe probe --json` reports it in a real run (issue 5).
 
     The runs are the tests' own stagings (tests/test_probe.py, tests/test_findings_lab.py); a staging
@@ -418,7 +428,7 @@ def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any) -> str:
     from kprobe.output import json_report
     from kprobe.probe_run import run_probe
 
-    labs = [listeners, three, tls, sasl]
+    labs = [listeners, three, tls, sasl, sni]
     bob_ip = listeners.listener("LISTENER_BOB").bind_ip
     with DnsServer({"kafka0": (bob_ip, "127.0.0.98")}, name="stale") as stale, \
             DnsServer({"kafka0": ("127.0.0.98",)}, name="dead") as dead, socket.socket() as closed:
@@ -426,10 +436,10 @@ def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any) -> str:
         refused = f"127.0.0.1:{closed.getsockname()[1]}"
         extra = {stale.nameserver: f"<DNS: kafka0 = {bob_ip}, 127.0.0.98>",
                  dead.nameserver: "<DNS: kafka0 = 127.0.0.98>", refused: "127.0.0.1:<a port nobody listens on>",
-                 tls.ca_file: "<lab CA file>", sasl.ca_file: "<lab CA file>"}
+                 tls.ca_file: "<lab CA file>", sasl.ca_file: "<lab CA file>", sni.ca_file: "<lab CA file>"}
         extra.update({pw: f"<{user}'s password>" for lab in labs for user, pw in lab.passwords.items()})
         runs = []
-        for codes, staged, args in _stagings(listeners, three, tls, sasl, stale.nameserver, dead.nameserver,
+        for codes, staged, args in _stagings(listeners, three, tls, sasl, sni, stale.nameserver, dead.nameserver,
                                              refused):
             data = json.loads(json_report.render(run_probe(_probe_args([*args, "--json"]))))
             runs.append((codes, staged, shlex.join(["kprobe", "probe", *args, "--json"]), data["findings"]))
@@ -466,11 +476,13 @@ def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any) -> str:
     return page
 
 
-def generate_all(listeners: Any, cloud: Any, three: Any, tls: Any, sasl: Any) -> dict[str, str]:
-    """Page name -> content, from running labs of the listeners, cloud, three-brokers, tls and sasl scenarios."""
+def generate_all(listeners: Any, cloud: Any, three: Any, tls: Any, sasl: Any, sni: Any) -> dict[str, str]:
+    """Page name -> content, from running labs of the listeners, cloud, three-brokers, tls, sasl and sni-ingress
+    scenarios.
+    """
     return {"cli.md": cli_reference(), "why.md": why_page(listeners, cloud),
             "report-schema.md": report_reference(sample_report(listeners)),
-            "findings-examples.md": findings_examples(listeners, three, tls, sasl)}
+            "findings-examples.md": findings_examples(listeners, three, tls, sasl, sni)}
 
 
 def main() -> None:
@@ -479,8 +491,8 @@ def main() -> None:
     from kprobe.lab import start_lab
 
     with start_lab("listeners") as listeners, start_lab("cloud") as cloud, start_lab("three-brokers") as three, \
-            start_lab("tls") as tls, start_lab("sasl") as sasl:
-        for name, text in generate_all(listeners, cloud, three, tls, sasl).items():
+            start_lab("tls") as tls, start_lab("sasl") as sasl, start_lab("sni-ingress") as sni:
+        for name, text in generate_all(listeners, cloud, three, tls, sasl, sni).items():
             (DOCS / name).write_text(text)
             print(f"wrote docs/{name}")
 

@@ -120,6 +120,10 @@ class BootstrapResult:
     speaks_tls: bool | None = None
     # The mechanisms the listener enabled, when it refused the one sent (SaslHandshake's answer).
     sasl_mechanisms: tuple[str, ...] = ()
+    # The SASL mechanism sent, on a SASL listener: an authentication failure's fix depends on it.
+    sasl_mechanism: str | None = None
+    # OAUTHBEARER: the token endpoint gave no token, so the broker never saw one.
+    token_unavailable: bool = False
 
     @property
     def brokers(self) -> tuple[AdvertisedBroker, ...]:
@@ -209,6 +213,8 @@ class TlsResult:
     address: str
     subject: str | None = None
     names: tuple[str, ...] = ()
+    # The subjectAltName entries with their type (`DNS:x`, `IP:x`): clients match on the type, which `names` drops.
+    sans: tuple[str, ...] = ()
     issuer: str | None = None
     not_after: str | None = None
     days_left: float | None = None

@@ -10,12 +10,19 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-_SECRET_RE = re.compile(r"(password|secret|credential|token)", re.IGNORECASE)
+# `passphrase` and `private.key` cover librdkafka's OAUTHBEARER assertion keys
+# (sasl.oauthbearer.assertion.private.key.pem/.file/.passphrase), which it marks sensitive too.
+_SECRET_RE = re.compile(r"(password|passphrase|secret|credential|token|private\.key)", re.IGNORECASE)
 REDACTED = "[redacted]"
 
 
 def is_secret(key: str) -> bool:
-    """Whether a property's value must never be shown (passwords, secrets, tokens)."""
+    """Whether a property's value must never be shown (passwords, secrets, tokens, private keys).
+
+    Generous on purpose: `sasl.oauthbearer.token.endpoint.url` and the client id's long alias
+    (`...client.credentials.client.id`) match too. Hiding a URL costs a line of context; showing a
+    URL that carries credentials (`https://id:secret@idp/...`) would cost the secret.
+    """
     return bool(_SECRET_RE.search(key)) or key in ("sasl.oauthbearer.config", "ssl.key.pem")
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import hermetic_dns
 import pytest
 
+from kprobe.lab.helpers import running_helpers
 from kprobe.lab.native import NativeLab, running_jvms
 from kprobe.lab.scenarios import get_scenario
 
@@ -31,6 +32,8 @@ def lab_factory() -> Iterator[dict[str, NativeLab]]:
         lab.stop()
     leftovers = {name: running_jvms(lab.lab_id) for name, lab in labs.items()}
     assert not any(leftovers.values()), f"broker JVMs left behind: {leftovers}"
+    helpers = {name: running_helpers(lab.lab_id) for name, lab in labs.items()}
+    assert not any(helpers.values()), f"helper processes (proxies) left behind: {helpers}"
 
 
 def _lab(labs: dict[str, NativeLab], name: str) -> NativeLab:
@@ -62,6 +65,11 @@ def tls_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
 @pytest.fixture(scope="session")
 def sasl_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
     return _lab(lab_factory, "sasl")
+
+
+@pytest.fixture(scope="session")
+def sni_ingress_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
+    return _lab(lab_factory, "sni-ingress")
 
 
 @pytest.fixture(scope="session")

@@ -148,7 +148,13 @@ def _client_props(lab: Any, spec: Any) -> dict[str, str]:
         props["security.protocol"] = spec.protocol
     if "SSL" in spec.protocol:
         props["ssl.ca.location"] = lab.ca_file
-    if spec.mechanism:
+    if spec.mechanism == "OAUTHBEARER" and spec.token_validator == "unsecured":
+        props.update({"sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                      "sasl.oauthbearer.config": "principal=alice"})
+    elif spec.mechanism == "OAUTHBEARER":  # the identity provider's first client, trusting its CA
+        props.update({**lab.idp.client_properties(lab.scenario.idp.clients[0][0]),
+                      "https.ca.location": lab.idp_ca_file})
+    elif spec.mechanism:
         user = lab.scenario.users[0]
         props.update({"sasl.mechanism": spec.mechanism, "sasl.username": user,
                       "sasl.password": lab.passwords[user]})
@@ -232,6 +238,10 @@ class Normaliser:
         self.literals: list[tuple[str, str]] = []
         for user, password in lab.passwords.items():
             self.literals.append((password, f"<{user}'s password>"))
+        idp = getattr(lab, "idp", None)
+        if idp is not None:
+            self.literals += [(secret, f"<{client}'s client secret>") for client, secret in idp.client_secrets.items()]
+            self.literals += [(idp.https.url(""), "<token endpoint>"), (idp.http.url(""), "<JWKS endpoint>")]
         if lab.ca_file:
             self.literals.append((lab.ca_file, "<lab CA file>"))  # named, wherever a lab keeps it
         workdir = getattr(lab, "workdir", None)

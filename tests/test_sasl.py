@@ -64,3 +64,9 @@ def test_hostile_server_first_messages(server_first, why):
 def test_plain_is_one_message():
     plain = Plain("alice", "s3cret")
     assert plain.start() == b"\x00alice\x00s3cret" and plain.step(b"") is None
+
+
+def test_a_server_quoting_the_password_back_does_not_get_it_printed():
+    """PLAIN sends the password in clear: a hostile broker could put it in its error message."""
+    assert Plain("alice", "s3cret").redact("bad password s3cret for alice") == "bad password [redacted] for alice"
+    assert Scram("SCRAM-SHA-256", "user", "pencil").redact("pencil?") == "[redacted]?"

@@ -40,6 +40,19 @@ _TLS_FIX = {
 }
 
 
+_SCRAM_FIX = ("Check sasl.username and the password: a SCRAM user exists per mechanism and per cluster "
+              "(kafka-configs --describe --entity-type users), and the listener's protocol must match "
+              "security.protocol.")
+_AUTH_FIX = {
+    "PLAIN": "Check sasl.username and the password, and that the listener's protocol matches security.protocol.",
+    "SCRAM-SHA-256": _SCRAM_FIX,
+    "SCRAM-SHA-512": _SCRAM_FIX,
+    "OAUTHBEARER": "The broker refused the token (its reason is in the message): check the token's audience and "
+    "issuer against the listener's sasl.oauthbearer.expected.audience and .expected.issuer, its expiry and the "
+    "clocks, and that the broker can fetch the identity provider's JWKS.",
+}
+
+
 def _port_hint(address: str) -> str:
     port = int(address.rsplit(":", 1)[1]) if address.rsplit(":", 1)[-1].isdigit() else 0
     return f" Port {port} is {PORT_CONVENTIONS[port]}." if port in PORT_CONVENTIONS else ""
@@ -75,6 +88,13 @@ def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
             f"Bootstrap {b.address} gave no metadata: {_TLS_WHAT[b.tls_failure]} ({b.error}). Every client that "
             f"checks certificates the same way fails here. {consequence}",
             _TLS_FIX[b.tls_failure], bootstrap=b.address)
+    if b.token_unavailable:
+        return finding(
+            "OAUTH_TOKEN_UNAVAILABLE", ERROR,
+            f"Bootstrap {b.address} gave no metadata: {b.error}. {consequence}",
+            "Check sasl.oauthbearer.client.id and the client secret, sasl.oauthbearer.token.endpoint.url, the scope, "
+            "and that the token endpoint's certificate verifies (https.ca.location); the broker is not at fault yet.",
+            bootstrap=b.address)
     if b.sasl_mechanisms:
         takes = ", ".join(b.sasl_mechanisms)
         return finding(
@@ -89,8 +109,7 @@ def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
         "auth_failed": "it refused the credentials",
     }.get(b.status, "the request failed")
     fix = {
-        "auth_failed": "Check sasl.username and the password (a SCRAM user exists per mechanism: "
-        "kafka-configs --describe --entity-type users), and that the listener's protocol matches security.protocol.",
+        "auth_failed": _AUTH_FIX.get(b.sasl_mechanism or "", _AUTH_FIX["PLAIN"]),
         "dns_failed": "Use a name this network resolves, or an IP address, in bootstrap.servers.",
     }.get(
         b.status,

@@ -46,6 +46,9 @@ CATALOGUE: dict[str, Kind] = {
         "bootstrap", (ERROR,), "The client's security.protocol does not match the listener's",
         "Plaintext to a TLS listener fails as \"ApiVersionRequest failed\"; TLS to a plaintext one as a dropped "
         "handshake."),
+    "OAUTH_TOKEN_UNAVAILABLE": Kind(
+        "bootstrap", (ERROR,), "No OAUTHBEARER token could be had from the token endpoint",
+        "Clients fail before the broker sees a token: the client id or secret, the endpoint, its certificate."),
     "SASL_MECHANISM_MISMATCH": Kind(
         "bootstrap", (ERROR,), "The listener does not take the SASL mechanism sent",
         "Clients fail at connect with an unsupported-mechanism error."),
@@ -127,6 +130,12 @@ CATALOGUE: dict[str, Kind] = {
     "TLS_HANDSHAKE_FAILED": Kind(
         "tls", (ERROR,), "The TLS handshake at an advertised endpoint fails",
         "Clients connect and fail before their first request."),
+    "TLS_INGRESS_DEFAULT_CERTIFICATE": Kind(
+        "tls", (ERROR,), "An ingress controller's or router's default certificate answers at an advertised endpoint",
+        "The proxy has no route for the advertised name: clients fail the handshake, or reach an HTTP server."),
+    "TLS_SAN_TYPE_MISMATCH": Kind(
+        "tls", (ERROR, WARNING), "An advertised IP address is in the certificate only as a DNS name (or its CN)",
+        "Java and librdkafka match an IP only against IP-type subjectAltName entries: every handshake fails."),
 }
 
 

@@ -1,17 +1,79 @@
-"""Findings on the TLS step's results: trust, the advertised name, expiry, the handshake itself."""
+"""Findings on the TLS step's results: trust, the advertised name, expiry, the handshake itself, and
+two certificates that mislead: an ingress controller's default one, and an IP held as a name.
+
+An ingress or router in front of Kafka passes each TLS connection through to the broker its SNI
+names; a name it has no route for gets the controller's own default certificate instead. Read
+as "untrusted" or "hostname mismatch", that sends people to their CA files, when what is missing
+is a route: so a recognised default certificate is its own finding, and replaces those.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import re
+
 from kprobe.findings.catalogue import ERROR, WARNING, finding
 from kprobe.findings.common import source_of
-from kprobe.models import EndpointResult, Finding
+from kprobe.models import EndpointResult, Finding, TlsResult
+
+# The certificates ingress controllers and routers present when no route has the SNI a client
+# sent, recognised by the common name of their subject or issuer (exactly, so a certificate that
+# merely mentions an ingress is not taken for one): who presents it, and the route that is missing.
+_DEFAULT_CERTIFICATES: tuple[tuple[str, str, re.Pattern[str], str], ...] = (
+    # ingress-nginx makes it at start when no --default-ssl-certificate is given (O=Acme Co).
+    ("the NGINX Ingress Controller's (ingress-nginx)", "subject",
+     re.compile(r"Kubernetes Ingress Controller Fake Certificate"),
+     "an Ingress rule with host {host} and the annotation nginx.ingress.kubernetes.io/ssl-passthrough: \"true\" "
+     "(on a controller started with --enable-ssl-passthrough), to broker {node}'s TLS listener"),
+    # The Ingress Operator's own CA signs the *.apps wildcard every router serves by default.
+    ("the OpenShift router's", "issuer", re.compile(r"(cluster-)?ingress-operator@\d+"),
+     "a passthrough Route (spec.tls.termination: passthrough) with spec.host {host}, to broker {node}'s service"),
+    ("Traefik's", "subject", re.compile(r"TRAEFIK DEFAULT CERT"),
+     "an IngressRouteTCP with the rule HostSNI(`{host}`) and tls.passthrough: true, to broker {node}'s service"),
+)
+
+
+def ingress_default(tls: TlsResult) -> tuple[str, str] | None:
+    """(whose default certificate, which route it lacks) when `tls` shows one, else None."""
+    for owner, where, pattern, route in _DEFAULT_CERTIFICATES:
+        name = tls.subject if where == "subject" else tls.issuer
+        if name is not None and pattern.fullmatch(name.strip()):
+            return owner, route
+    return None
+
+
+def ip_held_as_text(host: str, tls: TlsResult) -> str | None:
+    """How the certificate holds advertised IP `host` when not as an IP entry: `DNS:x` or `CN=x`, else None.
+
+    Only an IP host can be held so: an `IP:` entry's text is always an address, so a host with the
+    same text is an IP literal too, and matches it. (The CN counts only where it spells the address.)
+    """
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+    def same(text: str) -> bool:
+        try:
+            return ipaddress.ip_address(text.strip().strip("[]")) == ip
+        except ValueError:
+            return False
+
+    if any(san.startswith("IP:") and same(san[3:]) for san in tls.sans):
+        return None  # held as an address after all: whatever fails, it is not the type
+    held = next((san for san in tls.sans if san.startswith("DNS:") and same(san[4:])), None)
+    if held is None and tls.subject is not None and same(tls.subject):
+        held = f"CN={tls.subject}"
+    return held
 
 
 def tls_findings(result: EndpointResult) -> list[Finding]:
-    """TLS_UNTRUSTED, TLS_HOSTNAME_MISMATCH, TLS_EXPIRING, TLS_HANDSHAKE_FAILED."""
+    """TLS_INGRESS_DEFAULT_CERTIFICATE, TLS_UNTRUSTED, TLS_SAN_TYPE_MISMATCH, TLS_HOSTNAME_MISMATCH, TLS_EXPIRING,
+    TLS_HANDSHAKE_FAILED: at most one per endpoint, the one that names the cause.
+    """
     tls = result.tls
     ep = result.endpoint
-    if tls is None or tls.status in ("ok", "not_checked"):
+    if tls is None or tls.status == "not_checked":
         return []
     where = ep.hostport
     names = ", ".join(tls.names) or "no names"
@@ -24,6 +86,23 @@ def tls_findings(result: EndpointResult) -> list[Finding]:
             f"Check that {where} is a TLS (SSL or SASL_SSL) listener: the advertised port may belong to a "
             "PLAINTEXT listener, or a proxy in between does not speak TLS.",
             node_id=ep.node_id, endpoint=where, bootstrap=src)]
+    default = ingress_default(tls)
+    if default is not None:  # whatever else fails about it, the cause is the missing route
+        owner, route = default
+        return [finding(
+            "TLS_INGRESS_DEFAULT_CERTIFICATE", ERROR,
+            f"Broker {ep.node_id} advertises {where}, but the TLS server there presents {owner} default "
+            f"certificate (subject {tls.subject}, names {names}, issuer {tls.issuer}), not a broker's: the ingress "
+            f"or router in front of the brokers has no route for {ep.host}, the server name (SNI) clients send, so "
+            f"it answered the connection itself instead of passing it through to broker {ep.node_id}. Clients "
+            "bootstrap, then fail every connection to this broker: unless they trust that certificate the "
+            "handshake fails (Java: SSL handshake failed; librdkafka: certificate verify failed), and past it is "
+            "the proxy's default server, which speaks HTTP, not Kafka.",
+            f"Add a route for {ep.host}: " + route.format(host=ep.host, node=ep.node_id) + "; or make broker "
+            f"{ep.node_id}'s listener advertise a name that already has a route.",
+            node_id=ep.node_id, endpoint=where, bootstrap=src)]
+    if tls.status == "ok":
+        return []
     if tls.status == "untrusted":
         spared = "" if tls.client_verifies_chain else (
             " Your settings skip this check (enable.ssl.certificate.verification=false), so these clients connect; "
@@ -40,6 +119,23 @@ def tls_findings(result: EndpointResult) -> list[Finding]:
         spared = "" if tls.client_verifies_name else (
             " Your settings skip the name check (ssl.endpoint.identification.algorithm=none), so these clients "
             "connect; every client with the default check fails.")
+        held = ip_held_as_text(ep.host, tls)
+        if held is not None:
+            kind = "a DNS-type subjectAltName entry" if held.startswith("DNS:") else "its subject common name"
+            dns = ", ".join(san[4:] for san in tls.sans if san.startswith("DNS:") and san != held) or "none"
+            return [finding(
+                "TLS_SAN_TYPE_MISMATCH", ERROR if tls.client_verifies_name else WARNING,
+                f"Broker {ep.node_id} advertises the IP address {ep.host}, and its certificate holds {ep.host} only "
+                f"as {kind} ({held}), not as an IP address entry (IP:{ep.host}). Clients match an IP address "
+                "only against IP-type entries (Java's HostnameChecker, OpenSSL's X509_check_ip_asc), so the text "
+                f"does not count: a Java client fails with \"No subject alternative names matching IP address "
+                f"{ep.host} found\", librdkafka with \"certificate verify failed\" and advice to check "
+                "ssl.ca.location, which misleads. The bootstrap can work by name; every connection to this "
+                "endpoint fails the handshake." + spared,
+                f"Issue the broker a certificate with IP:{ep.host} in its subjectAltName (openssl "
+                f"subjectAltName=IP:{ep.host}; keytool -ext SAN=ip:{ep.host}; cert-manager spec.ipAddresses, not "
+                f"dnsNames), or advertise a DNS name the certificate holds (DNS names: {dns}).",
+                node_id=ep.node_id, endpoint=where, bootstrap=src)]
         return [finding(
             "TLS_HOSTNAME_MISMATCH", ERROR if tls.client_verifies_name else WARNING,
             f"Broker {ep.node_id} advertises {ep.host}, but its certificate names {names}. Clients verify the "

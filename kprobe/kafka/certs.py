@@ -27,25 +27,30 @@ def verify_failure(code: int) -> TlsFailure:
     return _VERIFY_FAILURES.get(code, "untrusted")
 
 
-def hostname_matches(host: str, names: Sequence[str]) -> bool:
-    """RFC 6125 matching of a host against certificate names (DNS and IP SANs).
+def hostname_matches(host: str, sans: Sequence[str], common_name: str | None = None) -> bool:
+    """Whether a client that checks the name accepts a certificate for `host`, as Java and OpenSSL decide.
 
-    A wildcard matches exactly one left-most label; IP literals match only IP entries.
+    `sans` are the certificate's typed subjectAltName entries (`DNS:name`, `IP:address`, from
+    `cert_sans`). The type decides, not the text: an IP host matches only `IP:` entries, never a
+    `DNS:` entry or a subject CN that spells the same address (Java's HostnameChecker.matchIP,
+    OpenSSL's X509_check_ip_asc; librdkafka 2.16 refuses such a certificate with `certificate
+    verify failed`, measured). A name matches `DNS:` entries, a wildcard covering exactly one
+    left-most label (RFC 6125), and the subject CN only when the certificate has no `DNS:` entry
+    at all (both Java and OpenSSL fall back to it then).
     """
     host = host.lower().rstrip(".")
     try:
         ip = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         ip = None
-    for name in names:
+    typed = [san.partition(":")[::2] for san in sans]
+    if ip is not None:
+        return any(kind == "IP" and _same_ip(value, ip) for kind, value in typed)
+    dns = [value for kind, value in typed if kind == "DNS"]
+    if not dns and common_name:
+        dns = [common_name]
+    for name in dns:
         name = name.lower().rstrip(".")
-        if ip is not None:
-            try:
-                if ipaddress.ip_address(name) == ip:
-                    return True
-            except ValueError:
-                continue
-            continue
         if name == host:
             return True
         if name.startswith("*.") and "." in host:
@@ -55,9 +60,39 @@ def hostname_matches(host: str, names: Sequence[str]) -> bool:
     return False
 
 
+def _same_ip(text: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    try:
+        return ipaddress.ip_address(text.strip().strip("[]")) == ip
+    except ValueError:
+        return False
+
+
+def cert_sans(cert: dict[str, Any]) -> tuple[str, ...]:
+    """The certificate's subjectAltName DNS and IP entries with their type, as OpenSSL prints them.
+
+    `DNS:broker.example`, `IP:10.0.0.5`: the type is what a client matches on (see
+    `hostname_matches`), and a `DNS:10.0.0.5` that looks like an address is the mistake a flat list
+    of names hides. IP entries are written in their canonical form (the ssl module spells IPv6
+    ones out in full).
+    """
+    out = []
+    for kind, value in cert.get("subjectAltName", ()):
+        if kind == "DNS":
+            out.append(f"DNS:{value}")
+        elif kind == "IP Address":
+            try:
+                out.append(f"IP:{ipaddress.ip_address(str(value).strip())}")
+            except ValueError:
+                out.append(f"IP:{str(value).strip()}")
+    return tuple(out)
+
+
 def cert_names(cert: dict[str, Any]) -> tuple[str, ...]:
-    """The names a client matches: subjectAltName DNS and IP entries, else the subject CN."""
-    names = [value for kind, value in cert.get("subjectAltName", ()) if kind in ("DNS", "IP Address")]
+    """The names a client matches, without their type, for messages.
+
+    The subjectAltName DNS and IP entries, else the subject CN.
+    """
+    names = [san.partition(":")[2] for san in cert_sans(cert)]
     if not names:  # no SAN: clients fall back to the subject CN (and modern ones refuse)
         for rdn in cert.get("subject", ()):
             for key, value in rdn:

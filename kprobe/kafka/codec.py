@@ -61,6 +61,7 @@ class WireError(Exception):
     def __init__(
         self, kind: str, message: str, *, deadline: bool = False, awaiting_response: bool = False,
         mechanisms: tuple[str, ...] = (), tls_failure: TlsFailure | None = None, speaks_tls: bool | None = None,
+        token_unavailable: bool = False,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -69,6 +70,7 @@ class WireError(Exception):
         self.mechanisms = mechanisms  # a refused SaslHandshake: the mechanisms the listener enabled
         self.tls_failure = tls_failure  # with kind "tls": which check failed
         self.speaks_tls = speaks_tls  # the peer answered in TLS (True) where Kafka was expected
+        self.token_unavailable = token_unavailable  # OAUTHBEARER: no token could be had; the broker saw none
 
 
 class Reader:

@@ -1,12 +1,12 @@
-"""One connection to one broker address, speaking just enough Kafka: ApiVersions, SASL/PLAIN,
-Metadata and DescribeConfigs.
+"""One connection to one broker address, speaking just enough Kafka: ApiVersions, SASL (PLAIN,
+SCRAM, OAUTHBEARER), Metadata and DescribeConfigs.
 
 Why not confluent-kafka here: since librdkafka 2.10 a client drops the bootstrap broker once
 a Metadata response lists only brokers it cannot reach, so `list_topics()` mostly times out in
 exactly the case kprobe exists for (design notes, section 7). kprobe needs the answer of *this*
 connection, deterministically and within a timeout, so it speaks the few requests it needs on
-the bootstrap socket itself. Mechanisms it does not speak (SCRAM, GSSAPI, OAUTHBEARER) fall back
-to confluent-kafka in `kprobe.probe.bootstrap`.
+the bootstrap socket itself. Mechanisms it does not speak (GSSAPI, AWS_MSK_IAM, OAUTHBEARER's
+jwt-bearer grant and metadata logins) fall back to confluent-kafka in `kprobe.probe.bootstrap`.
 
 The bytes are `kprobe.kafka.codec`'s business; this module only moves them, bounded by a
 per-request timeout and the run's deadline, and classifies what goes wrong.
@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from kprobe.kafka import codec, sasl
+from kprobe.kafka import codec, oauth, sasl
 from kprobe.kafka.codec import Reader, WireError
 from kprobe.kafka.security import Security
 from kprobe.models import ClusterMetadata
@@ -183,7 +183,8 @@ class KafkaConnection:
         """SaslHandshake v1, then the mechanism's messages in SaslAuthenticate v0 or v1 (KIP-152).
 
         The handshake's answer lists the mechanisms the listener enabled, so a refusal says which
-        to use; a failed exchange keeps the broker's own words (wrong password, unknown user).
+        to use; a failed exchange keeps the broker's own words (wrong password, unknown user, or
+        KIP-255's JSON for a refused OAUTHBEARER token, which comes before the failure itself).
         """
         sec = self.security
         mechanism = (sec.sasl_mechanism or "PLAIN").upper()
@@ -194,18 +195,39 @@ class KafkaConnection:
             raise WireError("auth_failed", f"this listener takes {takes}; you sent {mechanism} "
                             f"(set sasl.mechanism to {offered[0] if offered else 'one it takes'})",
                             mechanisms=tuple(offered))
-        talk = sasl.conversation(mechanism, sec.sasl_username or "", sec.sasl_password or "")
+        talk = (self._oauthbearer() if mechanism == "OAUTHBEARER"
+                else sasl.conversation(mechanism, sec.sasl_username or "", sec.sasl_password or ""))
         version = 1 if self.api_versions.get(codec.API_SASL_AUTHENTICATE, (0, 0))[1] >= 1 else 0
         message: bytes | None = talk.start()
         while message is not None:
             reader = self.request(codec.API_SASL_AUTHENTICATE, version, codec.encode_sasl_authenticate(message))
             code, text, answer = codec.decode_sasl_authenticate(reader, version)
             if code != 0:
-                raise WireError("auth_failed", f"SASL authentication failed: {text or codec.error_name(code)}")
+                why = talk.refusal() or text or codec.error_name(code)
+                raise WireError("auth_failed", f"SASL authentication failed: {talk.redact(why)}")
             try:
                 message = talk.step(answer)
             except sasl.SaslError as exc:
-                raise WireError("auth_failed", f"{mechanism} exchange failed: {exc}") from None
+                raise WireError("auth_failed", f"{mechanism} exchange failed: {talk.redact(str(exc))}") from None
+
+    def _oauthbearer(self) -> sasl.OAuthBearer:
+        """The OAUTHBEARER client with this run's token (fetched once, then shared by every connection).
+
+        A token that cannot be had is an authentication failure of this listener for every client
+        with these settings; the message says the broker was not the one that refused. Only the
+        run's own deadline makes it a timeout, which proves nothing about the endpoint.
+        """
+        settings = self.security.oauth
+        if settings is None:
+            raise WireError("auth_failed", "sasl.mechanism=OAUTHBEARER without token settings")
+        try:
+            token = oauth.token_for(settings, timeout=self.timeout, deadline=self.deadline)
+        except oauth.TokenError as exc:
+            if exc.deadline:
+                raise WireError("timeout", str(exc), deadline=True) from None
+            raise WireError("auth_failed", f"no OAUTHBEARER token, so no client gets past authentication: {exc}; "
+                            "the broker never saw a token", token_unavailable=True) from None
+        return sasl.OAuthBearer(token.value, token.extensions)
 
     def describe_broker(
         self, node_id: int, keys: tuple[str, ...] = ("node.id",)

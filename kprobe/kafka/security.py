@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import cast, get_args
 
 from kprobe.errors import UsageError
+from kprobe.kafka.oauth import OAuthSettings, settings_from
+from kprobe.kafka.sasl import MECHANISMS
 from kprobe.models import BootstrapAddress, Protocol
 
 PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
@@ -31,6 +33,8 @@ class Security:
     ssl_key_password: str | None = None
     ssl_verify_hostname: bool = True
     ssl_verify: bool = True
+    # OAUTHBEARER only: where the token comes from (the client secret is kept out of its repr too).
+    oauth: OAuthSettings | None = None
 
     @property
     def uses_tls(self) -> bool:
@@ -41,6 +45,22 @@ class Security:
     def uses_sasl(self) -> bool:
         """Whether the listener expects SASL before any other request."""
         return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
+    def spoken_by_kprobe(self) -> bool:
+        """Whether kprobe's own client can authenticate; else librdkafka does, without identity checks."""
+        return self.not_spoken_why is None
+
+    @property
+    def not_spoken_why(self) -> str | None:
+        """What kprobe cannot speak itself on this listener (a SASL mechanism or variant), or None."""
+        if not self.uses_sasl:
+            return None
+        if self.sasl_mechanism not in MECHANISMS:
+            return f"SASL {self.sasl_mechanism}"
+        if self.oauth is not None and not self.oauth.spoken:
+            return self.oauth.why_not or "this OAUTHBEARER variant"
+        return None
 
     def __repr__(self) -> str:  # never let a password reach a log through repr()
         return f"Security(protocol={self.protocol!r}, sasl_mechanism={self.sasl_mechanism!r})"
@@ -53,9 +73,12 @@ def security_from(props: Mapping[str, str], address: BootstrapAddress | None = N
         raise UsageError(f"bad security.protocol {protocol!r}: use one of {', '.join(PROTOCOLS)}")
     verify = props.get("enable.ssl.certificate.verification", "true").lower() != "false"
     algo = props.get("ssl.endpoint.identification.algorithm", "https").lower()
+    mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "PLAIN").upper()
+    # Only where SASL is spoken: a PLAINTEXT run with leftover OAuth properties is not refused.
+    oauth = settings_from(props) if mechanism == "OAUTHBEARER" and protocol.startswith("SASL_") else None
     return Security(
         protocol=cast(Protocol, protocol),
-        sasl_mechanism=(props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "PLAIN").upper(),
+        sasl_mechanism=mechanism,
         sasl_username=props.get("sasl.username"),
         sasl_password=props.get("sasl.password"),
         ssl_cafile=props.get("ssl.ca.location"),
@@ -64,4 +87,5 @@ def security_from(props: Mapping[str, str], address: BootstrapAddress | None = N
         ssl_key_password=props.get("ssl.key.password"),
         ssl_verify_hostname=verify and algo == "https",
         ssl_verify=verify,
+        oauth=oauth,
     )

@@ -13,13 +13,16 @@ import socket
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kprobe.lab.certs import CertFiles, make_cert
 from kprobe.lab.dns_server import DnsServer, start_views
+from kprobe.lab.idp import IdentityProvider
 from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
+from kprobe.lab.sni_proxy import SniProxy
 
 
 @dataclass
@@ -143,9 +146,13 @@ def free_port(host: str, taken: set[tuple[str, int]]) -> int:
 
 
 def render(
-    scenario: Scenario, blackholes: dict[str, Blackhole], impostors: dict[str, Impostor] | None = None
+    scenario: Scenario, blackholes: dict[str, Blackhole], impostors: dict[str, Impostor] | None = None,
+    proxy_ports: dict[str, int] | None = None,
 ) -> dict[int, RenderedNode]:
-    """Choose ports and fill in every template of the scenario."""
+    """Choose ports and fill in every template of the scenario.
+
+    `proxy_ports` are the ports the SNI proxies got (`{px[NAME]}`); without them, the ports they prefer.
+    """
     taken: set[tuple[str, int]] = set()
     nodes: dict[int, RenderedNode] = {}
     for spec in scenario.nodes:
@@ -162,10 +169,11 @@ def render(
     }
     holes = {name: bh.endpoint for name, bh in blackholes.items()}
     fakes = {name: imp.endpoint for name, imp in (impostors or {}).items()}
+    proxies = {**{name: spec.port for name, spec in scenario.proxies.items()}, **(proxy_ports or {})}
     for node in nodes.values():
         for rl in node.listeners.values():
             values: dict[str, Any] = {"addr": node.spec.address, "port": rl.port, "bh": holes, "ep": real,
-                                      "imp": fakes}
+                                      "imp": fakes, "px": proxies}
             rl.advertised = rl.spec.advertise.format(**values)
             rl.bootstrap = rl.spec.bootstrap.format(**values)
     return nodes
@@ -178,8 +186,13 @@ def server_properties(
     data_dir: str,
     certs: dict[str, CertFiles] | None = None,
     passwords: dict[str, str] | None = None,
+    idp_settings: Mapping[str, str] | None = None,
 ) -> str:
-    """The broker's server.properties for one node (combined broker + controller, KRaft)."""
+    """The broker's server.properties for one node (combined broker + controller, KRaft).
+
+    `idp_settings` are what an OAUTHBEARER listener validating JWTs is told of the lab's identity
+    provider (`IdentityProvider.broker_settings`: JWKS URL, expected audience and issuer).
+    """
     node = nodes[node_id]
     voters = ",".join(f"{n.node_id}@{n.spec.address}:{n.controller_port}" for n in nodes.values())
     listeners = [f"{name}://{rl.bind_host}:{rl.port}" for name, rl in node.listeners.items()]
@@ -237,6 +250,18 @@ def server_properties(
                 lines[prefix + "plain.sasl.jaas.config"] = (
                     f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
                 )
+            elif mech == "OAUTHBEARER":
+                lines[prefix + "oauthbearer.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+                )
+                # Without a handler Kafka validates unsigned tokens (its unsecured default); "jwks"
+                # checks signatures, audience and issuer against the identity provider (KIP-768).
+                if rl.spec.token_validator == "jwks":
+                    lines[prefix + "oauthbearer.sasl.server.callback.handler.class"] = (
+                        "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+                    )
+                    for key, value in (idp_settings or {}).items():
+                        lines[prefix + key] = value
             else:
                 lines[prefix + f"{mech.lower()}.sasl.jaas.config"] = (
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;"
@@ -260,6 +285,10 @@ class RunningLab(ABC):
         # Made fresh at each start, so tests can search every output for a secret nobody typed.
         self.passwords: dict[str, str] = {user: f"{user}-pw-{secrets.token_hex(8)}" for user in scenario.users}
         self.dns: dict[str, DnsServer] = {}
+        self.proxies: dict[str, SniProxy] = {name: SniProxy(name, spec) for name, spec in scenario.proxies.items()}
+        self.idp: IdentityProvider | None = None
+        # JVM system properties every broker gets (`-Dkey=value`), e.g. Kafka's OAuth URL allow list.
+        self.jvm_properties: dict[str, str] = {}
         self.nodes: dict[int, RenderedNode] = {}
         self.cluster_id = ""
         self.started_at = time.time()
@@ -270,11 +299,38 @@ class RunningLab(ABC):
             self.blackholes[name] = Blackhole(host)
         for name, host in self.scenario.impostors.items():
             self.impostors[name] = Impostor(host)
+        for proxy in self.proxies.values():  # ports first: advertised listeners name them
+            proxy.reserve_ports()
         self.dns = start_views(self.scenario.views)
+
+    @property
+    def proxy_ports(self) -> dict[str, int]:
+        """Each SNI proxy's port, for `render` (`{px[NAME]}`)."""
+        return {name: proxy.port for name, proxy in self.proxies.items()}
+
+    def _start_proxies(self, directory: Path, lab_id: str) -> None:
+        """Run the scenario's SNI proxies, routing to the rendered brokers (after the certificates)."""
+        real = {n.node_id: {name: f"{rl.bind_ip}:{rl.port}" for name, rl in n.listeners.items()}
+                for n in self.nodes.values()}
+        for proxy in self.proxies.values():
+            proxy.start(real, self.certs[proxy.spec.default_certificate].keystore, directory, lab_id)
 
     def _make_certs(self, directory: Path) -> None:
         for name, spec in self.scenario.certificates.items():
             self.certs[name] = make_cert(directory, name, spec)
+
+    def _start_idp(self, directory: Path) -> None:
+        """The scenario's OAuth identity provider, after the certificates (its HTTPS needs one)."""
+        spec = self.scenario.idp
+        if spec is None:
+            return
+        self.idp = IdentityProvider(spec, directory, self.certs[spec.certificate])
+        self.jvm_properties.update(self.idp.jvm_properties())
+
+    @property
+    def idp_settings(self) -> dict[str, str]:
+        """What the brokers' JWT-validating listeners are told of the identity provider (none without one)."""
+        return self.idp.broker_settings() if self.idp is not None else {}
 
     @property
     def ca_file(self) -> str:
@@ -303,9 +359,9 @@ class RunningLab(ABC):
 
     def bootstrap_all(self, listener: str) -> str:
         """Comma list of the bootstraps of every node that has the listener (some are on a few only)."""
-        return ",".join(
+        return ",".join(dict.fromkeys(  # behind a proxy every node's bootstrap is the same name
             self.bootstrap(listener, n) for n, node in self.nodes.items() if listener in node.listeners
-        )
+        ))
 
     def nameserver(self, view: str) -> str:
         """`ip:port` of the DNS server standing for that network."""
@@ -329,11 +385,25 @@ class RunningLab(ABC):
             lines.append(f"blackhole {name} at {hole.endpoint}")
         for name, imp in self.impostors.items():
             lines.append(f"impostor {name} (HTTP, not Kafka) at {imp.endpoint}")
+        for proxy in self.proxies.values():
+            lines.extend(proxy.describe())
         if self.ca_file:
             lines.append(f"TLS: clients trust the lab CA with -X ssl.ca.location={self.ca_file}")
         for user, password in self.passwords.items():
             lines.append(f"SASL user {user}, password {password} (made for this run)")
+        if self.idp is not None:
+            lines.append(f"OAuth token endpoint {self.idp.token_url} (trust it with -X https.ca.location="
+                         f"{self.idp_ca_file}); JWKS {self.idp.jwks_url}")
+            for client, secret in self.idp.client_secrets.items():
+                lines.append(f"OAuth client {client}, secret {secret} (made for this run), tokens for audience "
+                             f"{dict(self.idp.spec.clients)[client]}")
         return lines
+
+    @property
+    def idp_ca_file(self) -> str:
+        """The CA of the identity provider's HTTPS certificate (for `-X https.ca.location=`)."""
+        spec = self.scenario.idp
+        return str(self.certs[spec.certificate].ca) if spec is not None and spec.certificate in self.certs else ""
 
     def to_state(self) -> dict[str, Any]:
         """What `kprobe lab down` and other processes need to find this lab."""
@@ -367,8 +437,12 @@ class RunningLab(ABC):
         try:
             self._stop_processes()
         finally:
+            for proxy in self.proxies.values():
+                proxy.stop()
             for server in self.dns.values():
                 server.stop()
+            if self.idp is not None:
+                self.idp.close()
             for hole in self.blackholes.values():
                 hole.close()
             for imp in self.impostors.values():

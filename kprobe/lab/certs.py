@@ -21,11 +21,27 @@ _CURVE = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
 @dataclass(frozen=True)
 class CertSpec:
-    """A broker certificate: which CA signs it, the names it holds, how long it lasts."""
+    """A broker certificate: which CA signs it, the names it holds, how long it lasts.
+
+    A name is written into subjectAltName as an IP entry when it is an IP literal, else as a DNS
+    entry; a `DNS:` or `IP:` prefix forces the type (`DNS:127.0.0.41`, the classic mistake of an
+    address listed as a DNS name, which clients never match against an IP). The subject is
+    `CN=<first name>` unless `subject` gives a whole one (`/O=Acme Co/CN=...`). `self_signed`
+    makes a certificate that is its own issuer, as ingress controllers' default certificates are,
+    instead of one `ca` signs.
+    """
 
     names: tuple[str, ...]
     ca: str = "lab-ca"
     days: int = 825
+    subject: str | None = None
+    self_signed: bool = False
+
+
+def _san_entry(name: str) -> str:
+    if name.startswith(("DNS:", "IP:")):
+        return name
+    return f"IP:{name}" if is_ip_literal(name) else f"DNS:{name}"
 
 
 @dataclass(frozen=True)
@@ -58,11 +74,21 @@ def make_ca(directory: Path, name: str) -> Path:
 
 
 def make_cert(directory: Path, name: str, spec: CertSpec) -> CertFiles:
-    """A server certificate signed by `spec.ca` (made first if needed)."""
+    """A server certificate signed by `spec.ca` (made first if needed), or signed by itself."""
+    san = ",".join(_san_entry(n) for n in spec.names)
+    subject = spec.subject or f"/CN={_san_entry(spec.names[0]).split(':', 1)[1]}"
+    if spec.self_signed:
+        directory.mkdir(parents=True, exist_ok=True)
+        _openssl("req", "-x509", *_CURVE, "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", str(spec.days),
+                 "-subj", subject, "-addext", f"subjectAltName={san}", "-addext", "basicConstraints=critical,CA:FALSE",
+                 "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
+                 "-addext", "extendedKeyUsage=serverAuth", cwd=directory)
+        keystore = directory / f"{name}.keystore.pem"
+        keystore.write_text((directory / f"{name}.key").read_text() + (directory / f"{name}.pem").read_text())
+        return CertFiles(keystore, directory / f"{name}.pem", directory / f"{name}.pem")
     ca = directory / f"{spec.ca}.pem"
     if not ca.exists():
         make_ca(directory, spec.ca)
-    san = ",".join(f"IP:{n}" if is_ip_literal(n) else f"DNS:{n}" for n in spec.names)
     ext = directory / f"{name}.ext"
     ext.write_text(
         f"subjectAltName={san}\n"
@@ -72,8 +98,7 @@ def make_cert(directory: Path, name: str, spec: CertSpec) -> CertFiles:
         "subjectKeyIdentifier=hash\n"
         "authorityKeyIdentifier=keyid,issuer\n"
     )
-    _openssl("req", *_CURVE, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={spec.names[0]}",
-             cwd=directory)
+    _openssl("req", *_CURVE, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject, cwd=directory)
     _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{spec.ca}.pem", "-CAkey", f"{spec.ca}.key",
              "-CAcreateserial", "-out", f"{name}.pem", "-days", str(spec.days), "-extfile", ext.name, cwd=directory)
     keystore = directory / f"{name}.keystore.pem"

@@ -318,9 +318,13 @@ class ContainerLab(RunningLab):
 
     def _start_host_side(self) -> None:
         """DNS views, blackholes, impostors, ports and certificates: on the host, as natively."""
+        if self.scenario.idp is not None:
+            # Its JWKS is served on this machine's 127.0.0.x, which is a container's own loopback inside it.
+            raise LabError(f"the {self.scenario.name} scenario's brokers fetch keys from the lab's OAuth server on "
+                           "this machine's loopback, which a container cannot reach: use KPROBE_LAB_BACKEND=native")
         try:
             self._start_network()
-            self.nodes = render(self.scenario, self.blackholes, self.impostors)
+            self.nodes = render(self.scenario, self.blackholes, self.impostors, self.proxy_ports)
         except OSError as exc:
             if exc.errno != errno.EADDRNOTAVAIL:
                 raise
@@ -329,6 +333,7 @@ class ContainerLab(RunningLab):
         if self.scenario.certificates:
             self.workdir = Path(tempfile.mkdtemp(prefix=f"kprobe-lab-{self.scenario.name}-"))
             self._make_certs(self.workdir / "tls")
+            self._start_proxies(self.workdir / "proxies", self.lab_id)  # on the host, routing to published ports
 
     def _labels(self, node_id: int | None = None) -> dict[str, str]:
         labels = {LABEL: self.lab_id, "kprobe.scenario": self.scenario.name}

@@ -10,7 +10,6 @@ Every JVM carries `-Dkprobe.lab=<id>` so tests can count leftovers, and dies wit
 from __future__ import annotations
 
 import base64
-import ctypes
 import os
 import shutil
 import signal
@@ -19,13 +18,13 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kprobe.errors import LabError
 from kprobe.lab import jars
 from kprobe.lab.base import RunningLab, render, server_properties
+from kprobe.lab.helpers import die_with_parent as _die_with_parent
 from kprobe.lab.scenarios import Scenario
 
 JVM_OPTS = [
@@ -47,19 +46,6 @@ _LOG4J2 = """Configuration:
       AppenderRef:
         - ref: file
 """
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """A preexec hook asking Linux to SIGKILL the JVM when the lab's process dies."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    except OSError:
-        return None
-
-    def hook() -> None:
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-    return hook
 
 
 def new_cluster_id() -> str:
@@ -96,8 +82,10 @@ class NativeLab(RunningLab):
             self.java = jars.require_java()
             self.classpath = jars.kafka_classpath()
             self._start_network()
-            self.nodes = render(self.scenario, self.blackholes, self.impostors)
+            self.nodes = render(self.scenario, self.blackholes, self.impostors, self.proxy_ports)
             self._make_certs(self.workdir / "tls")
+            self._start_proxies(self.workdir / "proxies", self.lab_id)
+            self._start_idp(self.workdir / "idp")
             self.cluster_id = new_cluster_id()
             self._write_configs()
             with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
@@ -127,7 +115,7 @@ class NativeLab(RunningLab):
             ndir = self.node_dir(node_id)
             (ndir / "data").mkdir(parents=True, exist_ok=True)
             props = server_properties(self.scenario, self.nodes, node_id, str(ndir / "data"), self.certs,
-                                      self.passwords)
+                                      self.passwords, self.idp_settings)
             (ndir / "server.properties").write_text(props)
             (ndir / "log4j2.yaml").write_text(_LOG4J2.format(log=ndir / "server.log"))
 
@@ -138,6 +126,7 @@ class NativeLab(RunningLab):
             f"-Djdk.net.hosts.file={self.workdir / 'hosts'}",
             f"-Dlog4j2.configurationFile={ndir / 'log4j2.yaml'}",
             f"-Dkprobe.lab={self.lab_id}",
+            *(f"-D{key}={value}" for key, value in self.jvm_properties.items()),
             "-cp", self.classpath, *main,
         ]
 

@@ -8,7 +8,8 @@ for different networks). Adding a scenario is adding an entry to `SCENARIOS`.
 Templates in `bind`, `advertise` and `bootstrap` are `str.format` strings with:
 `{addr}` the node's address, `{port}` this listener's port, `{bh[NAME]}` a blackhole
 endpoint `host:port` kept by the lab, `{imp[NAME]}` an endpoint where a non-Kafka (HTTP)
-server answers, `{ep[NODE][LISTENER]}` another listener's real endpoint.
+server answers, `{ep[NODE][LISTENER]}` another listener's real endpoint, `{px[NAME]}` the port
+of SNI proxy NAME (443 where the lab can bind it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 
 from kprobe.errors import UsageError
 from kprobe.lab.certs import CertSpec
+from kprobe.lab.idp import IdpSpec
+from kprobe.lab.sni_proxy import ProxySpec
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,9 @@ class ListenerSpec:
     note: str = ""
     certificate: str | None = None
     mechanism: str | None = None
+    # OAUTHBEARER only: "jwks" checks tokens against the scenario's identity provider (KIP-768),
+    # "unsecured" leaves Kafka's default validator of unsigned (alg none) tokens.
+    token_validator: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,10 @@ class Scenario:
     users: tuple[str, ...] = ()
     # Broker settings beyond the listeners (an authorizer, say), the same on every node.
     broker_config: dict[str, str] = field(default_factory=dict)
+    # An OAuth identity provider the lab runs beside the brokers (token endpoint, JWKS).
+    idp: IdpSpec | None = None
+    # SNI-routing TLS passthrough proxies (HAProxy) in front of the brokers, as an ingress is.
+    proxies: dict[str, ProxySpec] = field(default_factory=dict)
 
     def node(self, node_id: int) -> NodeSpec:
         """The node with this id; a typo in a test should say which ids exist."""
@@ -213,13 +223,15 @@ _TLS_INTERNAL = "kafka-tls.internal.kprobe.test"
 
 _TLS = Scenario(
     name="tls",
-    summary="SSL listeners: a good one, a certificate naming another host, expiring, untrusted, not TLS",
+    summary="SSL listeners: a good one, a certificate naming another host, expiring, untrusted, not TLS, "
+            "an IP held as a DNS name",
     story=(
         "One broker with TLS listeners, certificates from a lab CA made at start (kprobe lab up prints "
         "the CA file). SSL_GOOD is right. SSL_INTERNAL_NAME advertises the internal name while the "
         "certificate names the external one (the classic mistake). SSL_EXPIRING's certificate expires in "
         "5 days. SSL_FORWARD is trusted at bootstrap but advertises a listener whose certificate comes "
-        "from another CA. SSL_TO_PLAIN advertises a PLAINTEXT port."
+        "from another CA. SSL_TO_PLAIN advertises a PLAINTEXT port. SSL_IP_AS_DNS advertises the broker's IP "
+        "address, which its certificate holds as a DNS name (DNS:127.0.0.41) and not as an IP entry."
     ),
     nodes=(
         NodeSpec(
@@ -243,6 +255,9 @@ _TLS = Scenario(
                              note="trusted at bootstrap, advertises SSL_OTHER_CA's endpoint"),
                 ListenerSpec("SSL_TO_PLAIN", protocol="SSL", certificate="main", advertise="{ep[0][INTERNAL]}",
                              bootstrap=_TLS_NAME + ":{port}", note="advertises a PLAINTEXT listener's port"),
+                ListenerSpec("SSL_IP_AS_DNS", protocol="SSL", certificate="ip-as-dns", advertise="{addr}:{port}",
+                             bootstrap=_TLS_NAME + ":{port}",
+                             note="advertises its IP address, which the certificate holds only as a DNS name"),
             ),
         ),
     ),
@@ -251,6 +266,9 @@ _TLS = Scenario(
         "main": CertSpec((_TLS_NAME, "127.0.0.41")),
         "expiring": CertSpec((_TLS_NAME, "127.0.0.41"), days=5),
         "other": CertSpec((_TLS_NAME, "127.0.0.41"), ca="other-ca"),
+        # The address as a DNS-type entry (DNS:127.0.0.41), as cert-manager's dnsNames makes it: no client
+        # matches an IP against it.
+        "ip-as-dns": CertSpec((_TLS_NAME, "DNS:127.0.0.41")),
     },
 )
 
@@ -292,6 +310,142 @@ _SASL = Scenario(
     },
 )
 
+_SCRAM_NAME = "kafka-scram.kprobe.test"
+# A cloud-internal name (an EC2 instance's private DNS name) that no view resolves.
+_SCRAM_UNRESOLVABLE = "ip-10-0-1-23.ec2.internal"
+
+_SCRAM = Scenario(
+    name="scram",
+    summary="SCRAM-SHA-512 listeners: one healthy, one advertising a name no client resolves; users alice, mallory",
+    story=(
+        "One broker behind SCRAM-SHA-512, as managed clusters usually are (Amazon MSK's 9096). "
+        "SCRAM_GOOD advertises kafka-scram.kprobe.test, which the clients view resolves. SCRAM_BROKEN is "
+        "reached at the same name but advertises ip-10-0-1-23.ec2.internal, which resolves nowhere: the "
+        "client authenticates, bootstraps, and every connection after it fails. Each listener enables "
+        "SCRAM-SHA-512 only, so a client sending SCRAM-SHA-256 or PLAIN is told the one mechanism it "
+        "takes. Passwords are made at start and printed by kprobe lab up."
+    ),
+    nodes=(
+        NodeSpec(
+            node_id=0,
+            address="127.0.0.61",
+            hostnames=(_SCRAM_NAME,),
+            listeners=(
+                # PLAINTEXT: inter-broker traffic, and where the docker backend creates the SCRAM users.
+                ListenerSpec("INTERNAL", inter_broker=True, note="inter-broker, PLAINTEXT"),
+                ListenerSpec("SCRAM_GOOD", protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-512",
+                             advertise=_SCRAM_NAME + ":{port}", bootstrap=_SCRAM_NAME + ":{port}",
+                             note="SASL/SCRAM-SHA-512, advertises a name clients resolve"),
+                ListenerSpec("SCRAM_BROKEN", protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-512",
+                             advertise=_SCRAM_UNRESOLVABLE + ":{port}", bootstrap=_SCRAM_NAME + ":{port}",
+                             note="SASL/SCRAM-SHA-512, advertises a cloud-internal name nobody resolves"),
+            ),
+        ),
+    ),
+    views={"clients": {_SCRAM_NAME: ("127.0.0.61",)}},
+    # mallory has an account too: a wrong password must meet a real user, not an unknown one.
+    users=("alice", "mallory"),
+)
+
+_OAUTH_NAME = "kafka-oauth.kprobe.test"
+_IDP_ADDRESS = "127.0.0.82"
+
+_OAUTH = Scenario(
+    name="oauth",
+    summary="OAUTHBEARER listeners: JWTs from the lab's OAuth server (client credentials, JWKS), and unsecured tokens",
+    story=(
+        "One broker behind OAUTHBEARER, as Confluent Cloud, Strimzi or a Keycloak-backed cluster is. The lab runs an "
+        "OAuth server on 127.0.0.82: a token endpoint over HTTPS (certificate from the lab CA) that grants client "
+        "credentials, and the JWKS the broker checks signatures with. OAUTH_OIDC and OAUTH_SSL (OAUTHBEARER inside "
+        "TLS) take its tokens for the audience kafka: client kprobe-app gets one, client billing-app gets a valid "
+        "token for another audience, which the broker refuses. OAUTH_UNSECURED takes unsigned tokens (librdkafka's "
+        "enable.sasl.oauthbearer.unsecure.jwt, for development only). Client secrets are made at start and printed "
+        "by kprobe lab up."
+    ),
+    nodes=(
+        NodeSpec(
+            node_id=0,
+            address="127.0.0.81",
+            hostnames=(_OAUTH_NAME,),
+            listeners=(
+                ListenerSpec("INTERNAL", inter_broker=True, note="inter-broker, PLAINTEXT"),
+                ListenerSpec("OAUTH_OIDC", protocol="SASL_PLAINTEXT", mechanism="OAUTHBEARER", token_validator="jwks",
+                             note="OAUTHBEARER, JWTs checked against the lab OAuth server's JWKS"),
+                ListenerSpec("OAUTH_SSL", protocol="SASL_SSL", mechanism="OAUTHBEARER", token_validator="jwks",
+                             certificate="broker", advertise=_OAUTH_NAME + ":{port}",
+                             bootstrap=_OAUTH_NAME + ":{port}", note="OAUTHBEARER inside TLS, JWTs checked as above"),
+                ListenerSpec("OAUTH_UNSECURED", protocol="SASL_PLAINTEXT", mechanism="OAUTHBEARER",
+                             token_validator="unsecured",
+                             note="OAUTHBEARER with unsigned tokens (Kafka's default validator; development only)"),
+            ),
+        ),
+    ),
+    views={"clients": {_OAUTH_NAME: ("127.0.0.81",)}},
+    certificates={"broker": CertSpec((_OAUTH_NAME, "127.0.0.81")), "idp": CertSpec((_IDP_ADDRESS,))},
+    idp=IdpSpec(address=_IDP_ADDRESS, clients=(("kprobe-app", "kafka"), ("billing-app", "billing-api")),
+                audience="kafka", certificate="idp"),
+)
+
+_INGRESS_ADDRESS = "127.0.0.100"
+_INGRESS_DOMAIN = "kafka.apps.kprobe.test"
+_PARTNERS_DOMAIN = "partners.kafka.apps.kprobe.test"
+_INGRESS_NAMES = tuple(f"{host}.{domain}" for domain in (_INGRESS_DOMAIN, _PARTNERS_DOMAIN)
+                       for host in ("bootstrap", "broker-0", "broker-1", "broker-2"))
+
+
+def _ingress_node(node_id: int) -> NodeSpec:
+    """A broker whose TLS listeners are reached only through the SNI proxy, under a name of its own."""
+    def behind_proxy(name: str, domain: str, note: str) -> ListenerSpec:
+        return ListenerSpec(name, protocol="SSL", certificate="brokers",
+                            advertise=f"broker-{node_id}.{domain}:{{px[ingress]}}",
+                            bootstrap=f"bootstrap.{domain}:{{px[ingress]}}", note=note)
+
+    return NodeSpec(
+        node_id=node_id,
+        address=f"127.0.0.{101 + node_id}",
+        listeners=(
+            ListenerSpec("INTERNAL", inter_broker=True, note="inter-broker, PLAINTEXT"),
+            behind_proxy("INGRESS", _INGRESS_DOMAIN, "behind the ingress; every broker's name has a route"),
+            behind_proxy("ROUTE_MISSING", _PARTNERS_DOMAIN,
+                         "behind the ingress; brokers 0 and 1 have routes, broker 2's name has none"),
+        ),
+    )
+
+
+_SNI_INGRESS = Scenario(
+    name="sni-ingress",
+    summary="three TLS brokers behind one SNI-routing proxy on :443 (a Kubernetes ingress / OpenShift route)",
+    story=(
+        "Three brokers on 127.0.0.101-103 reached only through an SNI-routing TLS passthrough proxy (HAProxy) on "
+        "127.0.0.100:443, as a Kubernetes ingress with ssl-passthrough or an OpenShift passthrough route puts them: "
+        "each broker advertises a name of its own on the proxy's port, every name resolves to the proxy, and the "
+        "proxy picks the broker from the SNI of the ClientHello. Through INGRESS every name has a route. "
+        "ROUTE_MISSING is a second listener whose ingress rules were written for brokers 0 and 1 only: broker 2's "
+        "name reaches the proxy's default server, which presents the NGINX Ingress Controller's self-signed "
+        "'Kubernetes Ingress Controller Fake Certificate' and answers HTTP. Clients trust the lab CA."
+    ),
+    nodes=tuple(_ingress_node(i) for i in range(3)),
+    views={"internet": {name: (_INGRESS_ADDRESS,) for name in _INGRESS_NAMES}},
+    certificates={
+        "brokers": CertSpec(_INGRESS_NAMES),
+        # What ingress-nginx makes when no default certificate is configured (internal/net/ssl).
+        "ingress-default": CertSpec(("ingress.local",), subject="/O=Acme Co/CN=Kubernetes Ingress Controller Fake "
+                                    "Certificate", self_signed=True, days=365),
+    },
+    proxies={"ingress": ProxySpec(
+        address=_INGRESS_ADDRESS,
+        default_certificate="ingress-default",
+        routes={
+            f"bootstrap.{_INGRESS_DOMAIN}": tuple(f"{{ep[{i}][INGRESS]}}" for i in range(3)),
+            **{f"broker-{i}.{_INGRESS_DOMAIN}": (f"{{ep[{i}][INGRESS]}}",) for i in range(3)},
+            f"bootstrap.{_PARTNERS_DOMAIN}": tuple(f"{{ep[{i}][ROUTE_MISSING]}}" for i in range(3)),
+            # No route for broker-2.partners...: the mistake this listener stages.
+            **{f"broker-{i}.{_PARTNERS_DOMAIN}": (f"{{ep[{i}][ROUTE_MISSING]}}",) for i in range(2)},
+        },
+        note="an ingress controller with ssl-passthrough",
+    )},
+)
+
 _COLLECTOR = Scenario(
     name="collector",
     summary="one plain broker that collects reports (kprobe probe --publish), for the scheduling tests",
@@ -309,7 +463,9 @@ _COLLECTOR = Scenario(
     ),
 )
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (_LISTENERS, _CLOUD, _THREE, _TLS, _SASL, _COLLECTOR)}
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s for s in (_LISTENERS, _CLOUD, _THREE, _TLS, _SASL, _SCRAM, _OAUTH, _SNI_INGRESS, _COLLECTOR)
+}
 
 
 def get_scenario(name: str) -> Scenario:

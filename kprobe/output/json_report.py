@@ -61,6 +61,8 @@ def _bootstrap(b: BootstrapResult) -> dict[str, Any]:
         "tls_failure": b.tls_failure,
         "speaks_tls": b.speaks_tls,
         "sasl_mechanisms": list(b.sasl_mechanisms),
+        "sasl_mechanism": b.sasl_mechanism,
+        "token_unavailable": b.token_unavailable,
     }
 
 
@@ -86,7 +88,8 @@ def endpoint_dict(r: EndpointResult) -> dict[str, Any]:
         },
         "tls": None if r.tls is None else {
             "status": r.tls.status, "address": r.tls.address, "subject": r.tls.subject, "names": list(r.tls.names),
-            "issuer": r.tls.issuer, "not_after": r.tls.not_after, "days_left": r.tls.days_left,
+            "sans": list(r.tls.sans), "issuer": r.tls.issuer, "not_after": r.tls.not_after,
+            "days_left": r.tls.days_left,
             "trusted": r.tls.trusted, "hostname_ok": r.tls.hostname_ok, "error": r.tls.error,
             "client_verifies": {"chain": r.tls.client_verifies_chain, "name": r.tls.client_verifies_name},
         },

@@ -15,7 +15,6 @@ from typing import Any
 
 from kprobe.kafka.codec import WireError
 from kprobe.kafka.connection import KafkaConnection, fetch_and_identify
-from kprobe.kafka.sasl import MECHANISMS
 from kprobe.models import AdvertisedBroker, BootstrapAddress, BootstrapResult, BootstrapStatus, ClusterMetadata
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import run_bounded
@@ -36,13 +35,14 @@ def fetch_bootstrap(
     hostport = address.hostport
     security = ctx.security_of(address)
     timeout, deadline = ctx.timeout, ctx.deadline
-    if security.uses_sasl and security.sasl_mechanism not in MECHANISMS:
+    if not security.spoken_by_kprobe:
         # librdkafka's path cannot say which node answered: identity stays unknown.
         return _via_librdkafka(address, ctx, topics=topics)
     dns = ctx.resolver.resolve(address.host)
     if dns.status != "ok" or not dns.addresses:
         return BootstrapResult(address=hostport, status="dns_failed",
                                error=dns.error or f"{address.host} did not resolve", ms=_ms(started))
+    mechanism = security.sasl_mechanism if security.uses_sasl else None
     failures: list[WireError] = []
     failed_at = dns.addresses[0]
     for ip in dns.addresses:
@@ -64,7 +64,8 @@ def fetch_bootstrap(
             break
         result = BootstrapResult(address=hostport, status="ok", answered_by_id=-1,
                                  answered_by_name=f"{hostport}/bootstrap", connected_to=ip, metadata=meta,
-                                 ms=_ms(started), node_id=node_id, identity_note=note, protocol=security.protocol)
+                                 ms=_ms(started), node_id=node_id, identity_note=note, protocol=security.protocol,
+                                 sasl_mechanism=mechanism)
         _LOG.debug("bootstrap %s: metadata v%s from %s in %.1f ms, %d brokers", hostport, meta.api_version, ip,
                    result.ms or 0, len(meta.brokers))
         return result
@@ -77,7 +78,8 @@ def fetch_bootstrap(
         text += "; the same port answers Kafka in plaintext"
     _LOG.debug("bootstrap %s: %s (%s)", hostport, status, text)
     return BootstrapResult(address=hostport, status=status, error=text, ms=_ms(started), protocol=security.protocol,
-                           tls_failure=worst.tls_failure, speaks_tls=speaks_tls, sasl_mechanisms=worst.mechanisms)
+                           tls_failure=worst.tls_failure, speaks_tls=speaks_tls, sasl_mechanisms=worst.mechanisms,
+                           sasl_mechanism=mechanism, token_unavailable=worst.token_unavailable)
 
 
 def _answers_plaintext(ip: str, port: int, ctx: RunContext) -> bool:

@@ -36,9 +36,9 @@ def check_identity(
     """
     # Trust and names are the TLS check's business; here only "who answers" matters.
     security = replace(listener, ssl_verify=False, ssl_verify_hostname=False)
-    if security.uses_sasl and security.sasl_mechanism not in MECHANISMS:
+    if not security.spoken_by_kprobe:
         return Identity(status="unchecked", detail=f"kprobe speaks SASL {', '.join(MECHANISMS)} itself, not "
-                        f"{security.sasl_mechanism}")
+                        f"{security.not_spoken_why}")
     started = time.perf_counter()
     try:
         meta, node_id, why = fetch_and_identify(

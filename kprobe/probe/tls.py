@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from kprobe.addresses import is_ip_literal
-from kprobe.kafka.certs import cert_names, cert_subject, handshake, hostname_matches, unverified_cert
+from kprobe.kafka.certs import cert_names, cert_sans, cert_subject, handshake, hostname_matches, unverified_cert
 from kprobe.kafka.security import Security
 from kprobe.models import EndpointResult, TlsResult, TlsStatus
 from kprobe.probe.context import RunContext
@@ -98,11 +98,13 @@ def _check(result: EndpointResult, address: str, security: Security, timeout: fl
         return TlsResult(status="handshake_failed", address=address,
                          error=f"TLS handshake with {address}:{result.endpoint.port} failed: {reason}")
     names = cert_names(cert)
+    sans = cert_sans(cert)
+    subject = cert_subject(cert, "subject")
     not_after = str(cert["notAfter"]) if cert.get("notAfter") else None
     days_left = None
     if not_after:
         days_left = round((ssl.cert_time_to_seconds(not_after) - time.time()) / 86400, 1)
-    hostname_ok = hostname_matches(host, names) if names else None
+    hostname_ok = hostname_matches(host, sans, subject) if names else None
     status: TlsStatus
     if not trusted:
         status = "untrusted"
@@ -112,7 +114,7 @@ def _check(result: EndpointResult, address: str, security: Security, timeout: fl
         status = "expiring"
     else:
         status = "ok"
-    return TlsResult(status=status, address=address, subject=cert_subject(cert, "subject"), names=names,
+    return TlsResult(status=status, address=address, subject=subject, names=names, sans=sans,
                      issuer=cert_subject(cert, "issuer"), not_after=not_after, days_left=days_left, trusted=trusted,
                      hostname_ok=hostname_ok, error=error)
 

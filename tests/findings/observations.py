@@ -80,10 +80,12 @@ def boot(
 def dead_boot(
     address: str, status: BootstrapStatus, error: str, *, protocol: Protocol | None = None,
     tls_failure: TlsFailure | None = None, speaks_tls: bool | None = None, sasl_mechanisms: Sequence[str] = (),
+    sasl_mechanism: str | None = None, token_unavailable: bool = False,
 ) -> BootstrapResult:
     """A bootstrap that gave no metadata, as kprobe.probe.bootstrap records it."""
     return BootstrapResult(address=address, status=status, error=error, ms=2000.4, protocol=protocol,
-                           tls_failure=tls_failure, speaks_tls=speaks_tls, sasl_mechanisms=tuple(sasl_mechanisms))
+                           tls_failure=tls_failure, speaks_tls=speaks_tls, sasl_mechanisms=tuple(sasl_mechanisms),
+                           sasl_mechanism=sasl_mechanism, token_unavailable=token_unavailable)
 
 
 def resolved(host: str, *addresses: str, source: DnsSource = "system", in_hosts_file: bool = False,

@@ -114,6 +114,39 @@ CASES: list[Case] = [
         never_says=[("SECURITY_PROTOCOL_MISMATCH", None, "message", "Amazon MSK")],
     ),
     case(
+        "oidc-token-endpoint-refuses-the-client-secret",
+        [dead_boot("kafka.example.com:9093", "auth_failed",
+                   "no OAUTHBEARER token, so no client gets past authentication: token endpoint "
+                   "https://idp.example.com/oauth2/token answered HTTP 401 Unauthorized, OAuth error invalid_client; "
+                   "the broker never saw a token", protocol="SASL_SSL", sasl_mechanism="OAUTHBEARER",
+                   token_unavailable=True)],
+        [],
+        [("OAUTH_TOKEN_UNAVAILABLE", "error", None, None)],
+        says=[("OAUTH_TOKEN_UNAVAILABLE", None, "message", "OAuth error invalid_client"),
+              ("OAUTH_TOKEN_UNAVAILABLE", None, "fix", "sasl.oauthbearer.client.id and the client secret")],
+        never_says=[("OAUTH_TOKEN_UNAVAILABLE", None, "message", "it refused the credentials")],
+    ),
+    case(
+        "broker-refuses-an-oauth-token-for-another-audience",
+        [dead_boot("kafka.example.com:9093", "auth_failed",
+                   "SASL authentication failed: the broker refused the token: invalid_token", protocol="SASL_SSL",
+                   sasl_mechanism="OAUTHBEARER")],
+        [],
+        [("AUTH_FAILED", "error", None, None)],
+        says=[("AUTH_FAILED", None, "message", "invalid_token"),
+              ("AUTH_FAILED", None, "fix", "sasl.oauthbearer.expected.audience")],
+        never_says=[("AUTH_FAILED", None, "fix", "password")],
+    ),
+    case(
+        "scram-wrong-password-names-the-per-mechanism-user",
+        [dead_boot("b-1.demo.kafka.us-east-1.amazonaws.com:9096", "auth_failed",
+                   "SASL authentication failed: Authentication failed during authentication due to invalid "
+                   "credentials with SASL mechanism SCRAM-SHA-512", protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512")],
+        [],
+        [("AUTH_FAILED", "error", None, None)],
+        says=[("AUTH_FAILED", None, "fix", "a SCRAM user exists per mechanism")],
+    ),
+    case(
         "plain-sent-to-a-scram-listener",
         [dead_boot("b-1.demo.kafka.us-east-1.amazonaws.com:9096", "auth_failed",
                    "this listener takes SCRAM-SHA-512; you sent PLAIN (set sasl.mechanism to SCRAM-SHA-512)",

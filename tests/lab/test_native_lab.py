@@ -11,8 +11,10 @@ import dns.resolver
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kprobe.errors import LabError
 from kprobe.kafka.connection import fetch_and_identify
 from kprobe.lab import jars
+from kprobe.lab.helpers import HelperCommand, HelperProcess, listening_socket, running_helpers
 from kprobe.lab.native import NativeLab
 from kprobe.lab.native import running_jvms as lab_jvms
 from kprobe.lab.scenarios import SCENARIOS, get_scenario
@@ -186,3 +188,73 @@ def test_lab_cli_up_detach_and_down(tmp_path):
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((host, port), timeout=2).close()
     assert not (tmp_path / "state.json").exists()
+
+
+# -- helper processes (the SNI proxy's machinery, kprobe/lab/helpers.py) -------------------------
+
+def _helper(tmp_path, program: str, args: tuple[str, ...], config: str = "", listens=()) -> HelperProcess:
+    return HelperProcess(HelperCommand(name="probe-helper", program=program, package="some-package", args=args,
+                                       config=config, listens=tuple(listens)), tmp_path, lab_id="testhelper01")
+
+
+def test_helper_missing_binary_names_the_package(tmp_path, monkeypatch):
+    import kprobe.lab.helpers
+
+    looked: list[object] = []
+    monkeypatch.setattr(kprobe.lab.helpers.shutil, "which", lambda *a, **k: looked.append((a, k)))  # finds nothing
+    helper = HelperProcess(HelperCommand(name="sni-proxy-ingress", program="haproxy", package="haproxy",
+                                         args=("-f", "{config}"), config="", listens=()), tmp_path, "testhelper01")
+    with pytest.raises(LabError, match=r"needs the haproxy command.*apt-get install haproxy"):
+        helper.start()
+    assert looked == [(("haproxy",), {}), (("haproxy",), {"path": "/usr/local/sbin:/usr/sbin:/sbin"})]
+    assert not helper.config_path.exists()  # nothing started, nothing written
+
+
+def test_helper_start_is_bounded_and_leaves_nothing(tmp_path):
+    """A helper that never listens is stopped after the timeout, with its config named; nothing is left running."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, never listening: connects to it are refused
+        port = sock.getsockname()[1]
+        helper = _helper(tmp_path, sys.executable, ("-c", "import time; time.sleep(60)", "{config}"),
+                         listens=[("127.0.0.1", port)])
+        started = time.monotonic()
+        with pytest.raises(LabError, match=rf"not ready within 1s \(waiting for 127\.0\.0\.1:{port} to accept"):
+            helper.start(timeout=1.0)
+    assert time.monotonic() - started < 8
+    assert helper.proc is not None and helper.proc.poll() is not None
+    assert running_helpers("testhelper01") == []
+
+
+def test_helper_that_exits_at_start_says_why(tmp_path):
+    """HAProxy with a config it refuses: the error carries its own alert, not a timeout."""
+    helper = _helper(tmp_path, "haproxy", ("-f", "{config}", "-db"), config="frontend broken\n    bind 127.0.0.1:notaport\n",
+                     listens=[("127.0.0.1", 1)])
+    with pytest.raises(LabError, match=r"exited with \d+ at start: .*ALERT"):
+        helper.start(timeout=10.0)
+    assert running_helpers("testhelper01") == []
+
+
+def test_helper_runs_until_stopped(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = f"import socket, time; s = socket.create_server(('127.0.0.1', {port})); time.sleep(60)"
+    helper = _helper(tmp_path, sys.executable, ("-c", server, "{config}"), listens=[("127.0.0.1", port)]).start()
+    assert running_helpers("testhelper01") == [helper.pid]
+    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    helper.stop()
+    helper.stop()  # idempotent
+    assert helper.pid is None and running_helpers("testhelper01") == []
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_listening_socket_prefers_the_given_port_holds_it_and_moves_off_a_taken_one():
+    with listening_socket("127.0.0.1") as first:
+        port = first.getsockname()[1]
+        with socket.socket() as rival, pytest.raises(OSError):
+            rival.bind(("127.0.0.1", port))  # held from the moment it is chosen: nobody else gets it
+        with listening_socket("127.0.0.1", port) as moved:
+            assert moved.getsockname()[1] not in (port, 0)
+        with listening_socket("127.0.0.2", port) as same:
+            assert same.getsockname()[1] == port  # free on another address
