@@ -14,6 +14,9 @@ from collections.abc import Mapping
 # (sasl.oauthbearer.assertion.private.key.pem/.file/.passphrase), which it marks sensitive too.
 _SECRET_RE = re.compile(r"(password|passphrase|secret|credential|token|private\.key)", re.IGNORECASE)
 REDACTED = "[redacted]"
+# Secrets whose names do not say so: librdkafka's unsecured-token config, a PEM key, and a Java
+# client's JAAS line (Kafka types sasl.jaas.config PASSWORD: a PlainLoginModule line holds one).
+_SECRET_KEYS = ("sasl.oauthbearer.config", "ssl.key.pem", "sasl.jaas.config")
 
 
 def is_secret(key: str) -> bool:
@@ -23,7 +26,7 @@ def is_secret(key: str) -> bool:
     (`...client.credentials.client.id`) match too. Hiding a URL costs a line of context; showing a
     URL that carries credentials (`https://id:secret@idp/...`) would cost the secret.
     """
-    return bool(_SECRET_RE.search(key)) or key in ("sasl.oauthbearer.config", "ssl.key.pem")
+    return bool(_SECRET_RE.search(key)) or key in _SECRET_KEYS
 
 
 def redact(props: Mapping[str, str]) -> dict[str, str]:

@@ -50,6 +50,9 @@ _AUTH_FIX = {
     "OAUTHBEARER": "The broker refused the token (its reason is in the message): check the token's audience and "
     "issuer against the listener's sasl.oauthbearer.expected.audience and .expected.issuer, its expiry and the "
     "clocks, and that the broker can fetch the identity provider's JWKS.",
+    "AWS_MSK_IAM": "The cluster refused the signed token: check that the region signed for is the cluster's, that the "
+    "IAM policy of those credentials allows kafka-cluster:Connect on the cluster, that IAM authentication is on for "
+    "this listener (port 9098, or 9198 for public access), and the clock.",
 }
 
 
@@ -89,12 +92,14 @@ def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
             f"checks certificates the same way fails here. {consequence}",
             _TLS_FIX[b.tls_failure], bootstrap=b.address)
     if b.token_unavailable:
-        return finding(
-            "OAUTH_TOKEN_UNAVAILABLE", ERROR,
-            f"Bootstrap {b.address} gave no metadata: {b.error}. {consequence}",
-            "Check sasl.oauthbearer.client.id and the client secret, sasl.oauthbearer.token.endpoint.url, the scope, "
-            "and that the token endpoint's certificate verifies (https.ca.location); the broker is not at fault yet.",
-            bootstrap=b.address)
+        fix = ("Give the signer AWS credentials (the default chain, -X aws.profile or -X aws.role.arn) and a region "
+               "(-X aws.region), and check that the role may be assumed; the broker is not at fault yet."
+               if b.sasl_mechanism == "AWS_MSK_IAM" else
+               "Check sasl.oauthbearer.client.id and the client secret, sasl.oauthbearer.token.endpoint.url, the "
+               "scope, and that the token endpoint's certificate verifies (https.ca.location); the broker is not at "
+               "fault yet.")
+        return finding("OAUTH_TOKEN_UNAVAILABLE", ERROR, f"Bootstrap {b.address} gave no metadata: {b.error}. "
+                       f"{consequence}", fix, bootstrap=b.address)
     if b.sasl_mechanisms:
         takes = ", ".join(b.sasl_mechanisms)
         return finding(

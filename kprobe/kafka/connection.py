@@ -5,8 +5,9 @@ Why not confluent-kafka here: since librdkafka 2.10 a client drops the bootstrap
 a Metadata response lists only brokers it cannot reach, so `list_topics()` mostly times out in
 exactly the case kprobe exists for (design notes, section 7). kprobe needs the answer of *this*
 connection, deterministically and within a timeout, so it speaks the few requests it needs on
-the bootstrap socket itself. Mechanisms it does not speak (GSSAPI, AWS_MSK_IAM, OAUTHBEARER's
-jwt-bearer grant and metadata logins) fall back to confluent-kafka in `kprobe.probe.bootstrap`.
+the bootstrap socket itself (Amazon MSK IAM included: AWS's signer makes the token, sent as
+OAUTHBEARER). Mechanisms it does not speak (GSSAPI, OAUTHBEARER's jwt-bearer grant and metadata
+logins) fall back to confluent-kafka in `kprobe.probe.bootstrap`.
 
 The bytes are `kprobe.kafka.codec`'s business; this module only moves them, bounded by a
 per-request timeout and the run's deadline, and classifies what goes wrong.
@@ -220,14 +221,17 @@ class KafkaConnection:
         settings = self.security.oauth
         if settings is None:
             raise WireError("auth_failed", "sasl.mechanism=OAUTHBEARER without token settings")
+        msk = settings.method == "aws_msk_iam"
         try:
             token = oauth.token_for(settings, timeout=self.timeout, deadline=self.deadline)
         except oauth.TokenError as exc:
             if exc.deadline:
                 raise WireError("timeout", str(exc), deadline=True) from None
-            raise WireError("auth_failed", f"no OAUTHBEARER token, so no client gets past authentication: {exc}; "
+            kind = "Amazon MSK IAM" if msk else "OAUTHBEARER"
+            raise WireError("auth_failed", f"no {kind} token, so no client gets past authentication: {exc}; "
                             "the broker never saw a token", token_unavailable=True) from None
-        return sasl.OAuthBearer(token.value, token.extensions)
+        return sasl.OAuthBearer(token.value, token.extensions, hints=sasl.MSK_IAM_STATUS_HINTS if msk else None,
+                                about=token.about)
 
     def describe_broker(
         self, node_id: int, keys: tuple[str, ...] = ("node.id",)

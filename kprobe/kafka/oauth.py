@@ -18,14 +18,25 @@ reads and gets the token the same way:
   brokers' `ssl.ca.location` is not used, as librdkafka does not use it) or the system's CAs. The
   `access_token` must be a JWT with `exp` and the `sasl.oauthbearer.sub.claim.name` claim, which
   librdkafka requires too. `sasl.oauthbearer.extensions` (KIP-342) go with it.
+- Amazon MSK IAM (`sasl.mechanism=AWS_MSK_IAM`, the Java client's name, or OAUTHBEARER with
+  kprobe's `sasl.oauthbearer.method=aws_msk_iam`): the token is what AWS's own
+  aws-msk-iam-sasl-signer-python makes (the optional `kprobe[aws]` extra), a SigV4-presigned
+  `kafka-cluster:Connect` URL, base64url-encoded, sent as OAUTHBEARER as AWS's Python, Go and
+  JavaScript signers send it. The region to sign for is `aws.region`, else the one in an MSK
+  broker name (the Java client's aws-msk-iam-auth reads it there first: MSK checks the signature's
+  region, so an MSK name is the best witness), else AWS_REGION / AWS_DEFAULT_REGION, else the AWS
+  config file's; credentials are the signer's (the default chain, `aws.profile`, or `aws.role.arn`
+  assumed through STS). The signer and boto3 are imported only when this method is used.
 
 Differences, said plainly: kprobe sends the scope form-encoded (librdkafka sends it raw, which
 servers read the same unless it holds `&` or `+`); it asks once per run and does not retry a
 temporary HTTP error (librdkafka retries 408, 425, 429 and 5xx up to four times), because a probe
 reports what the endpoint answers now; it uses no HTTP proxy. Variants kprobe does not speak (the
-jwt-bearer grant, Azure IMDS or AWS metadata authentication) go through librdkafka instead.
+jwt-bearer grant, Azure IMDS or AWS metadata authentication: librdkafka's `aws_iam`, a JWT from
+STS for OAuth clusters, which is not MSK IAM) go through librdkafka instead.
 
-A fetched token is kept per process, keyed by endpoint, client and a digest of the secret, until
+A fetched token is kept per process, keyed by endpoint, client and a digest of the secret (for MSK
+IAM: region, profile and role), until
 80% of its lifetime has passed (librdkafka refreshes at the same point), so every identity check
 of a run reuses the bootstrap's token; a failure is kept until the run's deadline, so parallel
 bootstraps do not each wait on a dead endpoint. Neither the client secret nor a token ever goes
@@ -38,6 +49,7 @@ from __future__ import annotations
 import base64
 import difflib
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -54,7 +66,7 @@ from kprobe.secrets import REDACTED
 
 _LOG = logging.getLogger("kprobe.kafka.oauth")
 
-Method = Literal["unsecured", "oidc"]
+Method = Literal["unsecured", "oidc", "aws_msk_iam"]
 MAX_ANSWER = 1 << 20  # a token answer is a few kilobytes; a longer one is not a token endpoint
 REFRESH_AT = 0.8  # of a token's lifetime, as librdkafka refreshes
 _EXTENSION_KEY = re.compile(r"[A-Za-z]+")
@@ -72,6 +84,20 @@ class UnsecuredConfig:
     scopes: tuple[str, ...] = ()
     life_seconds: int = 3600
     extensions: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class MskIam:
+    """Amazon MSK IAM: the region the token is signed for (and where that came from), and whose credentials.
+
+    None of it is a secret; the credentials themselves stay inside AWS's signer.
+    """
+
+    region: str
+    region_from: str  # "aws.region", "the MSK broker name", "AWS_REGION", ...: said when the broker refuses
+    profile: str | None = None
+    role_arn: str | None = None
+    role_session_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,14 +120,20 @@ class OAuthSettings:
     ca_pem: str | None = field(default=None, repr=False)
     spoken: bool = True
     why_not: str | None = None
+    msk: MskIam | None = None
 
     def __repr__(self) -> str:  # never a secret, never a URL's credentials
         where = f", token_url={display_url(self.token_url)!r}, client_id={self.client_id!r}" if self.token_url else ""
+        if self.msk is not None:
+            where = f", region={self.msk.region!r}"
         return f"OAuthSettings(method={self.method!r}{where})"
 
     @property
     def cache_key(self) -> tuple[str, ...]:
         """What makes two settings get the same token; the secret only as a digest."""
+        if self.msk is not None:
+            msk = self.msk
+            return ("aws_msk_iam", msk.region, msk.profile or "", msk.role_arn or "", msk.role_session_name or "")
         return (self.token_url, self.client_id, hashlib.sha256(self.client_secret.encode()).hexdigest(),
                 self.scope or "", self.sub_claim, self.ca_location or "",
                 hashlib.sha256((self.ca_pem or "").encode()).hexdigest(), repr(self.extensions))
@@ -115,6 +147,8 @@ class Token:
     principal: str
     expires_at: float
     extensions: tuple[tuple[str, str], ...] = ()
+    # What the token is, for a refusal to say (an MSK IAM token: its region and whose credentials).
+    about: str = ""
 
 
 class TokenError(Exception):
@@ -131,28 +165,42 @@ class TokenError(Exception):
 
 # -- settings -------------------------------------------------------------------------------------
 
-def settings_from(props: Mapping[str, str]) -> OAuthSettings:
+def settings_from(props: Mapping[str, str], host: str | None = None, *,
+                  mechanism: str = "OAUTHBEARER") -> OAuthSettings:
     """OAUTHBEARER settings from librdkafka properties; a UsageError where librdkafka would refuse them.
+
+    `mechanism` is what the user set: AWS_MSK_IAM (the Java client's name) means the MSK IAM
+    token, as `sasl.oauthbearer.method=aws_msk_iam` does; `host` is the bootstrap host, which
+    names the region on an MSK broker name.
 
     No message quotes a secret property's value: `sasl.oauthbearer.config` is one (librdkafka
     marks it sensitive), so its errors name the entry, not what it holds.
     """
     method = (props.get("sasl.oauthbearer.method") or "default").strip().lower()
     unsecure = _flag(props, "enable.sasl.oauthbearer.unsecure.jwt")
+    if mechanism == "AWS_MSK_IAM" or method == "aws_msk_iam":
+        if method not in ("default", "aws_msk_iam"):
+            raise UsageError(f"sasl.mechanism=AWS_MSK_IAM and sasl.oauthbearer.method={method} contradict each other: "
+                             "the MSK IAM token comes from AWS's signer, not a token endpoint; drop one")
+        if unsecure:
+            raise UsageError("enable.sasl.oauthbearer.unsecure.jwt and Amazon MSK IAM are mutually exclusive: "
+                             "MSK takes only IAM tokens; drop enable.sasl.oauthbearer.unsecure.jwt")
+        return _msk_settings(props, host)
     if method == "oidc":
         if unsecure:
             raise UsageError("enable.sasl.oauthbearer.unsecure.jwt and sasl.oauthbearer.method=oidc are mutually "
                              "exclusive (as in librdkafka): drop one")
         return _oidc_settings(props)
     if method != "default":
-        raise UsageError(f"bad sasl.oauthbearer.method {method!r}: use default or oidc")
+        raise UsageError(f"bad sasl.oauthbearer.method {method!r}: use default or oidc (librdkafka's), or "
+                         "aws_msk_iam (kprobe's, for Amazon MSK IAM)")
     if not unsecure:
         raise UsageError(
             "sasl.mechanism=OAUTHBEARER needs a token source: sasl.oauthbearer.method=oidc with "
             "sasl.oauthbearer.client.id, sasl.oauthbearer.client.secret and sasl.oauthbearer.token.endpoint.url; "
             "or, for an unsigned development token, enable.sasl.oauthbearer.unsecure.jwt=true with "
             "sasl.oauthbearer.config=principal=NAME (librdkafka has no token otherwise; an application's "
-            "oauth_cb cannot be called from here)")
+            "oauth_cb cannot be called from here); or, for Amazon MSK IAM, sasl.mechanism=AWS_MSK_IAM")
     config = parse_unsecured_config(props.get("sasl.oauthbearer.config", ""))
     return OAuthSettings(method="unsecured", extensions=config.extensions, unsecured=config)
 
@@ -285,6 +333,249 @@ def parse_unsecured_config(text: str) -> UnsecuredConfig:
                            extensions=tuple(extensions))
 
 
+# -- Amazon MSK IAM -------------------------------------------------------------------------------
+
+SIGNER = "aws_msk_iam_sasl_signer"  # AWS's package, the optional `kprobe[aws]` extra
+INSTALL_HINT = "pip install 'kprobe[aws]'"
+_AWS_KEYS = ("aws.region", "aws.profile", "aws.role.arn", "aws.role.session.name")
+_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+")
+# An MSK broker or bootstrap name ends in `kafka.<region>.amazonaws.com` (provisioned, `b-1.` and
+# `b-1-public.`) or `kafka-serverless.<region>.amazonaws.com` (Serverless), `.cn` in China.
+_MSK_HOST = re.compile(r"(?:^|\.)kafka(?:-serverless)?\.(" + _REGION.pattern + r")\.amazonaws\.com(?:\.cn)?\Z")
+_ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+")
+_SESSION_NAME = re.compile(r"[\w+=,.@-]{2,64}")  # STS's RoleSessionName
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"([^"]*)"|([^\s;"]+))')
+# The Java client's IAMLoginModule options that kprobe's settings stand for.
+_JAAS_KEYS = {"awsProfileName": "aws.profile", "awsRoleArn": "aws.role.arn",
+              "awsRoleSessionName": "aws.role.session.name"}
+
+
+def region_from_host(host: str | None) -> str | None:
+    """The region in an MSK broker name (`b-1.demo.abc123.c2.kafka.eu-west-1.amazonaws.com`), else None.
+
+    Anchored on the name's end, as the Java client's aws-msk-iam-auth reads it: a cluster named
+    `orders-us-east-1` does not make its name say us-east-1.
+    """
+    match = _MSK_HOST.search(host.lower().rstrip(".")) if host else None
+    return match.group(1) if match else None
+
+
+def _jaas_options(props: Mapping[str, str]) -> dict[str, str]:
+    """aws.* settings from a Java client's `sasl.jaas.config` naming IAMLoginModule (its -F file as it is).
+
+    sasl.jaas.config is a secret property (Kafka types it PASSWORD): no message quotes it.
+    """
+    jaas = props.get("sasl.jaas.config", "")
+    if "IAMLoginModule" not in jaas:
+        return {}
+    return {_JAAS_KEYS[key]: quoted or bare for key, quoted, bare in _JAAS_OPTION.findall(jaas)
+            if key in _JAAS_KEYS}
+
+
+def _msk_settings(props: Mapping[str, str], host: str | None) -> OAuthSettings:
+    """MSK IAM settings: the region to sign for and whose credentials; a UsageError naming the property.
+
+    The signer's absence is said first: nothing else can be done about MSK IAM without it.
+    """
+    if not _signer_installed():
+        raise UsageError(f"Amazon MSK IAM needs AWS's signer ({SIGNER.replace('_', '-')}-python), which is not "
+                         f"installed: {INSTALL_HINT}")
+    for key in props:
+        if key.startswith("aws.") and key not in _AWS_KEYS:
+            near = difflib.get_close_matches(key, _AWS_KEYS, n=1, cutoff=0.75)
+            raise UsageError(f"unknown property {key}" + (f" (did you mean {near[0]}?)" if near else "")
+                             + f": Amazon MSK IAM takes {', '.join(_AWS_KEYS)}")
+    given = {**_jaas_options(props), **{k: v.strip() for k, v in props.items() if k in _AWS_KEYS and v.strip()}}
+    profile, role_arn, session = given.get("aws.profile"), given.get("aws.role.arn"), given.get("aws.role.session.name")
+    if profile and role_arn:
+        raise UsageError("aws.profile and aws.role.arn together: AWS's signer assumes the role with the default "
+                         "credentials, not a profile's; keep aws.role.arn and set AWS_PROFILE for the credentials "
+                         "that assume it")
+    if role_arn and not _ROLE_ARN.fullmatch(role_arn):
+        raise UsageError("bad aws.role.arn: an IAM role ARN looks like arn:aws:iam::123456789012:role/NAME")
+    if session and not role_arn:
+        raise UsageError("aws.role.session.name names the session of an assumed role: set aws.role.arn too")
+    if session and not _SESSION_NAME.fullmatch(session):
+        raise UsageError("bad aws.role.session.name: 2 to 64 letters, digits and +=,.@_- (as STS takes it)")
+    region, region_from = _msk_region(given, host, profile)
+    return OAuthSettings(method="aws_msk_iam", msk=MskIam(region=region, region_from=region_from, profile=profile,
+                                                          role_arn=role_arn, role_session_name=session))
+
+
+def _msk_region(given: Mapping[str, str], host: str | None, profile: str | None) -> tuple[str, str]:
+    """(region, where it came from): aws.region, an MSK broker name, AWS_REGION, AWS_DEFAULT_REGION, the AWS config.
+
+    The broker name comes before the environment, as in the Java client: MSK checks the region
+    the token is signed for, and the name says which region the cluster is in, where a shell's
+    AWS_REGION may be left over from another job.
+    """
+    candidates = [("aws.region", given.get("aws.region")), ("the MSK broker name", region_from_host(host)),
+                  ("AWS_REGION", os.environ.get("AWS_REGION", "").strip()),
+                  ("AWS_DEFAULT_REGION", os.environ.get("AWS_DEFAULT_REGION", "").strip())]
+    for source, value in candidates:
+        if value:
+            if not _REGION.fullmatch(value):
+                raise UsageError(f"bad {source} {value!r}: an AWS region looks like us-east-1 or eu-west-2")
+            return value, source
+    configured = _configured_region(profile)
+    if configured and _REGION.fullmatch(configured):
+        return configured, f"the AWS config file (profile {profile or os.environ.get('AWS_PROFILE') or 'default'})"
+    where = f"{host} is not an MSK broker name to read it from" if host else "no bootstrap host names it"
+    raise UsageError(f"Amazon MSK IAM needs the cluster's AWS region to sign for, and {where}: "
+                     "set -X aws.region=REGION (or AWS_REGION), e.g. -X aws.region=us-east-1")
+
+
+def _configured_region(profile: str | None) -> str | None:
+    """The region in the AWS config file for this profile, as the Java client's last fallback; None without botocore.
+
+    Only reached when nothing else names a region, so only then is botocore imported.
+    """
+    try:
+        import botocore.exceptions
+        import botocore.session
+    except ImportError:
+        return None
+    try:
+        value = botocore.session.Session(profile=profile).get_config_variable("region")
+    except botocore.exceptions.BotoCoreError:
+        return None  # a missing profile is said when the signer asks for its credentials
+    return value.strip() if isinstance(value, str) else None
+
+
+def _signer_installed() -> bool:
+    """Whether AWS's signer can be imported, without importing it (and boto3) on a run that only checks usage."""
+    try:
+        return importlib.util.find_spec(SIGNER) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class _FoundCredentials(logging.Handler):
+    """botocore's own word on where the signer's thread found credentials ("Found credentials in environment ...").
+
+    Only those lines, and only from that thread, are kept: they name a place, never a key. botocore
+    logs them at INFO, below what its logger passes by default, so its level is lowered while any
+    signer runs and put back when the last one ends (a caller's own handlers must not start
+    seeing botocore's INFO lines because kprobe once ran).
+    """
+
+    _lock = threading.Lock()
+    _listening = 0
+    _level = logging.NOTSET
+
+    def __init__(self, thread: threading.Thread) -> None:
+        super().__init__(logging.INFO)
+        self.thread = thread
+        self.where: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.thread == self.thread.ident and text.startswith("Found credentials"):
+            self.where.append(text.removeprefix("Found credentials").strip().rstrip("."))
+
+    def __enter__(self) -> _FoundCredentials:
+        log = logging.getLogger("botocore.credentials")
+        with _FoundCredentials._lock:
+            if _FoundCredentials._listening == 0:
+                _FoundCredentials._level = log.level
+                if not log.isEnabledFor(logging.INFO):
+                    log.setLevel(logging.INFO)
+            _FoundCredentials._listening += 1
+            log.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        log = logging.getLogger("botocore.credentials")
+        with _FoundCredentials._lock:
+            log.removeHandler(self)
+            _FoundCredentials._listening -= 1
+            if _FoundCredentials._listening == 0:
+                log.setLevel(_FoundCredentials._level)
+
+
+def msk_token(msk: MskIam, *, timeout: float, deadline: float) -> Token:
+    """One token from AWS's signer, within `timeout` and the run's `deadline`; never cached.
+
+    The signer finds credentials as boto3 does (environment, shared files, SSO, container or
+    instance metadata; STS for a role), which can mean waiting on a metadata service that never
+    answers. It runs in a daemon thread, and the run stops waiting for it after `timeout`.
+    """
+    try:
+        from aws_msk_iam_sasl_signer import MSKAuthTokenProvider as signer
+    except ImportError as exc:
+        raise TokenError(f"AWS's MSK IAM signer cannot be imported ({exc}): {INSTALL_HINT}") from None
+    outcome: list[tuple[str, int] | Exception] = []
+
+    def sign() -> None:
+        try:
+            if msk.role_arn:
+                session = (msk.role_session_name,) if msk.role_session_name else ()
+                outcome.append(signer.generate_auth_token_from_role_arn(msk.region, msk.role_arn, *session))
+            elif msk.profile:
+                outcome.append(signer.generate_auth_token_from_profile(msk.region, msk.profile))
+            else:
+                outcome.append(signer.generate_auth_token(msk.region))
+        except Exception as exc:  # whatever the signer raises means no token: said, not a crash
+            outcome.append(exc)
+
+    started = time.monotonic()
+    worker = threading.Thread(target=sign, name="kprobe-msk-iam-signer", daemon=True)
+    with _FoundCredentials(worker) as found:
+        worker.start()
+        worker.join(max(0.0, min(timeout, deadline - started)))
+    whose = _whose(msk, found.where)
+    if not outcome:
+        if time.monotonic() >= deadline - 0.01:
+            raise TokenError("stopped at the run's deadline while AWS's signer looked for credentials", deadline=True)
+        raise TokenError(f"AWS's signer gave no token within {timeout:g}s: finding {whose} took longer (a metadata "
+                         "service, SSO or credential_process that does not answer, or STS out of reach)")
+    result = outcome[0]
+    if isinstance(result, Exception):
+        raise TokenError(_signer_failure(result, msk, whose)[:400]) from None
+    value, expiry_ms = result
+    about = f"the token was signed for region {msk.region} (from {msk.region_from}) with {whose}"
+    _LOG.debug("MSK IAM token from AWS's signer in %.0f ms, signed for region %s (from %s) with %s, expires in %.0f s",
+               (time.monotonic() - started) * 1000, msk.region, msk.region_from, whose, expiry_ms / 1000 - time.time())
+    return Token(value, "", expiry_ms / 1000, about=about)
+
+
+def _whose(msk: MskIam, where: list[str]) -> str:
+    """Whose credentials signed: the role, the profile or the default chain, and where botocore found them."""
+    credentials = f"AWS credentials {where[-1]}" if where else "AWS credentials"
+    if msk.role_arn:
+        return f"role {msk.role_arn}, assumed with {credentials}"
+    if msk.profile:
+        return f"profile {msk.profile}'s {credentials}"
+    return credentials if where else "AWS credentials from the default chain"
+
+
+def _signer_failure(exc: Exception, msk: MskIam, whose: str) -> str:
+    """What the signer's exception means for a user, in one sentence; botocore's own text where it is plain."""
+    import botocore.exceptions as aws  # the signer imported it already
+
+    if isinstance(exc, aws.NoCredentialsError) or (isinstance(exc, AttributeError) and "access_key" in str(exc)) or (
+            isinstance(exc, ValueError) and "Credentials" in str(exc)):  # the signer's words for "none found"
+        chain = (f"profile {msk.profile}" if msk.profile else
+                 "the default chain (environment, shared credentials and config files, SSO, container and instance "
+                 "metadata)")
+        return (f"AWS's signer found no AWS credentials in {chain}; a client using AWS's default chain on this host "
+                "would find none either")
+    if isinstance(exc, aws.ProfileNotFound):
+        return f"AWS's signer: {exc} (AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE; aws.profile or AWS_PROFILE)"
+    if isinstance(exc, aws.NoRegionError):
+        return ("AWS's signer asks STS for aws.role.arn through boto3, which needs a region here and has none: set "
+                "AWS_DEFAULT_REGION (aws.region and AWS_REGION only choose the region the token is signed for)")
+    if isinstance(exc, aws.ClientError):
+        error = exc.response.get("Error", {})
+        what = f"{error.get('Code', 'an error')} ({error.get('Message', '')})"
+        return f"STS refused {whose}: {what}" if msk.role_arn else f"AWS answered {what}"
+    if isinstance(exc, (aws.EndpointConnectionError, aws.ConnectTimeoutError, aws.ReadTimeoutError)):
+        return f"AWS's signer could not reach AWS while finding {whose}: {exc}"
+    if isinstance(exc, aws.BotoCoreError):
+        return f"AWS's signer failed finding {whose}: {exc}"
+    return f"AWS's signer failed: {type(exc).__name__}: {exc}"
+
+
 # -- the unsecured token --------------------------------------------------------------------------
 
 def _b64url(data: bytes) -> str:
@@ -334,10 +625,11 @@ _GUARD = threading.Lock()
 
 
 def token_for(settings: OAuthSettings, *, timeout: float, deadline: float) -> Token:
-    """The token to send now: built (unsecured) or fetched once and reused (oidc).
+    """The token to send now: built (unsecured) or fetched once and reused (oidc, aws_msk_iam).
 
-    `timeout` bounds the connection to the token endpoint and, separately, its answer; `deadline`
-    (a `time.monotonic()` value) bounds everything, waiting for another thread's request included.
+    `timeout` bounds the connection to the token endpoint and, separately, its answer (for MSK IAM:
+    the signer's search for credentials); `deadline` (a `time.monotonic()` value) bounds
+    everything, waiting for another thread's request included.
     """
     if settings.method == "unsecured":
         assert settings.unsecured is not None
@@ -348,8 +640,8 @@ def token_for(settings: OAuthSettings, *, timeout: float, deadline: float) -> To
     with _GUARD:
         lock = _LOCKS.setdefault(key, threading.Lock())
     if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-        raise TokenError(f"stopped at the run's deadline waiting for the token from {display_url(settings.token_url)}",
-                         deadline=True)
+        source = "AWS's signer" if settings.msk is not None else display_url(settings.token_url)
+        raise TokenError(f"stopped at the run's deadline waiting for the token from {source}", deadline=True)
     try:
         entry = _CACHE.setdefault(key, _Entry())
         if entry.token is not None and time.time() < entry.refresh_after:
@@ -357,7 +649,10 @@ def token_for(settings: OAuthSettings, *, timeout: float, deadline: float) -> To
         if entry.error is not None and time.monotonic() < entry.error_until:
             raise TokenError(str(entry.error))  # a fresh one: threads must not share a traceback
         try:
-            token = fetch_token(settings, timeout=timeout, deadline=deadline)
+            if settings.msk is not None:
+                token = msk_token(settings.msk, timeout=timeout, deadline=deadline)
+            else:
+                token = fetch_token(settings, timeout=timeout, deadline=deadline)
         except TokenError as exc:
             if not exc.deadline:  # a cut request says nothing; the next caller may have time left
                 entry.error, entry.error_until = exc, deadline

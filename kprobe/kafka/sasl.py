@@ -6,8 +6,9 @@ Confluent Platform, Aiven) mostly sit behind SCRAM, and librdkafka drops the boo
 the advertised endpoints fail (design notes, section 7), which is exactly kprobe's case. SCRAM is
 a few HMACs over a salted password; what is easy to get wrong is checked against the RFC's own
 test vector (tests/test_sasl.py) and against real brokers (the lab's `scram` and `sasl` scenarios).
-OAUTHBEARER is spoken here for the same reason (Confluent Cloud, Strimzi, Azure Event Hubs): the
-message is the token in RFC 7628's framing; getting the token is kprobe.kafka.oauth's business.
+OAUTHBEARER is spoken here for the same reason (Confluent Cloud, Strimzi, Azure Event Hubs, and
+Amazon MSK IAM, whose token AWS's signer makes): the message is the token in RFC 7628's framing;
+getting the token is kprobe.kafka.oauth's business.
 
 Each mechanism is a conversation of opaque messages: `start()` gives the first client message,
 `step(server_message)` the next one (or None once the exchange is complete). Nothing here
@@ -23,6 +24,7 @@ import json
 import re
 import secrets
 import threading
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Protocol
 
@@ -195,10 +197,14 @@ class OAuthBearer:
     here and `refusal()` gives it back: it is the only place the broker says why.
     """
 
-    def __init__(self, token: str, extensions: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(self, token: str, extensions: tuple[tuple[str, str], ...] = (), *,
+                 hints: Mapping[str, str] | None = None, about: str = "") -> None:
         self._message = client_first_message(token, extensions)
         self._token = token
         self._server_error: bytes | None = None
+        # What a refusal's status means depends on who made the token (an OAuth server, AWS's signer).
+        self._hints = OAUTH_STATUS_HINTS if hints is None else hints
+        self._about = about
 
     def start(self) -> bytes:
         """The token and extensions, in RFC 7628's framing."""
@@ -215,7 +221,10 @@ class OAuthBearer:
 
     def refusal(self) -> str | None:
         """The broker's KIP-255 error, in its words, once it sent one (never with the token in it)."""
-        return self.redact(describe_oauth_error(self._server_error)) if self._server_error is not None else None
+        if self._server_error is None:
+            return None
+        about = f"; {self._about}" if self._about else ""
+        return self.redact(describe_oauth_error(self._server_error, self._hints) + about)
 
     def redact(self, text: str) -> str:
         """The token is a credential: a broker quoting it back does not get it printed."""
@@ -228,14 +237,21 @@ def client_first_message(token: str, extensions: tuple[tuple[str, str], ...] = (
     return b"n,," + KVSEP + b"auth=Bearer " + token.encode() + KVSEP + pairs + KVSEP
 
 
-_OAUTH_STATUS_HINTS = {
+OAUTH_STATUS_HINTS = {
     "invalid_token": "the token is expired, for another audience or issuer, signed with a key the broker's JWKS "
     "does not hold, or unsigned where signatures are checked; the broker's log names which",
     "insufficient_scope": "the token lacks a scope this listener requires",
 }
+# An MSK IAM token is a SigV4-presigned URL, not a JWT: audience, issuer and JWKS mean nothing to it.
+MSK_IAM_STATUS_HINTS = {
+    "invalid_token": "an Amazon MSK IAM token is refused when its signature does not verify (credentials IAM does not "
+    "know or that expired, a region other than the cluster's, a clock far off) or when the IAM policy does not allow "
+    "kafka-cluster:Connect on this cluster; a broker that is not MSK's IAM listener refuses any such token, since it "
+    "is not a JWT",
+}
 
 
-def describe_oauth_error(raw: bytes) -> str:
+def describe_oauth_error(raw: bytes, hints: Mapping[str, str] | None = None) -> str:
     """KIP-255's server error (`{"status":..., "scope":..., "openid-configuration":...}`) as one sentence.
 
     Kafka formats that JSON without escaping its values, so a value holding a quote makes it
@@ -257,7 +273,7 @@ def describe_oauth_error(raw: bytes) -> str:
     out = f"the broker refused the token: {status}"
     if fields.get("scope"):
         out += f" (scope required: {fields['scope']})"
-    hint = _OAUTH_STATUS_HINTS.get(status)
+    hint = (OAUTH_STATUS_HINTS if hints is None else hints).get(status)
     if hint:
         out += f" ({hint})"
     if fields.get("openid-configuration"):

@@ -73,9 +73,13 @@ def security_from(props: Mapping[str, str], address: BootstrapAddress | None = N
         raise UsageError(f"bad security.protocol {protocol!r}: use one of {', '.join(PROTOCOLS)}")
     verify = props.get("enable.ssl.certificate.verification", "true").lower() != "false"
     algo = props.get("ssl.endpoint.identification.algorithm", "https").lower()
-    mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "PLAIN").upper()
+    asked = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "PLAIN").strip().upper()
+    # AWS_MSK_IAM (the Java client's name) is OAUTHBEARER on the wire with a token from AWS's signer,
+    # as AWS's Python, Go and JavaScript signers send it: the handshake and the report say OAUTHBEARER.
+    mechanism = "OAUTHBEARER" if asked == "AWS_MSK_IAM" else asked
     # Only where SASL is spoken: a PLAINTEXT run with leftover OAuth properties is not refused.
-    oauth = settings_from(props) if mechanism == "OAUTHBEARER" and protocol.startswith("SASL_") else None
+    oauth = (settings_from(props, address.host if address else None, mechanism=asked)
+             if mechanism == "OAUTHBEARER" and protocol.startswith("SASL_") else None)
     return Security(
         protocol=cast(Protocol, protocol),
         sasl_mechanism=mechanism,

@@ -43,6 +43,8 @@ def fetch_bootstrap(
         return BootstrapResult(address=hostport, status="dns_failed",
                                error=dns.error or f"{address.host} did not resolve", ms=_ms(started))
     mechanism = security.sasl_mechanism if security.uses_sasl else None
+    if mechanism == "OAUTHBEARER" and security.oauth is not None and security.oauth.method == "aws_msk_iam":
+        mechanism = "AWS_MSK_IAM"  # sent as OAUTHBEARER; a failure's fix is MSK's, not an identity provider's
     failures: list[WireError] = []
     failed_at = dns.addresses[0]
     for ip in dns.addresses:
