@@ -108,6 +108,17 @@ CompareOpt = Annotated[
     typer.Option("--compare-nameserver", help="Also resolve through this DNS server (IP[:PORT]) and report "
                  "names on which it disagrees with the resolver in use (split-horizon DNS)."),
 ]
+ResolveOpt = Annotated[
+    list[str],
+    typer.Option("--resolve", help="Probe as if the advertised name HOST resolved to the IP ADDR (HOST=ADDR, "
+                 "repeatable): try a hosts entry or DNS change before making it. Advertised endpoints only."),
+]
+ConnectToOpt = Annotated[
+    list[str],
+    typer.Option("--connect-to", help="Connect to ADDR:PORT wherever HOST:PORT is advertised "
+                 "(HOST:PORT=ADDR:PORT, repeatable, as curl's): try a port-forward or NAT rule before making it. "
+                 "TLS and identity keep the advertised name."),
+]
 FormatOpt = Annotated[
     str | None, typer.Option("--format", help="text, json or prometheus (default text; json with --json).")
 ]
@@ -165,6 +176,8 @@ def probe(
     no_identity: NoIdentityOpt = False,
     tls_expiry_days: ExpiryOpt = 30.0,
     compare_nameserver: CompareOpt = [],  # noqa: B006
+    resolve: ResolveOpt = [],  # noqa: B006
+    connect_to: ConnectToOpt = [],  # noqa: B006
 ) -> None:
     """Bootstrap against each address separately, then resolve and connect to every endpoint the
     brokers advertise, from here.
@@ -180,7 +193,7 @@ def probe(
     options = probe_options(
         bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
-        compare_nameservers=compare_nameserver)
+        compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, output=output, out_dir=out_dir, prom_file=prom_file,
         publish=publish, publish_props=publish_property, spool=spool, spool_max=spool_max)
@@ -214,6 +227,8 @@ def watch(
     no_identity: NoIdentityOpt = False,
     tls_expiry_days: ExpiryOpt = 30.0,
     compare_nameserver: CompareOpt = [],  # noqa: B006
+    resolve: ResolveOpt = [],  # noqa: B006
+    connect_to: ConnectToOpt = [],  # noqa: B006
 ) -> None:
     """Probe on a schedule in one long-lived process, one run at a time.
 
@@ -228,7 +243,8 @@ def watch(
     options, schedule = watch_options(probe_options(
         bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
-        compare_nameservers=compare_nameserver), every=every, jitter=jitter, count=count)
+        compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to),
+        every=every, jitter=jitter, count=count)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, out_dir=out_dir, prom_file=prom_file, publish=publish,
         publish_props=publish_property, spool=spool, spool_max=spool_max)

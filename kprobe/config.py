@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
+from kprobe.addresses import format_hostport, is_ip_literal
 from kprobe.errors import UsageError
 from kprobe.kafka.security import PROTOCOLS, security_from
 from kprobe.models import BootstrapAddress, Protocol
@@ -195,6 +196,9 @@ class ProbeOptions:
     identity: bool = True
     tls_expiry_days: float = 30.0
     compare_nameservers: Sequence[tuple[str, int]] = ()
+    # --resolve (advertised name, lower case -> IP) and --connect-to ((name, port) -> (host, port)).
+    resolve: Mapping[str, str] = field(default_factory=dict)
+    connect_to: Mapping[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,13 +236,68 @@ def _bootstraps_and_props(bootstrap: Iterable[str], props: Iterable[str],
     return addresses, properties
 
 
+def parse_resolve(text: str) -> tuple[str, str]:
+    """`HOST=ADDR` for --resolve: the advertised name HOST resolves to the IP address ADDR."""
+    host, sep, addr = text.strip().partition("=")
+    if not sep:
+        raise UsageError(f"bad --resolve {text!r}: write HOST=ADDR, e.g. --resolve broker0.internal=10.0.0.5")
+    host = host.rstrip(".")
+    if not _valid_host(host) and not is_ip_literal(host):
+        raise UsageError(f"bad --resolve {text!r}: {host!r} is not a valid host name: give the advertised name "
+                         "before '='")
+    bare = addr.strip("[]")
+    if not is_ip_literal(bare):
+        raise UsageError(f"bad --resolve {text!r}: {addr!r} is not an IP address: give an address after '=' "
+                         "(to send a name elsewhere by name, use --connect-to)")
+    return host.lower(), str(ipaddress.ip_address(bare))
+
+
+def parse_connect_to(text: str) -> tuple[str, int, str, int]:
+    """`HOST:PORT=ADDR:PORT` for --connect-to (curl's option): connect there instead of the advertised endpoint."""
+    left, sep, right = text.strip().partition("=")
+    if not sep or not left or not right:
+        raise UsageError(f"bad --connect-to {text!r}: write HOST:PORT=ADDR:PORT, e.g. "
+                         "--connect-to broker0.internal:9092=127.0.0.1:19092")
+    ends = []
+    for side, part in (("advertised endpoint", left), ("target", right)):
+        if ":" not in part or part.endswith("]"):
+            raise UsageError(f"bad --connect-to {text!r}: the {side} {part!r} needs a port: write HOST:PORT=ADDR:PORT")
+        try:
+            ends.append(parse_address(part))
+        except UsageError as exc:
+            raise UsageError(f"bad --connect-to {text!r}: the {side} {part!r}: {exc}") from None
+    if any(e.protocol or "://" in part for e, part in zip(ends, (left, right), strict=True)):
+        raise UsageError(f"bad --connect-to {text!r}: no PROTOCOL:// prefix here: write HOST:PORT=ADDR:PORT")
+    return ends[0].host.lower(), ends[0].port, ends[1].host, ends[1].port
+
+
+def _remaps(resolve: Iterable[str], connect_to: Iterable[str]) -> tuple[dict[str, str], dict[tuple[str, int],
+                                                                                             tuple[str, int]]]:
+    """Both mappings, each key given once: two answers for one name would make the verdict a coin toss."""
+    names: dict[str, str] = {}
+    for text in resolve:
+        host, addr = parse_resolve(text)
+        if names.setdefault(host, addr) != addr:
+            raise UsageError(f"bad --resolve {text!r}: {host} is already mapped to {names[host]}: give one "
+                             "address per name")
+    ends: dict[tuple[str, int], tuple[str, int]] = {}
+    for text in connect_to:
+        host, port, to_host, to_port = parse_connect_to(text)
+        if ends.setdefault((host, port), (to_host, to_port)) != (to_host, to_port):
+            raise UsageError(f"bad --connect-to {text!r}: {format_hostport(host, port)} is already mapped to "
+                             f"{format_hostport(*ends[(host, port)])}: give one target per endpoint")
+    return names, ends
+
+
 def probe_options(
     *, bootstrap: Iterable[str], props: Iterable[str] = (), prop_files: Iterable[str] = (),
     nameservers: Iterable[str] = (), timeout: str = "5s", deadline: str = "30s", vantage: str | None = None,
     identity: bool = True, tls_expiry_days: float = 30.0, compare_nameservers: Iterable[str] = (),
+    resolve: Iterable[str] = (), connect_to: Iterable[str] = (),
 ) -> ProbeOptions:
     """The options of `kprobe probe` and `kprobe watch`, as typed."""
     addresses, properties = _bootstraps_and_props(bootstrap, props, prop_files)
+    names, ends = _remaps(resolve, connect_to)
     if not 0 <= tls_expiry_days <= 3650:
         raise UsageError(f"bad --tls-expiry-days {tls_expiry_days:g}: give a number of days from 0 to 3650")
     return ProbeOptions(
@@ -251,6 +310,8 @@ def probe_options(
         identity=identity,
         tls_expiry_days=tls_expiry_days,
         compare_nameservers=[parse_nameserver(n) for n in compare_nameservers],
+        resolve=names,
+        connect_to=ends,
     )
 
 

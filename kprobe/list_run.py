@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from kprobe.config import ListOptions
+from kprobe.findings.consistency import LISTENER_NOT_FOUND
 from kprobe.models import BootstrapResult, EndpointResult, PartitionInfo, TopicInfo
 from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext
@@ -32,6 +33,11 @@ class PartitionView:
     def offline(self) -> bool:
         """No leader: nobody can produce to or consume from it."""
         return self.info.leader < 0
+
+    @property
+    def listener_not_found(self) -> bool:
+        """Led by a broker that lacks the listener asked (Kafka's error 72): not offline, out of its reach."""
+        return self.info.error_code == LISTENER_NOT_FOUND
 
     @property
     def under_replicated(self) -> bool:

@@ -171,6 +171,24 @@ class TcpResult:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Remap:
+    """Where the user asked kprobe to send an advertised endpoint instead (`--resolve`, `--connect-to`).
+
+    A "what if": the network as it would be with a port-forward, a hosts entry or a planned
+    listener change, so a fix can be tried before it is made. `host` is resolved as any name.
+    """
+
+    host: str
+    port: int
+    option: Literal["--resolve", "--connect-to"]
+
+    @property
+    def hostport(self) -> str:
+        """The `host:port` the endpoint is dialled at."""
+        return format_hostport(self.host, self.port)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Endpoint:
     """A distinct advertised endpoint and the bootstraps that advertised it."""
 
@@ -179,11 +197,23 @@ class Endpoint:
     port: int
     rack: str | None = None
     advertised_by: tuple[str, ...] = ()
+    # Set when a --resolve or --connect-to mapping sends this endpoint elsewhere: the verdict holds only with it.
+    remap: Remap | None = None
 
     @property
     def hostport(self) -> str:
         """The `host:port` form used in messages."""
         return format_hostport(self.host, self.port)
+
+    @property
+    def dial_host(self) -> str:
+        """The name or address resolved and connected to: the advertised host unless remapped."""
+        return self.remap.host if self.remap else self.host
+
+    @property
+    def dial_port(self) -> int:
+        """The port connected to: the advertised port unless remapped."""
+        return self.remap.port if self.remap else self.port
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
+from kprobe.addresses import format_hostport
 from kprobe.config import ProbeOptions
 from kprobe.findings.catalogue import ERROR
 from kprobe.findings.diagnose import diagnose
@@ -55,7 +56,8 @@ class ProbeRun:
         self.started_at = now_rfc3339()
         self.t0 = time.monotonic()
         self.ctx = RunContext.start(options.bootstraps, options.props, timeout=options.timeout,
-                                    run_for=options.deadline, nameservers=options.nameservers)
+                                    run_for=options.deadline, nameservers=options.nameservers,
+                                    resolve=options.resolve, connect_to=options.connect_to)
         self.bootstraps: list[BootstrapResult] | None = None
         self.endpoints: list[Endpoint] = []
         self.results: list[EndpointResult] | None = None
@@ -76,9 +78,13 @@ class ProbeRun:
         """Every step in order; never raises for the network (an exception is a bug)."""
         opts, ctx = self.options, self.ctx
         self._phase(f"asking {len(opts.bootstraps)} bootstrap address(es) for metadata")
-        self.bootstraps = fetch_all(opts.bootstraps, ctx, topics=[], identity=opts.identity,
+        # Every topic's metadata, not brokers only: partitions led by a broker that lacks the bootstrap's
+        # listener (LISTENER_NOT_FOUND) show only there. One response per bootstrap, bounded like any request
+        # by --timeout, the run's deadline and the codec's frame limit; tens of thousands of partitions
+        # make a few megabytes, which a probe every minute can afford.
+        self.bootstraps = fetch_all(opts.bootstraps, ctx, topics=None, identity=opts.identity,
                                     on_done=self._bootstrap_done)
-        self.endpoints = collect(self.bootstraps)
+        self.endpoints = [ctx.remap(e) for e in collect(self.bootstraps)]
         _LOG.debug("%d distinct advertised endpoints after %.0f ms", len(self.endpoints),
                    (time.monotonic() - self.t0) * 1000)
         self._phase(f"resolving and connecting to {len(self.endpoints)} advertised endpoint(s)")
@@ -108,10 +114,12 @@ class ProbeRun:
             results = check_tls(results, ctx, expiry_days=opts.tls_expiry_days)
         for ip, port in opts.compare_nameservers:
             other = Resolver([(ip, port)], timeout=opts.timeout)
-            answers = resolve_all((r.endpoint.host for r in results if r.endpoint.host), other, ctx.deadline)
+            # The name dialled (a --resolve or --connect-to target when remapped), so both views judge one name.
+            answers = resolve_all((r.endpoint.dial_host for r in results if r.endpoint.dial_host), other, ctx.deadline)
             results = [
-                replace(r, compared_dns=(*r.compared_dns, replace(answers[r.endpoint.host], server=f"{ip}:{port}")))
-                if r.endpoint.host in answers else r
+                replace(r, compared_dns=(*r.compared_dns,
+                                         replace(answers[r.endpoint.dial_host], server=f"{ip}:{port}")))
+                if r.endpoint.dial_host in answers else r
                 for r in results
             ]
         return results
@@ -159,7 +167,10 @@ class ProbeRun:
             deadline_reached=not self.interrupted and time.monotonic() >= self.ctx.deadline,
             settings={"timeout_s": opts.timeout, "deadline_s": opts.deadline, "identity": opts.identity,
                       "tls_expiry_days": opts.tls_expiry_days, "properties": redact(opts.props),
-                      "compare_nameservers": [f"{ip}:{port}" for ip, port in opts.compare_nameservers]},
+                      "compare_nameservers": [f"{ip}:{port}" for ip, port in opts.compare_nameservers],
+                      # The "what if" mappings, so a report read later says what its verdict assumed.
+                      "resolve": dict(opts.resolve),
+                      "connect_to": {format_hostport(*k): format_hostport(*v) for k, v in opts.connect_to.items()}},
         )
 
 

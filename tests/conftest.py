@@ -126,3 +126,19 @@ def new_topic(lab: NativeLab, prefix: str, partitions: int = 1) -> str:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     del admin
     return topic
+
+
+def topic_on(lab: NativeLab, prefix: str, assignment: list[list[int]]) -> str:
+    """A topic of its own whose partitions sit on the brokers `assignment` names, leader first.
+
+    A leader chosen on purpose: a partition led by the broker that lacks a listener is the gap to see.
+    """
+    import uuid
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": lab.bootstrap("CLIENT")})
+    admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)])[name].result(30)
+    del admin
+    return name

@@ -57,6 +57,17 @@ CASES = [
     ["aggregate", "--out", "/tmp/x"], ["aggregate", "/nonexistent/reports", "--out", "/tmp/x"],
     ["aggregate", ".", "--out", "/tmp/x", "--since", "yesterday"], ["aggregate", ".", "--out", "/proc/version"],
     ["aggregate", ".", "--out", "/tmp/x", "--kafka", "nobroker"],
+    # --resolve HOST=ADDR and --connect-to HOST:PORT=ADDR:PORT, one message per bad form
+    ["probe", *B, "--resolve", "broker0"], ["probe", *B, "--resolve", "broker0=broker1"],
+    ["probe", *B, "--resolve", "bad host=127.0.0.1"], ["probe", *B, "--resolve", "=127.0.0.1"],
+    ["probe", *B, "--resolve", "broker0=127.0.0.1", "--resolve", "broker0=127.0.0.2"],
+    ["probe", *B, "--connect-to", "broker0:9092"], ["probe", *B, "--connect-to", "broker0=127.0.0.1:9092"],
+    ["probe", *B, "--connect-to", "broker0:9092=127.0.0.1"], ["probe", *B, "--connect-to", "broker0:x=127.0.0.1:1"],
+    ["probe", *B, "--connect-to", "broker0:9092=127.0.0.1:70000"],
+    ["probe", *B, "--connect-to", "SSL://broker0:9092=127.0.0.1:1"],
+    ["probe", *B, "--connect-to", "[::1]=127.0.0.1:1"],
+    ["probe", *B, "--connect-to", "b:1=127.0.0.1:2", "--connect-to", "b:1=127.0.0.1:3"],
+    ["watch", *B, "--count", "1", "--resolve", "broker0"],
     # lab
     ["lab", "up", "no-such-scenario"], ["lab", "up"], ["lab", "up", "listeners", "--backend", "vm"],
     ["lab", "nope"],

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import topic_on
 from report_check import validate
 
 
@@ -104,9 +105,21 @@ def test_bootstraps_of_two_clusters(three_lab, listeners_lab):
 
 
 def test_listener_missing_on_one_broker(three_lab):
+    # Partition 0 led by broker 2 (which lacks PARTIAL), 1 followed by it, 2 clear of it. Kafka 4.1 answers
+    # partition 0 through PARTIAL with leader -1 and LISTENER_NOT_FOUND: producers to it fail.
+    name = topic_on(three_lab, "partial", [[2, 0], [0, 2], [1, 0]])
     code, data, _ = probe_json("-b", three_lab.real_endpoint("PARTIAL", 0), "-b", three_lab.bootstrap("CLIENT", 1))
     assert "BROKER_SET_MISMATCH" in codes(data)
-    assert code == 0  # a warning: every advertised endpoint is reachable
+    assert code == 1  # every advertised endpoint is reachable, but a partition is led out of the listener's reach
+    missing = {(f["severity"], f["node_id"]): f["message"] for f in data["findings"] if f["code"] == "LISTENER_NOT_FOUND"}
+    assert set(missing) == {("error", 2), ("warning", 2)}, data["findings"]
+    assert f"{name}-0" in missing[("error", 2)] and f"{name}-1" not in missing[("error", 2)]
+    assert f"{name}-1" in missing[("warning", 2)] and f"{name}-0" not in missing[("warning", 2)]
+    assert f"{name}-2" not in missing[("error", 2)] + missing[("warning", 2)]
+    assert data["summary"]["status"] == "gap"
+    # Through CLIENT, which every broker defines, the same topic is fine.
+    _, client, _ = probe_json("-b", three_lab.bootstrap("CLIENT", 1))
+    assert "LISTENER_NOT_FOUND" not in codes(client)
     partial_only = probe_json("-b", three_lab.real_endpoint("PARTIAL", 0), "-b", three_lab.real_endpoint("PARTIAL", 1))
     assert "BROKER_SET_MISMATCH" not in codes(partial_only[1])
 

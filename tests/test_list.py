@@ -13,7 +13,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import signal_when
+from conftest import signal_when, topic_on
 
 KCAT = shutil.which("kcat")
 # CI installs kcat (.ci/run): there, a missing kcat fails these tests instead of skipping them quietly.
@@ -190,6 +190,24 @@ def test_reachability_marks_brokers_and_names_partitions(three_lab, topics):
     flags = {(p["leader"], p["leader_reachable"]) for p in data["topics"][0]["partitions"]}
     assert flags <= {(0, True), (1, True), (2, False)} and (2, False) in flags
     assert data["summary"]["unreachable_leader_partitions"] == len(led_by_2)
+
+
+def test_partitions_led_outside_the_listener_are_named(three_lab):
+    # Through PARTIAL (brokers 0 and 1 only), Kafka 4.1 answers partition 0, led by broker 2, with
+    # LISTENER_NOT_FOUND: not an offline partition, one out of this listener's reach.
+    name = topic_on(three_lab, "partial-list", [[2, 0], [0, 1]])
+    done = cli("list", "-b", three_lab.real_endpoint("PARTIAL", 0), "--reachability", "--timeout", "2", "-t", name)
+    assert done.returncode == 1, done.stderr
+    assert (f" 1 partitions led by a broker that lacks this listener (LISTENER_NOT_FOUND), so producing to them "
+            f"fails through it: {name}/0 (replicas 2,0)") in done.stdout, done.stdout
+    assert "offline (no leader)" not in done.stdout
+    data = json.loads(cli("list", "-b", three_lab.real_endpoint("PARTIAL", 0), "-J", "-t", name).stdout)
+    assert data["summary"]["listener_not_found_partitions"] == 1
+    assert data["summary"]["offline_partitions"] == 0
+    assert data["topics"][0]["partitions"][0]["error"] == "Broker: No matching listener"  # librdkafka's words for error 72, as kcat prints
+    through_client = cli("list", "-b", three_lab.bootstrap("CLIENT", 0), "--reachability", "--timeout", "2", "-t", name)
+    assert through_client.returncode == 0, through_client.stdout
+    assert "LISTENER_NOT_FOUND" not in through_client.stdout
 
 
 def test_ctrl_c_still_prints_a_whole_json_document(three_lab, topics):

@@ -68,7 +68,8 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
         (b := bootstraps.get(src)) is not None and b.connected_to is not None and not is_loopback_ip(b.connected_to)
         for src in ep.advertised_by
     )
-    if came_from_elsewhere and _is_loopback_host(ep.host, dns.addresses):
+    # A loopback address the user mapped to (a port-forward tried with --connect-to) is not one the broker advertises.
+    if came_from_elsewhere and ep.remap is None and _is_loopback_host(ep.host, dns.addresses):
         add("ADVERTISED_LOOPBACK", ERROR,
             f"You reached the cluster at {via}, but broker {ep.node_id} advertises {where}, a loopback "
             "address: every client connects to its own machine instead of the broker, so "

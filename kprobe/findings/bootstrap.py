@@ -9,6 +9,7 @@ A script or an alert keyed on the code must be sent to the right place: the netw
 from __future__ import annotations
 
 from kprobe.findings.catalogue import ERROR, finding
+from kprobe.kafka.oauth import MSK_IAM
 from kprobe.models import BootstrapResult, Finding
 
 # Managed-service port conventions worth a hint when the protocol or mechanism is wrong
@@ -50,7 +51,7 @@ _AUTH_FIX = {
     "OAUTHBEARER": "The broker refused the token (its reason is in the message): check the token's audience and "
     "issuer against the listener's sasl.oauthbearer.expected.audience and .expected.issuer, its expiry and the "
     "clocks, and that the broker can fetch the identity provider's JWKS.",
-    "AWS_MSK_IAM": "The cluster refused the signed token: check that the region signed for is the cluster's, that the "
+    MSK_IAM: "The cluster refused the signed token: check that the region signed for is the cluster's, that the "
     "IAM policy of those credentials allows kafka-cluster:Connect on the cluster, that IAM authentication is on for "
     "this listener (port 9098, or 9198 for public access), and the clock.",
 }
@@ -94,7 +95,7 @@ def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
     if b.token_unavailable:
         fix = ("Give the signer AWS credentials (the default chain, -X aws.profile or -X aws.role.arn) and a region "
                "(-X aws.region), and check that the role may be assumed; the broker is not at fault yet."
-               if b.sasl_mechanism == "AWS_MSK_IAM" else
+               if b.sasl_mechanism == MSK_IAM else
                "Check sasl.oauthbearer.client.id and the client secret, sasl.oauthbearer.token.endpoint.url, the "
                "scope, and that the token endpoint's certificate verifies (https.ca.location); the broker is not at "
                "fault yet.")

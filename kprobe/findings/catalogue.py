@@ -97,6 +97,9 @@ CATALOGUE: dict[str, Kind] = {
     "IDENTITY_NOT_CHECKED": Kind(
         "run", (INFO,), "Which node answers at each endpoint could not be checked",
         "Nothing; a rule that leads to the wrong broker would go unseen."),
+    "REMAPPED_ENDPOINTS": Kind(
+        "run", (INFO,), "Some endpoints were dialled through a --resolve or --connect-to mapping",
+        "The verdict holds only where the network maps those endpoints so; other clients meet the advertised ones."),
     "RUN_INCOMPLETE": Kind(
         "run", (WARNING,), "The run stopped before some checks answered",
         "Nothing is known of those checks yet: the report cannot say they work."),
@@ -112,6 +115,10 @@ CATALOGUE: dict[str, Kind] = {
     "DUPLICATE_NODE_ID": Kind(
         "consistency", (ERROR,), "One node id is listed twice with different endpoints",
         "Clients keep one of them at random and send that node's requests there."),
+    "LISTENER_NOT_FOUND": Kind(
+        "consistency", (ERROR, WARNING), "Partitions name brokers that lack the listener the client reached",
+        "Producers and consumers of a partition whose leader lacks the listener fail (LISTENER_NOT_FOUND); "
+        "a follower that lacks it makes the partition fail once it becomes leader."),
     "DUPLICATE_ENDPOINT": Kind(
         "consistency", (ERROR,), "Several brokers advertise one endpoint",
         "Only one broker answers there: the others' requests fail with NOT_LEADER_OR_FOLLOWER."),

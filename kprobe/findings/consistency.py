@@ -7,11 +7,13 @@ from collections.abc import Sequence
 
 from kprobe.addresses import format_hostport
 from kprobe.findings.catalogue import ERROR, WARNING, finding
-from kprobe.models import BootstrapResult, EndpointResult, Finding
+from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
 
 
 def consistency_findings(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult]) -> list[Finding]:
-    """CLUSTER_ID_MISMATCH, BROKER_SET_MISMATCH, DUPLICATE_ENDPOINT."""
+    """CLUSTER_ID_MISMATCH, BROKER_SET_MISMATCH, NO_ADVERTISED_BROKERS, DUPLICATE_NODE_ID, LISTENER_NOT_FOUND,
+    DUPLICATE_ENDPOINT.
+    """
     out: list[Finding] = []
     answered = [b for b in bootstraps if b.status == "ok" and b.metadata is not None]
     clusters: dict[str | None, list[str]] = defaultdict(list)
@@ -57,6 +59,7 @@ def consistency_findings(bootstraps: Sequence[BootstrapResult], endpoints: Seque
                 "endpoints. Clients keep one of them at random and send that node's requests there.",
                 "Two brokers share a node.id (a cloned config or volume): give every broker its own node.id.",
                 node_id=twice[0], bootstrap=b.address))
+    out.extend(listener_not_found(answered))
     owners: dict[tuple[str, int], set[int]] = defaultdict(set)
     for r in endpoints:
         owners[(r.endpoint.host.lower(), r.endpoint.port)].add(r.endpoint.node_id)
@@ -71,6 +74,65 @@ def consistency_findings(bootstraps: Sequence[BootstrapResult], endpoints: Seque
                 f"Give each broker its own advertised endpoint (advertised.listeners of brokers "
                 f"{', '.join(str(i) for i in sorted(ids))}).",
                 node_id=min(ids), endpoint=where))
+    return out
+
+
+# Kafka's error code for a partition whose leader has no endpoint on the listener the request came in on.
+LISTENER_NOT_FOUND = 72
+# How many partitions a message names: a cluster-wide gap must not make a report megabytes long.
+_NAMED = 10
+
+
+def listener_not_found(answered: Sequence[BootstrapResult]) -> list[Finding]:
+    """LISTENER_NOT_FOUND: partitions whose leader (error) or replicas (warning) lack the bootstrap's listener.
+
+    A broker registers only the listeners it defines, so through a listener that some brokers lack,
+    Metadata lists the others only and answers error 72 (or names an unlisted leader) for the
+    partitions those brokers lead: the bootstrap works, every request for those partitions fails.
+    Kafka 4.1 answers so in the three-broker lab (tests/test_findings_lab.py). Bootstraps of one
+    listener say the same thing, so identical findings are merged and name every such bootstrap.
+    """
+    merged: dict[tuple[Severity, tuple[int, ...], tuple[str, ...]], list[str]] = defaultdict(list)
+    for b in answered:
+        assert b.metadata is not None
+        listed = {x.node_id for x in b.metadata.brokers}
+        led: list[str] = []
+        followed: list[str] = []
+        missing_leaders: set[int] = set()
+        missing_followers: set[int] = set()
+        for t in b.metadata.topics:
+            for p in t.partitions:
+                absent = {r for r in (*p.replicas, *p.isrs) if r not in listed}
+                if p.error_code == LISTENER_NOT_FOUND or (p.leader >= 0 and p.leader not in listed):
+                    led.append(f"{t.name}-{p.partition}")
+                    missing_leaders |= absent | ({p.leader} if p.leader >= 0 and p.leader not in listed else set())
+                elif absent:
+                    followed.append(f"{t.name}-{p.partition}")
+                    missing_followers |= absent
+        if led:
+            merged[(ERROR, tuple(sorted(missing_leaders)), tuple(sorted(led)))].append(b.address)
+        if followed:
+            merged[(WARNING, tuple(sorted(missing_followers)), tuple(sorted(followed)))].append(b.address)
+    out: list[Finding] = []
+    for (severity, missing, parts), addresses in merged.items():
+        who = f"broker(s) {', '.join(map(str, missing))}" if missing else "brokers"
+        named = ", ".join(parts[:_NAMED]) + (f" and {len(parts) - _NAMED} more" if len(parts) > _NAMED else "")
+        via = ", ".join(addresses)
+        if severity == ERROR:
+            text = (f"Through the listener reached at {via}, {len(parts)} partition(s) are led by {who}, missing from "
+                    f"that listener's broker list: {named}. Those brokers lack the listener (Kafka answers their "
+                    "partitions with LISTENER_NOT_FOUND). The bootstrap works, "
+                    "but every producer and consumer of those partitions fails through this listener.")
+        else:
+            text = (f"Through the listener reached at {via}, {len(parts)} partition(s) have replicas on {who}, "
+                    f"missing from that listener's broker list: {named}. Clients work today; once such a replica "
+                    "becomes leader, its partitions fail with LISTENER_NOT_FOUND.")
+        out.append(finding(
+            "LISTENER_NOT_FOUND", severity, text,
+            f"{who[0].upper()}{who[1:]} lack the listener {via} reaches: define it (the same listener name in "
+            "listeners, advertised.listeners and listener.security.protocol.map) on every broker, then restart "
+            "them one at a time.",
+            node_id=missing[0] if missing else None, bootstrap=addresses[0]))
     return out
 
 

@@ -34,6 +34,7 @@ def diagnose(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[Endpoint
         findings.extend(tls_findings(result))
         findings.extend(dns_view_findings(result))
     findings.extend(_incomplete(endpoints))
+    findings.extend(_remapped(endpoints))
     unchecked = sorted({r.identity.detail or "" for r in endpoints
                         if r.identity and r.identity.status == "unchecked" and not r.identity.unfinished})
     if unchecked:
@@ -71,3 +72,18 @@ def _incomplete(endpoints: Sequence[EndpointResult]) -> list[Finding]:
         "RUN_INCOMPLETE", WARNING, " ".join(parts),
         "Run again with a longer --deadline (at least the metadata time plus one --timeout), or with fewer "
         "bootstrap addresses.")]
+
+
+def _remapped(endpoints: Sequence[EndpointResult]) -> list[Finding]:
+    """REMAPPED_ENDPOINTS: a verdict reached through a "what if" mapping must say so, or it reads as today's truth."""
+    mapped = [r.endpoint for r in endpoints if r.endpoint.remap is not None]
+    if not mapped:
+        return []
+    parts = ", ".join(f"{e.hostport} -> {e.remap.hostport} ({e.remap.option})" for e in mapped if e.remap)
+    return [finding(
+        "REMAPPED_ENDPOINTS", INFO,
+        f"{len(mapped)} advertised endpoint(s) were dialled elsewhere, as asked: {parts}. The verdict on them holds "
+        "only where the network maps them so (a port-forward, a hosts entry, a DNS record, a NAT rule); clients "
+        "without that mapping meet the advertised endpoints as they are.",
+        "To make it true for every client: create that mapping where the clients run, or change advertised.listeners "
+        "so the brokers advertise the mapped endpoints themselves; then probe again without --resolve/--connect-to.")]

@@ -67,6 +67,7 @@ from kprobe.secrets import REDACTED
 _LOG = logging.getLogger("kprobe.kafka.oauth")
 
 Method = Literal["unsecured", "oidc", "aws_msk_iam"]
+MSK_IAM = "AWS_MSK_IAM"  # the Java client's mechanism name for Amazon MSK IAM (OAUTHBEARER on the wire)
 MAX_ANSWER = 1 << 20  # a token answer is a few kilobytes; a longer one is not a token endpoint
 REFRESH_AT = 0.8  # of a token's lifetime, as librdkafka refreshes
 _EXTENSION_KEY = re.compile(r"[A-Za-z]+")
@@ -178,7 +179,7 @@ def settings_from(props: Mapping[str, str], host: str | None = None, *,
     """
     method = (props.get("sasl.oauthbearer.method") or "default").strip().lower()
     unsecure = _flag(props, "enable.sasl.oauthbearer.unsecure.jwt")
-    if mechanism == "AWS_MSK_IAM" or method == "aws_msk_iam":
+    if mechanism == MSK_IAM or method == "aws_msk_iam":
         if method not in ("default", "aws_msk_iam"):
             raise UsageError(f"sasl.mechanism=AWS_MSK_IAM and sasl.oauthbearer.method={method} contradict each other: "
                              "the MSK IAM token comes from AWS's signer, not a token endpoint; drop one")

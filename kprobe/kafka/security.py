@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import cast, get_args
 
 from kprobe.errors import UsageError
-from kprobe.kafka.oauth import OAuthSettings, settings_from
+from kprobe.kafka.oauth import MSK_IAM, OAuthSettings, settings_from
 from kprobe.kafka.sasl import MECHANISMS
 from kprobe.models import BootstrapAddress, Protocol
 
@@ -76,7 +76,7 @@ def security_from(props: Mapping[str, str], address: BootstrapAddress | None = N
     asked = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "PLAIN").strip().upper()
     # AWS_MSK_IAM (the Java client's name) is OAUTHBEARER on the wire with a token from AWS's signer,
     # as AWS's Python, Go and JavaScript signers send it: the handshake and the report say OAUTHBEARER.
-    mechanism = "OAUTHBEARER" if asked == "AWS_MSK_IAM" else asked
+    mechanism = "OAUTHBEARER" if asked == MSK_IAM else asked
     # Only where SASL is spoken: a PLAINTEXT run with leftover OAuth properties is not refused.
     oauth = (settings_from(props, address.host if address else None, mechanism=asked)
              if mechanism == "OAUTHBEARER" and protocol.startswith("SASL_") else None)

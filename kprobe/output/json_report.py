@@ -75,6 +75,9 @@ def endpoint_dict(r: EndpointResult) -> dict[str, Any]:
         "port": e.port,
         "rack": e.rack,
         "advertised_by": list(e.advertised_by),
+        # Additive in v1: where --resolve or --connect-to sent this endpoint; null when dialled as advertised.
+        "remapped": None if e.remap is None else {"to": e.remap.hostport, "host": e.remap.host,
+                                                  "port": e.remap.port, "option": e.remap.option},
         "dns": _dns(r.dns),
         "tcp": [{"address": t.address, "status": t.status, "ms": _round(t.ms), "error": t.error, "source": t.source}
                 for t in r.tcp],

@@ -91,9 +91,15 @@ def render_text(listing: Listing) -> str:
 def _additions(listing: Listing) -> list[str]:
     """Add kprobe's lines after kcat's, only when there is something to say."""
     out: list[str] = []
-    offline = [p for p in listing.partitions if p.offline]
+    missing = [p for p in listing.partitions if p.listener_not_found]
+    offline = [p for p in listing.partitions if p.offline and not p.listener_not_found]
     under = [p for p in listing.partitions if p.under_replicated and not p.offline]
     unknown = [p for p in listing.partitions if not p.offline and not p.leader_known]
+    if missing:
+        # Not offline: the partition has a leader, on a broker that lacks the listener this bootstrap reached.
+        out.append(f" {len(missing)} partitions led by a broker that lacks this listener (LISTENER_NOT_FOUND), "
+                   "so producing to them fails through it: "
+                   + ", ".join(f"{_where(p)} (replicas {_ids(p.info.replicas)})" for p in missing))
     if offline:
         out.append(f" {len(offline)} partitions offline (no leader): " + ", ".join(_where(p) for p in offline))
     if under:
@@ -162,7 +168,8 @@ def to_dict(listing: Listing) -> dict[str, Any]:
         "topics": len(listing.topics),
         "topics_in_error": len(listing.topic_errors),
         "partitions": len(listing.partitions),
-        "offline_partitions": sum(1 for p in listing.partitions if p.offline),
+        "offline_partitions": sum(1 for p in listing.partitions if p.offline and not p.listener_not_found),
+        "listener_not_found_partitions": sum(1 for p in listing.partitions if p.listener_not_found),
         "unknown_leader_partitions": sum(1 for p in listing.partitions if not p.offline and not p.leader_known),
         # As the text counts them: an offline partition is counted as offline, not also as under-replicated.
         "under_replicated_partitions": sum(1 for p in listing.partitions if p.under_replicated and not p.offline),

@@ -85,11 +85,16 @@ def render(report: Report) -> str:
                                        "vantage": vantage}, 1 if b.status == "ok" else 0)
     family("kprobe_endpoint_up",
            "1 if every resolved address of the advertised endpoint accepts connections from this vantage "
-           "(partial is 0).")
+           "(partial is 0); a remapped_to label marks one dialled through --resolve or --connect-to.")
     for r in report.endpoints:
         e = r.endpoint
-        sample("kprobe_endpoint_up", {"cluster_id": _endpoint_cluster(r, clusters), "node_id": e.node_id,
-                                      "host": e.host, "port": e.port, "vantage": vantage}, endpoint_up(r))
+        labels: dict[str, object] = {"cluster_id": _endpoint_cluster(r, clusters), "node_id": e.node_id,
+                                     "host": e.host, "port": e.port, "vantage": vantage}
+        if e.remap is not None:
+            # Only on a remapped endpoint: a "what if" series must not pass for the real one, and an
+            # unmapped series keeps the label set it always had.
+            labels["remapped_to"] = e.remap.hostport
+        sample("kprobe_endpoint_up", labels, endpoint_up(r))
     family("kprobe_dns_lookup_seconds", "Time to resolve the advertised host.")
     for host, ms in {r.endpoint.host: r.dns.ms for r in report.endpoints if r.dns.ms is not None}.items():
         sample("kprobe_dns_lookup_seconds", {"host": host, "vantage": vantage}, (ms or 0) / 1000)

@@ -94,7 +94,9 @@ def _endpoint_table(results: tuple[EndpointResult, ...], style: _Style) -> list[
         if r.dns.status == "ok" and r.dns.source != "literal":
             dns += f" {_ms(r.dns.ms)}"
         row: tuple[str, ...] = (
-            str(r.endpoint.node_id), safe(r.endpoint.hostport), dns,
+            # A remapped endpoint shows where it was dialled: its verdict holds only with the mapping.
+            str(r.endpoint.node_id), safe(r.endpoint.hostport) + (
+                f" -> {safe(r.endpoint.remap.hostport)} ({r.endpoint.remap.option})" if r.endpoint.remap else ""), dns,
             ", ".join(r.dns.addresses) or "-", _tcp_cell(r.tcp), _identity_cell(r),
         )
         row += (_tls_cell(r), r.status) if with_tls else (r.status,)

@@ -15,6 +15,7 @@ from typing import Any
 
 from kprobe.kafka.codec import WireError
 from kprobe.kafka.connection import KafkaConnection, fetch_and_identify
+from kprobe.kafka.oauth import MSK_IAM
 from kprobe.models import AdvertisedBroker, BootstrapAddress, BootstrapResult, BootstrapStatus, ClusterMetadata
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import run_bounded
@@ -44,7 +45,7 @@ def fetch_bootstrap(
                                error=dns.error or f"{address.host} did not resolve", ms=_ms(started))
     mechanism = security.sasl_mechanism if security.uses_sasl else None
     if mechanism == "OAUTHBEARER" and security.oauth is not None and security.oauth.method == "aws_msk_iam":
-        mechanism = "AWS_MSK_IAM"  # sent as OAUTHBEARER; a failure's fix is MSK's, not an identity provider's
+        mechanism = MSK_IAM  # sent as OAUTHBEARER; a failure's fix is MSK's, not an identity provider's
     failures: list[WireError] = []
     failed_at = dns.addresses[0]
     for ip in dns.addresses:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kprobe.kafka.security import Security, security_from
-from kprobe.models import BootstrapAddress, Endpoint
+from kprobe.models import BootstrapAddress, Endpoint, Remap
 from kprobe.probe.resolve import Resolver
 
 
@@ -27,16 +27,34 @@ class RunContext:
     props: Mapping[str, str] = field(default_factory=dict)
     # Each bootstrap's (`host:port`) security: its `SSL://` prefix or security.protocol, and the properties.
     security: Mapping[str, Security] = field(default_factory=dict)
+    # The user's "what if" (--resolve: name -> IP; --connect-to: (name, port) -> (host, port)), held here so
+    # resolve, connect, identity and TLS all dial the mapped address while SNI keeps the advertised name.
+    resolve_map: Mapping[str, str] = field(default_factory=dict)
+    connect_map: Mapping[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
     @classmethod
     def start(
         cls, bootstraps: Sequence[BootstrapAddress], props: Mapping[str, str], *, timeout: float, run_for: float,
-        nameservers: Sequence[tuple[str, int]] = (),
+        nameservers: Sequence[tuple[str, int]] = (), resolve: Mapping[str, str] | None = None,
+        connect_to: Mapping[tuple[str, int], tuple[str, int]] | None = None,
     ) -> RunContext:
         """A context whose deadline is `run_for` seconds from now."""
         return cls(timeout=timeout, deadline=time.monotonic() + run_for,
                    resolver=Resolver(nameservers, timeout=timeout), props=props,
-                   security={b.hostport: security_from(props, b) for b in bootstraps})
+                   security={b.hostport: security_from(props, b) for b in bootstraps},
+                   resolve_map=dict(resolve or {}), connect_map=dict(connect_to or {}))
+
+    def remap(self, endpoint: Endpoint) -> Endpoint:
+        """`endpoint` marked with where the mappings send it; --connect-to first, as curl applies it first."""
+        host = endpoint.host.lower().rstrip(".")
+        target = self.connect_map.get((host, endpoint.port))
+        if target is not None:
+            to_host = self.resolve_map.get(target[0].lower().rstrip("."), target[0])  # curl resolves it so too
+            return replace(endpoint, remap=Remap(host=to_host, port=target[1], option="--connect-to"))
+        address = self.resolve_map.get(host)
+        if address is not None:
+            return replace(endpoint, remap=Remap(host=address, port=endpoint.port, option="--resolve"))
+        return endpoint
 
     def security_of(self, address: BootstrapAddress) -> Security:
         """The settings of the listener behind one bootstrap address."""

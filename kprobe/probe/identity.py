@@ -42,7 +42,7 @@ def check_identity(
     started = time.perf_counter()
     try:
         meta, node_id, why = fetch_and_identify(
-            address, endpoint.port, timeout=timeout, deadline=deadline, security=security,
+            address, endpoint.dial_port, timeout=timeout, deadline=deadline, security=security,
             server_hostname=endpoint.host, topics=[], expected=endpoint.node_id,
         )
     except WireError as exc:
@@ -54,7 +54,7 @@ def check_identity(
         if exc.kind == "protocol":
             return Identity(status="not_kafka", detail=str(exc), address=address, ms=ms)
         if exc.kind in ("closed", "timeout") and not exc.deadline:
-            return Identity(status="silent", detail=f"{address}:{endpoint.port} accepted the connection but gave "
+            return Identity(status="silent", detail=f"{address}:{endpoint.dial_port} accepted the connection but gave "
                             f"no Kafka answer: {exc}", address=address, ms=ms)
         return Identity(status="unchecked", detail=str(exc), address=address, ms=ms, unfinished=exc.deadline)
     ms = (time.perf_counter() - started) * 1000

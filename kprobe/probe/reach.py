@@ -43,18 +43,21 @@ def probe_endpoints(
     `on_connected(index, endpoint, address)` hears of each address of endpoint number `index`
     that accepts a connection, as it happens, while other connects may still be waiting.
     """
-    valid = [e for e in endpoints if host_problem(e.host) is None and port_problem(e.port) is None]
+    endpoints = [ctx.remap(e) for e in endpoints]
+    valid = [e for e in endpoints if host_problem(e.dial_host) is None and port_problem(e.dial_port) is None]
     valid_ids = {id(e) for e in valid}  # a set: `e in valid` is quadratic with 10,000 endpoints
     resolver = ctx.resolver
-    dns = resolve_all((e.host for e in valid), resolver, ctx.deadline)
-    targets = [(addr, e.port) for e in valid for addr in dns[e.host].addresses if dns[e.host].status == "ok"]
+    # dial_host/dial_port: the advertised endpoint, or where a --resolve or --connect-to mapping sends it.
+    dns = resolve_all((e.dial_host for e in valid), resolver, ctx.deadline)
+    targets = [(addr, e.dial_port) for e in valid for addr in dns[e.dial_host].addresses
+               if dns[e.dial_host].status == "ok"]
     on_result = None
     if on_connected is not None:
         waiting: dict[tuple[str, int], list[int]] = {}  # several endpoints can share an address
         for index, e in enumerate(endpoints):
-            if id(e) in valid_ids and dns[e.host].status == "ok":
-                for addr in dns[e.host].addresses:
-                    waiting.setdefault((addr, e.port), []).append(index)
+            if id(e) in valid_ids and dns[e.dial_host].status == "ok":
+                for addr in dns[e.dial_host].addresses:
+                    waiting.setdefault((addr, e.dial_port), []).append(index)
 
         def on_result(target: tuple[str, int], result: TcpResult) -> None:
             if result.status == "ok":
@@ -65,11 +68,12 @@ def probe_endpoints(
     results: list[EndpointResult] = []
     for e in endpoints:
         if id(e) not in valid_ids:
-            why = host_problem(e.host) or port_problem(e.port) or "not a valid advertised endpoint"
+            why = host_problem(e.dial_host) or port_problem(e.dial_port) or "not a valid advertised endpoint"
             bad = DnsResult(host=e.host, status="error", ms=0.0, source=resolver.kind, error=why)
             results.append(EndpointResult(endpoint=e, dns=bad, tcp=(), status="unresolvable"))
             continue
-        d = dns[e.host]
-        attempts = tuple(tcp[(a, e.port)] for a in d.addresses if (a, e.port) in tcp) if d.status == "ok" else ()
+        d = dns[e.dial_host]
+        attempts = (tuple(tcp[(a, e.dial_port)] for a in d.addresses if (a, e.dial_port) in tcp)
+                    if d.status == "ok" else ())
         results.append(EndpointResult(endpoint=e, dns=d, tcp=attempts, status=endpoint_status(d, attempts)))
     return results

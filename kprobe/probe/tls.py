@@ -82,21 +82,21 @@ def _check(result: EndpointResult, address: str, security: Security, timeout: fl
             return TlsResult(status="handshake_failed", address=address, error=f"cannot load the client certificate "
                              f"{security.ssl_certfile}: {exc.__class__.__name__}")
     try:
-        with handshake(address, result.endpoint.port, sni, ctx, timeout) as tls:
+        with handshake(address, result.endpoint.dial_port, sni, ctx, timeout) as tls:
             cert: dict[str, Any] = dict(tls.getpeercert() or {})
         trusted = True
         error = None
     except ssl.SSLCertVerificationError as exc:
         trusted = False
         error = exc.verify_message or str(exc)
-        cert = unverified_cert(address, result.endpoint.port, sni, timeout)
+        cert = unverified_cert(address, result.endpoint.dial_port, sni, timeout)
     except (ssl.SSLError, OSError) as exc:
         timed_out = isinstance(exc, (TimeoutError, socket.timeout))
         if timed_out and deadline_cut:
             return _cut(address)
         reason = "timed out" if timed_out else str(exc)
         return TlsResult(status="handshake_failed", address=address,
-                         error=f"TLS handshake with {address}:{result.endpoint.port} failed: {reason}")
+                         error=f"TLS handshake with {address}:{result.endpoint.dial_port} failed: {reason}")
     names = cert_names(cert)
     sans = cert_sans(cert)
     subject = cert_subject(cert, "subject")

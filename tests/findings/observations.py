@@ -35,11 +35,14 @@ from kprobe.models import (
     EndpointResult,
     Finding,
     Identity,
+    PartitionInfo,
     Protocol,
+    Remap,
     TcpResult,
     TcpStatus,
     TlsFailure,
     TlsResult,
+    TopicInfo,
 )
 from kprobe.probe.reach import endpoint_status
 
@@ -66,15 +69,26 @@ def brokers(*triples: tuple[int, str, int]) -> tuple[AdvertisedBroker, ...]:
 def boot(
     address: str, *, connected_to: str | None, advertises: Sequence[tuple[int, str, int]] = (),
     node_id: int | None = None, cluster_id: str | None = CLUSTER, protocol: Protocol | None = None,
+    topics: Sequence[TopicInfo] = (),
 ) -> BootstrapResult:
     """A bootstrap that answered: it connected to `connected_to` and advertises `advertises`.
 
     `node_id` is what DescribeConfigs on that very connection said (None: not checked), the
     evidence a proposed listener line needs.
     """
-    meta = ClusterMetadata(brokers=brokers(*advertises), cluster_id=cluster_id, controller_id=1)
+    meta = ClusterMetadata(brokers=brokers(*advertises), cluster_id=cluster_id, controller_id=1, topics=tuple(topics))
     return BootstrapResult(address=address, status="ok", answered_by_id=-1, answered_by_name=f"{address}/bootstrap",
                            connected_to=connected_to, metadata=meta, ms=3.1, node_id=node_id, protocol=protocol)
+
+
+def topic(name: str, *partitions: tuple[int, Sequence[int], int]) -> TopicInfo:
+    """A topic from (leader, replicas, error code) per partition, numbered in order, as Metadata lists it.
+
+    Replicas missing from the answering listener's broker list are also offline, as Kafka 4.1 says.
+    """
+    return TopicInfo(name, tuple(
+        PartitionInfo(partition=i, leader=leader, replicas=tuple(replicas), isrs=tuple(replicas), error_code=code)
+        for i, (leader, replicas, code) in enumerate(partitions)))
 
 
 def dead_boot(
@@ -110,7 +124,7 @@ def endpoint(
     node_id: int, host: str, port: int, via: str | Sequence[str], *,
     dns: DnsResult | Sequence[str] = (), connect: TcpStatus | dict[str, TcpStatus] = "ok",
     unfinished: Iterable[str] = (), identity: Identity | None = None,
-    tls: TlsResult | None = None, compared: Sequence[DnsResult] = (),
+    tls: TlsResult | None = None, compared: Sequence[DnsResult] = (), remap: Remap | None = None,
 ) -> EndpointResult:
     """One advertised endpoint as the probe leaves it.
 
@@ -135,7 +149,7 @@ def endpoint(
     ) if dns.status == "ok" else ()
     via = (via,) if isinstance(via, str) else tuple(via)
     return EndpointResult(
-        endpoint=Endpoint(node_id=node_id, host=host, port=port, advertised_by=via), dns=dns, tcp=tcp,
+        endpoint=Endpoint(node_id=node_id, host=host, port=port, advertised_by=via, remap=remap), dns=dns, tcp=tcp,
         status=endpoint_status(dns, tcp), identity=identity, tls=tls, compared_dns=tuple(compared),
     )
 

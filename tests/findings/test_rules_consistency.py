@@ -10,7 +10,19 @@ teaching broker, and the metadata of a cloned broker config.
 from __future__ import annotations
 
 import pytest
-from observations import KAFKA0_DOCKER_IP, OTHER_CLUSTER, Case, answers_as, boot, case, check, endpoint, is_node, params
+from observations import (
+    KAFKA0_DOCKER_IP,
+    OTHER_CLUSTER,
+    Case,
+    answers_as,
+    boot,
+    case,
+    check,
+    endpoint,
+    is_node,
+    params,
+    topic,
+)
 
 CLIENT_SET = [(0, "192.0.2.10", 9092), (1, "192.0.2.11", 9092), (2, "192.0.2.12", 9092)]
 PARTIAL_SET = [(0, "192.0.2.10", 9096), (1, "192.0.2.11", 9096)]
@@ -86,6 +98,62 @@ CASES: list[Case] = [
         [endpoint(0, "Broker0.Kafka.example.com", 9092, "broker0.kafka.example.com:9092", dns=["192.0.2.10"]),
          endpoint(1, "broker0.kafka.example.com", 9092, "broker0.kafka.example.com:9092", dns=["192.0.2.10"])],
         [("DUPLICATE_ENDPOINT", "error", 0, "broker0.kafka.example.com:9092")],
+    ),
+    # -- LISTENER_NOT_FOUND: what Kafka 4.1 answers through PARTIAL for partitions on broker 2 -------------
+    case(
+        "partition-led-by-a-broker-without-the-listener",
+        # Measured: leader -1, error 72, replicas still naming broker 2.
+        [boot("192.0.2.10:9096", connected_to="192.0.2.10", advertises=PARTIAL_SET,
+              topics=[topic("orders", (-1, [2, 0], 72), (1, [1, 0], 0))])],
+        [endpoint(n, h, p, "192.0.2.10:9096") for n, h, p in PARTIAL_SET],
+        [("LISTENER_NOT_FOUND", "error", 2, None)],
+        says=[("LISTENER_NOT_FOUND", 2, "message", "1 partition(s) are led by broker(s) 2"),
+              ("LISTENER_NOT_FOUND", 2, "message", ": orders-0."),
+              ("LISTENER_NOT_FOUND", 2, "message", "reached at 192.0.2.10:9096"),
+              ("LISTENER_NOT_FOUND", 2, "fix", "Broker(s) 2 lack the listener 192.0.2.10:9096 reaches")],
+        never_says=[("LISTENER_NOT_FOUND", 2, "message", "orders-1")],
+    ),
+    case(
+        "leader-missing-from-the-broker-list-without-an-error-code",
+        # An older broker or a proxy that rewrites metadata: the leader id names nobody listed.
+        [boot("192.0.2.10:9096", connected_to="192.0.2.10", advertises=PARTIAL_SET,
+              topics=[topic("orders", (7, [7], 0))])],
+        [endpoint(n, h, p, "192.0.2.10:9096") for n, h, p in PARTIAL_SET],
+        [("LISTENER_NOT_FOUND", "error", 7, None)],
+        says=[("LISTENER_NOT_FOUND", 7, "message", "led by broker(s) 7")],
+    ),
+    case(
+        "only-a-follower-lacks-the-listener",
+        [boot("192.0.2.10:9096", connected_to="192.0.2.10", advertises=PARTIAL_SET,
+              topics=[topic("orders", (0, [0, 2], 0), (1, [1, 0], 0))])],
+        [endpoint(n, h, p, "192.0.2.10:9096") for n, h, p in PARTIAL_SET],
+        [("LISTENER_NOT_FOUND", "warning", 2, None)],
+        says=[("LISTENER_NOT_FOUND", 2, "message", "have replicas on broker(s) 2"),
+              ("LISTENER_NOT_FOUND", 2, "message", "once such a replica becomes leader")],
+    ),
+    case(
+        "two-bootstraps-of-one-listener-give-one-finding",
+        [boot(f"192.0.2.1{i}:9096", connected_to=f"192.0.2.1{i}", advertises=PARTIAL_SET,
+              topics=[topic("orders", (-1, [2], 72))]) for i in (0, 1)],
+        [endpoint(n, h, p, ["192.0.2.10:9096", "192.0.2.11:9096"]) for n, h, p in PARTIAL_SET],
+        [("LISTENER_NOT_FOUND", "error", 2, None)],
+        says=[("LISTENER_NOT_FOUND", 2, "message", "reached at 192.0.2.10:9096, 192.0.2.11:9096")],
+    ),
+    case(
+        "many-partitions-are-counted-and-named-up-to-ten",
+        [boot("192.0.2.10:9096", connected_to="192.0.2.10", advertises=PARTIAL_SET,
+              topics=[topic("big", *[(-1, [2], 72)] * 25)])],
+        [endpoint(n, h, p, "192.0.2.10:9096") for n, h, p in PARTIAL_SET],
+        [("LISTENER_NOT_FOUND", "error", 2, None)],
+        says=[("LISTENER_NOT_FOUND", 2, "message", "25 partition(s)"),
+              ("LISTENER_NOT_FOUND", 2, "message", "and 15 more")],
+    ),
+    case(
+        "every-partition-on-listed-brokers-is-quiet",
+        [boot("192.0.2.10:9092", connected_to="192.0.2.10", advertises=CLIENT_SET,
+              topics=[topic("orders", (2, [2, 0, 1], 0), (0, [0, 1, 2], 0))])],
+        client_endpoints("192.0.2.10:9092"),
+        [],
     ),
 ]
 

@@ -20,10 +20,11 @@ from observations import (
     failed,
     is_node,
     params,
+    resolved,
 )
 
 from kprobe.findings.diagnose import diagnose
-from kprobe.models import Identity, TlsResult
+from kprobe.models import Identity, Remap, TlsResult
 
 THREE = [(0, "192.0.2.10", 9092), (1, "192.0.2.11", 9092), (2, "192.0.2.12", 9092)]
 BOOT = boot("192.0.2.10:9092", connected_to="192.0.2.10", advertises=THREE, node_id=0)
@@ -118,6 +119,39 @@ CASES: list[Case] = [
     case(
         "identity-skipped-with-no-identity-is-not-a-finding",
         [BOOT], [endpoint(n, h, p, "192.0.2.10:9092") for n, h, p in THREE], [],
+    ),
+    # -- REMAPPED_ENDPOINTS: a "what if" verdict says it is one ---------------------------------------
+    case(
+        "resolve-maps-an-unresolvable-name-and-it-works",
+        # --resolve broker2.internal=192.0.2.12: the mapped address was dialled (a literal, no lookup).
+        [boot("192.0.2.10:9092", connected_to="192.0.2.10", advertises=[(2, "broker2.internal", 9092)])],
+        [endpoint(2, "broker2.internal", 9092, "192.0.2.10:9092", dns=resolved("192.0.2.12", "192.0.2.12",
+                                                                                source="literal"),
+                  remap=Remap(host="192.0.2.12", port=9092, option="--resolve"))],
+        [("REMAPPED_ENDPOINTS", "info", None, None)],
+        says=[("REMAPPED_ENDPOINTS", None, "message", "broker2.internal:9092 -> 192.0.2.12:9092 (--resolve)"),
+              ("REMAPPED_ENDPOINTS", None, "message", "holds only where the network maps them so"),
+              ("REMAPPED_ENDPOINTS", None, "fix", "change advertised.listeners")],
+    ),
+    case(
+        "connect-to-a-local-port-forward-is-not-a-loopback-advertisement",
+        # kubectl port-forward pod/broker-2 19092:9092, tried with --connect-to broker2.internal:9092=127.0.0.1:19092.
+        [boot("192.0.2.10:9092", connected_to="192.0.2.10", advertises=[(2, "broker2.internal", 9092)])],
+        [endpoint(2, "broker2.internal", 9092, "192.0.2.10:9092",
+                  dns=resolved("127.0.0.1", "127.0.0.1", source="literal"),
+                  remap=Remap(host="127.0.0.1", port=19092, option="--connect-to"))],
+        [("REMAPPED_ENDPOINTS", "info", None, None)],
+        says=[("REMAPPED_ENDPOINTS", None, "message", "broker2.internal:9092 -> 127.0.0.1:19092 (--connect-to)")],
+    ),
+    case(
+        "connect-to-a-forward-that-refuses-is-still-a-gap",
+        [boot("192.0.2.10:9092", connected_to="192.0.2.10", advertises=[(2, "broker2.internal", 9092)])],
+        [endpoint(2, "broker2.internal", 9092, "192.0.2.10:9092", dns=["192.0.2.99"], connect="refused",
+                  remap=Remap(host="forward.example.com", port=19092, option="--connect-to"))],
+        [("ADVERTISED_REFUSED", "error", 2, "broker2.internal:9092"), ("REMAPPED_ENDPOINTS", "info", None, None)],
+        says=[("REMAPPED_ENDPOINTS", None, "message",
+               "1 advertised endpoint(s) were dialled elsewhere, as asked: broker2.internal:9092 -> "
+               "forward.example.com:19092 (--connect-to)")],
     ),
 ]
 
