@@ -179,9 +179,8 @@ def listening_socket(host: str, preferred: int = 0) -> socket.socket:
     raise LabError(f"no free port on {host}")
 
 
-def running_helpers(lab_id: str) -> list[int]:
-    """PIDs of helper processes whose command line names the lab's config files (for leak accounting)."""
-    mark = marker(lab_id).encode()
+def processes_where(matches: Callable[[list[bytes]], bool]) -> list[int]:
+    """PIDs of the processes whose command line (its arguments) `matches`: a lab's leak accounting."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -190,6 +189,12 @@ def running_helpers(lab_id: str) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if any(mark in arg for arg in cmdline.split(b"\0")):
+        if matches(cmdline.split(b"\0")):
             pids.append(int(entry.name))
     return sorted(pids)
+
+
+def running_helpers(lab_id: str) -> list[int]:
+    """PIDs of helper processes whose command line names the lab's config files (for leak accounting)."""
+    mark = marker(lab_id).encode()
+    return processes_where(lambda args: any(mark in arg for arg in args))

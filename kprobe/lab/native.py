@@ -25,6 +25,7 @@ from kprobe.errors import LabError
 from kprobe.lab import jars
 from kprobe.lab.base import RunningLab, render, server_properties
 from kprobe.lab.helpers import die_with_parent as _die_with_parent
+from kprobe.lab.helpers import processes_where
 from kprobe.lab.scenarios import Scenario
 
 JVM_OPTS = [
@@ -234,17 +235,8 @@ class NativeLab(RunningLab):
 
 def running_jvms(lab_id: str) -> list[int]:
     """PIDs of JVMs carrying a lab's marker (`pgrep -f kprobe.lab=<id>`), for leak accounting."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if f"-Dkprobe.lab={lab_id}".encode() in cmdline.split(b"\0"):
-            pids.append(int(entry.name))
-    return sorted(pids)
+    mark = f"-Dkprobe.lab={lab_id}".encode()
+    return processes_where(lambda args: mark in args)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
