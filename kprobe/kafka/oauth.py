@@ -47,7 +47,6 @@ is quoted.
 from __future__ import annotations
 
 import base64
-import difflib
 import hashlib
 import importlib.util
 import json
@@ -307,6 +306,8 @@ def parse_unsecured_config(text: str) -> UnsecuredConfig:
         if not sep or name not in _UJWS_KEYS:
             # Not even the entry's name is quoted: a value with a space in it arrives here as a
             # bare word, which may be half a secret. A near miss of a known name gets a suggestion.
+            import difflib  # a typo's suggestion: only on the way to a usage error
+
             near = difflib.get_close_matches(name, _UJWS_KEYS, n=1, cutoff=0.75) if sep else []
             hint = f" (did you mean {near[0]}=?)" if near else ""
             raise UsageError(f"unrecognized sasl.oauthbearer.config entry{hint}: use principal, principalClaimName, "
@@ -383,6 +384,8 @@ def _msk_settings(props: Mapping[str, str], host: str | None) -> OAuthSettings:
                          f"installed: {INSTALL_HINT}")
     for key in props:
         if key.startswith("aws.") and key not in _AWS_KEYS:
+            import difflib  # a typo's suggestion: only on the way to a usage error
+
             near = difflib.get_close_matches(key, _AWS_KEYS, n=1, cutoff=0.75)
             raise UsageError(f"unknown property {key}" + (f" (did you mean {near[0]}?)" if near else "")
                              + f": Amazon MSK IAM takes {', '.join(_AWS_KEYS)}")
