@@ -1,6 +1,6 @@
 """Generate the documentation pages that must never go stale.
 
-    python docs/generate.py     # starts the lab's listeners, cloud, three-brokers, tls, sasl and sni-ingress scenarios
+    python docs/generate.py     # starts the lab scenarios named in DOC_LABS
 
 - cli.md: the CLI reference, walked from the typer app itself.
 - why.md: "Why can I connect to the broker but my client still fails?", with kprobe's own output
@@ -19,10 +19,15 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 DOCS = Path(__file__).resolve().parent
+# The lab scenarios the pages are made from; tests/test_docs_site.py starts the same set (shared
+# with the other tests of the session, so a lab added here costs probes, not another start).
+DOC_LABS = ("listeners", "cloud", "three-brokers", "tls", "sasl", "sni-ingress", "oauth")
 
 
 # -- CLI reference ----------------------------------------------------------------------------
@@ -340,9 +345,13 @@ def _probe_args(args: list[str]) -> Any:
         connect_to=p["connect_to"])
 
 
-def _stagings(listeners: Any, three: Any, tls: Any, sasl: Any, sni: Any, stale: str, dead: str,
-              refused: str) -> list[Any]:
+WRONG_SECRET = "not-the-apps-secret-7f3"
+
+
+def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> list[Any]:
     """(codes, where, what is staged, kprobe probe arguments): how the tests stage each finding."""
+    listeners, three, tls, sasl = labs["listeners"], labs["three-brokers"], labs["tls"], labs["sasl"]
+    sni, oauth = labs["sni-ingress"], labs["oauth"]
     host, docker = listeners.nameserver("host"), listeners.nameserver("docker")
     timeout = ["--timeout", "2"]
 
@@ -420,10 +429,17 @@ def _stagings(listeners: Any, three: Any, tls: Any, sasl: Any, sni: Any, stale: 
         (["SASL_MECHANISM_MISMATCH"], "`sasl` lab, SASL_SCRAM (SCRAM-SHA-256), with sasl.mechanism=PLAIN.",
          ["-b", sasl.bootstrap("SASL_SCRAM"), "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
           "-X", "sasl.username=alice", "-X", f"sasl.password={sasl.passwords['alice']}", *timeout]),
+        (["OAUTH_TOKEN_UNAVAILABLE"], "`oauth` lab, OAUTH_OIDC: the client kprobe-app with a wrong client secret, "
+         "which the lab's token endpoint refuses.",
+         ["-b", oauth.bootstrap("OAUTH_OIDC"), "--nameserver", oauth.nameserver("clients"),
+          "-X", "security.protocol=SASL_PLAINTEXT",
+          *(arg for key, value in oauth.idp.client_properties("kprobe-app", WRONG_SECRET).items()
+            for arg in ("-X", f"{key}={value}")),
+          "-X", f"https.ca.location={oauth.idp_ca_file}", *timeout]),
     ]
 
 
-def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any, sni: Any) -> str:
+def findings_examples(labs: Mapping[str, Any]) -> str:
     """Each finding the lab can stage, as `kprobe probe --json` reports it in a real run (issue 5).
 
     The runs are the tests' own stagings (tests/test_probe.py, tests/test_findings_lab.py); a staging
@@ -436,7 +452,7 @@ def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any, sni: Any)
     from kprobe.output import json_report
     from kprobe.probe_run import run_probe
 
-    labs = [listeners, three, tls, sasl, sni]
+    listeners, oauth = labs["listeners"], labs["oauth"]
     bob_ip = listeners.listener("LISTENER_BOB").bind_ip
     with DnsServer({"kafka0": (bob_ip, "127.0.0.98")}, name="stale") as stale, \
             DnsServer({"kafka0": ("127.0.0.98",)}, name="dead") as dead, socket.socket() as closed:
@@ -444,11 +460,13 @@ def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any, sni: Any)
         refused = f"127.0.0.1:{closed.getsockname()[1]}"
         extra = {stale.nameserver: f"<DNS: kafka0 = {bob_ip}, 127.0.0.98>",
                  dead.nameserver: "<DNS: kafka0 = 127.0.0.98>", refused: "127.0.0.1:<a port nobody listens on>",
-                 tls.ca_file: "<lab CA file>", sasl.ca_file: "<lab CA file>", sni.ca_file: "<lab CA file>"}
-        extra.update({pw: f"<{user}'s password>" for lab in labs for user, pw in lab.passwords.items()})
+                 oauth.idp.token_url: "<oauth lab token endpoint URL>"}
+        extra.update({lab.ca_file: "<lab CA file>" for lab in labs.values() if lab.ca_file})
+        extra[WRONG_SECRET] = "<a wrong client secret>"
+        extra.update({lab.idp_ca_file: "<lab CA file>" for lab in labs.values() if lab.idp is not None})
+        extra.update({pw: f"<{user}'s password>" for lab in labs.values() for user, pw in lab.passwords.items()})
         runs = []
-        for codes, staged, args in _stagings(listeners, three, tls, sasl, sni, stale.nameserver, dead.nameserver,
-                                             refused):
+        for codes, staged, args in _stagings(labs, stale.nameserver, dead.nameserver, refused):
             data = json.loads(json_report.render(run_probe(_probe_args([*args, "--json"]))))
             runs.append((codes, staged, shlex.join(["kprobe", "probe", *args, "--json"]), data["findings"]))
     out = ["# Findings, from real runs", "",
@@ -478,19 +496,19 @@ def findings_examples(listeners: Any, three: Any, tls: Any, sasl: Any, sni: Any)
             continue
         tests = ", ".join(f"`{t}`" for t in _tests_naming(code)) or "no test names it yet"
         out.append(f"| `{code}` | {NOT_STAGED.get(code, 'not staged by the lab')} | {tests} |")
-    page = normalise("\n".join(out) + "\n", labs, extra)
-    if any(pw in page for lab in labs for pw in lab.passwords.values()):
+    page = normalise("\n".join(out) + "\n", list(labs.values()), extra)
+    secrets = [pw for lab in labs.values() for pw in lab.passwords.values()]
+    secrets += [s for lab in labs.values() if lab.idp is not None for s in lab.idp.client_secrets.values()]
+    if any(secret in page for secret in [*secrets, WRONG_SECRET]):
         raise RuntimeError("a lab password reached docs/findings-examples.md")
     return page
 
 
-def generate_all(listeners: Any, cloud: Any, three: Any, tls: Any, sasl: Any, sni: Any) -> dict[str, str]:
-    """Page name -> content, from running labs of the listeners, cloud, three-brokers, tls, sasl and sni-ingress
-    scenarios.
-    """
-    return {"cli.md": cli_reference(), "why.md": why_page(listeners, cloud),
-            "report-schema.md": report_reference(sample_report(listeners)),
-            "findings-examples.md": findings_examples(listeners, three, tls, sasl, sni)}
+def generate_all(labs: Mapping[str, Any]) -> dict[str, str]:
+    """Page name -> content, from the running labs of DOC_LABS (scenario name -> lab)."""
+    return {"cli.md": cli_reference(), "why.md": why_page(labs["listeners"], labs["cloud"]),
+            "report-schema.md": report_reference(sample_report(labs["listeners"])),
+            "findings-examples.md": findings_examples(labs)}
 
 
 def main() -> None:
@@ -498,9 +516,9 @@ def main() -> None:
     sys.path.insert(0, str(DOCS.parent))
     from kprobe.lab import start_lab
 
-    with start_lab("listeners") as listeners, start_lab("cloud") as cloud, start_lab("three-brokers") as three, \
-            start_lab("tls") as tls, start_lab("sasl") as sasl, start_lab("sni-ingress") as sni:
-        for name, text in generate_all(listeners, cloud, three, tls, sasl, sni).items():
+    with ExitStack() as stack:
+        labs = {name: stack.enter_context(start_lab(name)) for name in DOC_LABS}
+        for name, text in generate_all(labs).items():
             (DOCS / name).write_text(text)
             print(f"wrote docs/{name}")
 

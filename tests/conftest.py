@@ -36,7 +36,8 @@ def lab_factory() -> Iterator[dict[str, NativeLab]]:
     assert not any(helpers.values()), f"helper processes (proxies) left behind: {helpers}"
 
 
-def _lab(labs: dict[str, NativeLab], name: str) -> NativeLab:
+def start_once(labs: dict[str, NativeLab], name: str) -> NativeLab:
+    """The session's lab of that scenario, started on first use."""
     if name not in labs:
         labs[name] = NativeLab(get_scenario(name)).start()
     return labs[name]
@@ -44,37 +45,42 @@ def _lab(labs: dict[str, NativeLab], name: str) -> NativeLab:
 
 @pytest.fixture(scope="session")
 def listeners_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _lab(lab_factory, "listeners")
+    return start_once(lab_factory, "listeners")
 
 
 @pytest.fixture(scope="session")
 def cloud_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _lab(lab_factory, "cloud")
+    return start_once(lab_factory, "cloud")
 
 
 @pytest.fixture(scope="session")
 def three_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _lab(lab_factory, "three-brokers")
+    return start_once(lab_factory, "three-brokers")
 
 
 @pytest.fixture(scope="session")
 def tls_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _lab(lab_factory, "tls")
+    return start_once(lab_factory, "tls")
 
 
 @pytest.fixture(scope="session")
 def sasl_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _lab(lab_factory, "sasl")
+    return start_once(lab_factory, "sasl")
 
 
 @pytest.fixture(scope="session")
 def sni_ingress_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _lab(lab_factory, "sni-ingress")
+    return start_once(lab_factory, "sni-ingress")
+
+
+@pytest.fixture(scope="session")
+def oauth_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
+    return start_once(lab_factory, "oauth")
 
 
 @pytest.fixture(scope="session")
 def collector_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _lab(lab_factory, "collector")
+    return start_once(lab_factory, "collector")
 
 
 def signal_when(

@@ -10,11 +10,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "docs"))
 
 import generate  # noqa: E402
+from conftest import start_once  # noqa: E402
 
 
-def test_generated_pages_are_fresh(listeners_lab, cloud_lab, three_lab, tls_lab, sasl_lab, sni_ingress_lab):
-    for name, text in generate.generate_all(listeners_lab, cloud_lab, three_lab, tls_lab, sasl_lab,
-                                            sni_ingress_lab).items():
+def test_generated_pages_are_fresh(lab_factory):
+    """The labs are the session's own (conftest.start_once): a lab another test started is not started again."""
+    labs = {name: start_once(lab_factory, name) for name in generate.DOC_LABS}
+    for name, text in generate.generate_all(labs).items():
         committed = (ROOT / "docs" / name).read_text()
         assert committed == text, f"docs/{name} is stale: run python docs/generate.py"
 

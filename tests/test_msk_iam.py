@@ -47,7 +47,6 @@ from kprobe.kafka.sasl import MSK_IAM_STATUS_HINTS, OAuthBearer
 from kprobe.kafka.security import Security, security_from
 from kprobe.lab.http_server import HttpRequest, HttpResponse, LabHttpServer
 from kprobe.lab.native import NativeLab
-from kprobe.lab.scenarios import get_scenario
 from kprobe.models import BootstrapAddress
 from kprobe.secrets import is_secret
 
@@ -545,14 +544,6 @@ def test_boto3_is_imported_only_by_a_run_that_signs():
 
 
 # == real brokers: the lab's `oauth` scenario =====================================================
-
-@pytest.fixture(scope="session")
-def oauth_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    """The `oauth` scenario, shared with tests/test_oauth.py through conftest's lab set."""
-    if "oauth" not in lab_factory:
-        lab_factory["oauth"] = NativeLab(get_scenario("oauth")).start()
-    return lab_factory["oauth"]
-
 
 def secret_forms() -> list[bytes]:
     """What must never be printed: the keys, the session token (raw and URL-encoded), and any token or its parts."""

@@ -43,7 +43,6 @@ from kprobe.lab.certs import CertSpec, make_cert
 from kprobe.lab.http_server import HttpRequest, HttpResponse, LabHttpServer
 from kprobe.lab.idp import IdentityProvider, IdpSpec
 from kprobe.lab.native import NativeLab
-from kprobe.lab.scenarios import get_scenario
 
 # base64url of '{"alg":': every JWS header here starts with it (the lab's RS256 ones, librdkafka's
 # unsecured one). Long enough that no random identifier in a report (a cluster id) holds it by chance.
@@ -487,14 +486,6 @@ def test_the_runs_deadline_cuts_the_request_and_says_so():
 
 
 # == real brokers: the lab's `oauth` scenario =====================================================
-
-@pytest.fixture(scope="session")
-def oauth_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    """The `oauth` scenario, started once per session in conftest's lab set (stopped and leak-checked there)."""
-    if "oauth" not in lab_factory:
-        lab_factory["oauth"] = NativeLab(get_scenario("oauth")).start()
-    return lab_factory["oauth"]
-
 
 def oidc_props(lab: NativeLab, *, client: str = "kprobe-app", secret: str | None = None,
                **extra: str) -> dict[str, str]:
