@@ -18,7 +18,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,43 @@ def forward(spool: Spool, target: Target, props: Mapping[str, str], *, timeout: 
     Stops at the first report that is not acknowledged within `timeout`, so order is kept and
     an unreachable collector costs one timeout per run, not one per report.
     """
+    with _forwarding(spool, timeout) as mine:
+        if not mine:
+            left = len(spool.pending())
+            _LOG.warning("another kprobe is forwarding spool %s; %d reports stay spooled", spool.directory, left)
+            return 0, left
+        return _forward(spool, target, props, timeout=timeout)
+
+
+@contextmanager
+def _forwarding(spool: Spool, timeout: float) -> Iterator[bool]:
+    """One forwarder per spool at a time, waiting at most `timeout` for another to finish.
+
+    Runs that share a spool (two schedules on one machine, `watch` beside a cron job) would
+    otherwise both send a report listed by both (a duplicate), and one would find a file the
+    other had just removed. A waiting run forwards everything pending once it holds the lock,
+    its own report included. The lock is an flock, so a killed holder releases it with its life.
+    """
+    import fcntl
+
+    fd = os.open(spool.directory / ".forward.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        give_up = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= give_up:
+                    yield False
+                    return
+                time.sleep(0.05)
+        yield True
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _forward(spool: Spool, target: Target, props: Mapping[str, str], *, timeout: float) -> tuple[int, int]:
     from confluent_kafka import KafkaException, Producer
 
     pending = spool.pending()
@@ -121,6 +159,8 @@ def forward(spool: Spool, target: Target, props: Mapping[str, str], *, timeout: 
             try:
                 text = path.read_text(encoding="utf-8")
                 report = json.loads(text)
+            except FileNotFoundError:  # removed by hand (or by a kprobe that ignores the lock): nothing to send
+                continue
             except (OSError, ValueError):
                 _LOG.warning("spooled report %s is unreadable; moved aside", path.name)
                 path.rename(path.with_suffix(".broken"))

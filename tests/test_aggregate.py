@@ -55,12 +55,15 @@ def job_reports(spark):
 def lab_reports(listeners_lab, tmp_path_factory) -> Path:
     """Reports from two vantages of one cluster: the docker network (no gap), the docker host (gap)."""
     root = tmp_path_factory.mktemp("reports")
-    for view in ("docker", "host"):
-        done = subprocess.run(
-            [sys.executable, "-m", "kprobe", "watch", "-b", listeners_lab.real_endpoint("LISTENER_BOB"),
-             "--nameserver", listeners_lab.nameserver(view), "--vantage", view, "--every", "2s", "--count", "3",
-             "--out", str(root / view)], capture_output=True, text=True, timeout=120, check=False)
-        assert done.returncode == 0, done.stderr
+    # The two vantages watch side by side, as two machines would.
+    watches = [subprocess.Popen(
+        [sys.executable, "-m", "kprobe", "watch", "-b", listeners_lab.real_endpoint("LISTENER_BOB"),
+         "--nameserver", listeners_lab.nameserver(view), "--vantage", view, "--every", "2s", "--count", "3",
+         "--out", str(root / view)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for view in ("docker", "host")]
+    for proc in watches:
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
     # Every run whole: the hand counts below assume it. (With --every 0.2s, the run's deadline, a
     # loaded machine once cut a bootstrap short and every count was off by one.)
     for report in load(root):
@@ -253,30 +256,38 @@ def test_spark_schema_is_derived_from_the_json_schema():
     assert {"tcp", "dns", "identity", "tls", "status"} <= set(endpoint.names)
 
 
-def test_reading_a_topic_gives_what_reading_the_files_gives(listeners_lab, collector_lab, tmp_path):
-    """Reports published by real probes (--publish) and written by the same runs (--out)."""
+def test_reading_a_topic_gives_what_reading_the_files_gives(spark, listeners_lab, collector_lab, tmp_path):
+    """Reports published by real probes (--publish) and written by the same runs (--out).
+
+    The topic is read by the real CLI (its own JVM, with the Kafka source's jars); the files by
+    the job in this session, which is the same `run` the CLI calls, without a second JVM start.
+    """
 
     collector = collector_lab.bootstrap("CLIENT")
     topic = new_topic(collector_lab, "agg", partitions=2)
-    for view in ("docker", "host"):
-        for _ in range(2):
-            done = subprocess.run(
-                [sys.executable, "-m", "kprobe", "probe", "-b", listeners_lab.real_endpoint("LISTENER_BOB"),
-                 "--nameserver", listeners_lab.nameserver(view), "--vantage", view, "--out", str(tmp_path / "files"),
-                 "--publish", f"{collector}/{topic}", "--spool", str(tmp_path / "spool"), "--json"],
-                capture_output=True, text=True, timeout=120, check=False)
-            assert done.returncode in (0, 1), done.stderr
-    results = {}
-    for name, extra in (("files", [str(tmp_path / "files")]), ("topic", ["--kafka", f"{collector}/{topic}"])):
-        # Its own --out: the files' directory as --out would be refused (it is the input).
-        out = tmp_path / f"agg-{name}"
-        done = subprocess.run([sys.executable, "-m", "kprobe", "aggregate", *extra, "--out", str(out),
-                               "--no-html"], capture_output=True, text=True, timeout=600, check=False)
-        assert done.returncode == 0, done.stderr[-3000:]
+    probes = [subprocess.Popen(
+        [sys.executable, "-m", "kprobe", "probe", "-b", listeners_lab.real_endpoint("LISTENER_BOB"),
+         "--nameserver", listeners_lab.nameserver(view), "--vantage", view, "--out", str(tmp_path / "files"),
+         "--publish", f"{collector}/{topic}", "--spool", str(tmp_path / "spool"), "--json"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for view in ("docker", "host") for _ in range(2)]
+    for proc in probes:
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode in (0, 1), stderr
+
+    def rows_of(out: Path) -> list[dict]:
         rows = [json.loads(line) for f in (out / "json" / "endpoint_vantage").glob("*.json")
                 for line in f.read_text().splitlines()]
-        results[name] = sorted(rows, key=lambda r: r["vantage"])
-        assert done.stdout.startswith("4 records: 4 reports aggregated")
+        return sorted(rows, key=lambda r: r["vantage"])
+
+    # Each its own --out: the files' directory as --out would be refused (it is the input).
+    done = subprocess.run([sys.executable, "-m", "kprobe", "aggregate", "--kafka", f"{collector}/{topic}", "--out",
+                           str(tmp_path / "agg-topic"), "--no-html"], capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("4 records: 4 reports aggregated")
+    counts = run(spark, JobOptions((str(tmp_path / "files"),), str(tmp_path / "agg-files"), html=False))["counts"]
+    assert (counts["input_records"], counts["reports"], counts["quarantined"]) == (4, 4, 0)
+    results = {"files": rows_of(tmp_path / "agg-files"), "topic": rows_of(tmp_path / "agg-topic")}
     assert results["files"] == results["topic"]
     assert [(r["vantage"], r["probes"], r["successes"]) for r in results["topic"]] == [("docker", 2, 2), ("host", 2, 0)]
 
@@ -285,13 +296,11 @@ CHROMIUM = shutil.which("chromium")
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
-def test_report_html_renders_in_headless_chromium(tmp_path):
+def test_report_html_renders_in_headless_chromium(spark, tmp_path):
     from kprobe.aggregate.generate import reports, write_jsonl
 
     write_jsonl(tmp_path / "in", reports(vantages=3, clusters=2, hours=2))
-    done = subprocess.run([sys.executable, "-m", "kprobe", "aggregate", str(tmp_path / "in"), "--out",
-                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
+    run(spark, JobOptions((str(tmp_path / "in"),), str(tmp_path / "out")))  # html on, as the CLI has it
     page = tmp_path / "out" / "report.html"
     shot = tmp_path / "shot.png"
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
