@@ -20,6 +20,7 @@ import json
 import re
 import sys
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 DOCS = Path(__file__).resolve().parent
 # The lab scenarios the pages are made from; tests/test_docs_site.py starts the same set (shared
 # with the other tests of the session, so a lab added here costs probes, not another start).
-DOC_LABS = ("listeners", "cloud", "three-brokers", "tls", "sasl", "sni-ingress", "oauth")
+DOC_LABS = ("listeners", "cloud", "three-brokers", "tls", "sasl", "sni-ingress", "oauth", "controllers")
 
 
 # -- CLI reference ----------------------------------------------------------------------------
@@ -281,6 +282,8 @@ NOT_STAGED = {
     "INVALID_ADVERTISED_PORT": "a port outside 1-65535 is not something the lab's brokers are configured to "
                                "advertise; the tests' scripted broker sends it",
     "NO_ADVERTISED_BROKERS": "the broker that answers a lab bootstrap always lists at least itself",
+    "CONTROLLER_DESCRIBE_UNSUPPORTED": "needs a KRaft controller before Kafka 3.7 (or a metadata.version below "
+                                       "3.7-IV0); the lab runs Kafka 4.1 at its latest metadata.version",
     "DUPLICATE_NODE_ID": "two brokers with one node.id do not form one cluster; the tests' scripted broker "
                          "sends such a response",
     "LISTENER_NOT_FOUND": "the lab stages it (the three-brokers lab's PARTIAL listener and a topic led by broker 2), "
@@ -342,7 +345,7 @@ def _probe_args(args: list[str]) -> Any:
         bootstrap=p["bootstrap"], props=p["prop"], prop_files=p["prop_file"], nameservers=p["nameserver"],
         timeout=p["timeout"], deadline=p["deadline"], vantage=p["vantage"], identity=not p["no_identity"],
         tls_expiry_days=p["tls_expiry_days"], compare_nameservers=p["compare_nameserver"], resolve=p["resolve"],
-        connect_to=p["connect_to"])
+        connect_to=p["connect_to"], controllers=p["controllers"])
 
 
 WRONG_SECRET = "not-the-apps-secret-7f3"
@@ -354,6 +357,9 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
     sni, oauth = labs["sni-ingress"], labs["oauth"]
     host, docker = listeners.nameserver("host"), listeners.nameserver("docker")
     timeout = ["--timeout", "2"]
+    kraft = labs["controllers"]
+    quorum = next(n for n in kraft.nodes.values() if n.spec.role == "controller")
+    controllers = ["--controllers", quorum.controller_endpoint]
 
     def note(listener: str, node: int = 0) -> str:
         return f"`three-brokers` lab, listener {listener}: {three.listener(listener, node).spec.note}."
@@ -429,6 +435,28 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
         (["SASL_MECHANISM_MISMATCH"], "`sasl` lab, SASL_SCRAM (SCRAM-SHA-256), with sasl.mechanism=PLAIN.",
          ["-b", sasl.bootstrap("SASL_SCRAM"), "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
           "-X", "sasl.username=alice", "-X", f"sasl.password={sasl.passwords['alice']}", *timeout]),
+        (["BOOTSTRAP_IS_CONTROLLER"], "`controllers` lab: controller 9's CONTROLLER listener given to -b.",
+         ["-b", quorum.controller_endpoint, *timeout]),
+        (["ENDPOINT_IS_CONTROLLER"], "`controllers` lab, CONTROLLER_LEAK: "
+         f"{kraft.listener('CONTROLLER_LEAK', 1).spec.note}.",
+         ["-b", kraft.bootstrap_all("CONTROLLER_LEAK"), *timeout]),
+        (["CONTROLLER_ENDPOINT_UNRESOLVABLE"], "`controllers` lab, from the outside view: controller 9 advertises "
+         f"{quorum.controller_advertised.rsplit(':', 1)[0]}, which only the inside view resolves.",
+         [*controllers, "--nameserver", kraft.nameserver("outside"), *timeout]),
+        (["CONTROLLER_ENDPOINT_UNREACHABLE"], "`controllers` lab, inside view, with the controller's advertised "
+         "endpoint sent (--connect-to) to a loopback port where nothing listens.",
+         [*controllers, "--nameserver", kraft.nameserver("inside"), "--connect-to",
+          f"{quorum.controller_advertised}={refused}", *timeout]),
+        (["CONTROLLER_ENDPOINT_WRONG_NODE"], "`controllers` lab, inside view, with the controller's advertised "
+         "endpoint sent (--connect-to) to broker 1's CLIENT listener, as a wrong port-forward would.",
+         [*controllers, "--nameserver", kraft.nameserver("inside"), "--connect-to",
+          f"{quorum.controller_advertised}={kraft.real_endpoint('CLIENT', 1)}", *timeout]),
+        (["CONTROLLER_IS_BROKER"], "`controllers` lab: broker 1's CLIENT listener given to --controllers.",
+         ["--controllers", kraft.bootstrap("CLIENT", 1), *timeout]),
+        (["CONTROLLER_BOOTSTRAP_FAILED"], "A --controllers port on loopback where nothing listens, beside the "
+         "`controllers` lab's real controller listener.",
+         ["--controllers", f"{refused},{quorum.controller_endpoint}", "--nameserver", kraft.nameserver("inside"),
+          *timeout]),
         (["OAUTH_TOKEN_UNAVAILABLE"], "`oauth` lab, OAUTH_OIDC: the client kprobe-app with a wrong client secret, "
          "which the lab's token endpoint refuses.",
          ["-b", oauth.bootstrap("OAUTH_OIDC"), "--nameserver", oauth.nameserver("clients"),
@@ -465,10 +493,17 @@ def findings_examples(labs: Mapping[str, Any]) -> str:
         extra[WRONG_SECRET] = "<a wrong client secret>"
         extra.update({lab.idp_ca_file: "<lab CA file>" for lab in labs.values() if lab.idp is not None})
         extra.update({pw: f"<{user}'s password>" for lab in labs.values() for user, pw in lab.passwords.items()})
-        runs = []
-        for codes, staged, args in _stagings(labs, stale.nameserver, dead.nameserver, refused):
-            data = json.loads(json_report.render(run_probe(_probe_args([*args, "--json"]))))
-            runs.append((codes, staged, shlex.join(["kprobe", "probe", *args, "--json"]), data["findings"]))
+        stagings = _stagings(labs, stale.nameserver, dead.nameserver, refused)
+
+        def findings_of(args: list[str]) -> Any:
+            return json.loads(json_report.render(run_probe(_probe_args([*args, "--json"]))))["findings"]
+
+        # A few runs at a time: each mostly waits on the network. Every staging's margins (timeouts of
+        # 1-2 s against loopback answers in milliseconds) hold with this much company.
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            found = list(pool.map(findings_of, [args for _, _, args in stagings]))
+        runs = [(codes, staged, shlex.join(["kprobe", "probe", *args, "--json"]), findings)
+                for (codes, staged, args), findings in zip(stagings, found, strict=True)]
     out = ["# Findings, from real runs", "",
            "Each [finding](findings.md) the lab can stage, as it appears in the `findings` of `kprobe probe --json`, "
            "from a real run against the lab's brokers on loopback (`kprobe lab up NAME`), with the command line "
