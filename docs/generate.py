@@ -28,7 +28,7 @@ from typing import Any
 DOCS = Path(__file__).resolve().parent
 # The lab scenarios the pages are made from; tests/test_docs_site.py starts the same set (shared
 # with the other tests of the session, so a lab added here costs probes, not another start).
-DOC_LABS = ("listeners", "cloud", "three-brokers", "tls", "sasl", "sni-ingress", "oauth", "controllers")
+DOC_LABS = ("listeners", "cloud", "three-brokers", "tls", "sasl", "sni-ingress", "oauth", "controllers", "dual-stack")
 
 
 # -- CLI reference ----------------------------------------------------------------------------
@@ -355,6 +355,7 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
     """(codes, where, what is staged, kprobe probe arguments): how the tests stage each finding."""
     listeners, three, tls, sasl = labs["listeners"], labs["three-brokers"], labs["tls"], labs["sasl"]
     sni, oauth = labs["sni-ingress"], labs["oauth"]
+    dual = labs["dual-stack"]
     host, docker = listeners.nameserver("host"), listeners.nameserver("docker")
     timeout = ["--timeout", "2"]
     kraft = labs["controllers"]
@@ -389,6 +390,9 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
         (["ADVERTISED_PARTIAL"], "`listeners` lab, LISTENER_BOB, through a DNS server started for this example "
          "that answers kafka0 with BOB's address and with 127.0.0.98, where nothing listens (a stale record).",
          ["-b", listeners.real_endpoint("LISTENER_BOB"), "--nameserver", stale, *timeout]),
+        (["ADVERTISED_ONE_FAMILY_FAILS"], "`dual-stack` lab, DUAL: "
+         f"{dual.listener('DUAL').spec.note}; the broker listens on IPv4 only (docs/dual-stack.md).",
+         ["-b", dual.real_endpoint("DUAL"), "--nameserver", dual.nameserver("dual"), *timeout]),
         (["RUN_INCOMPLETE"], note("DARK") + " The run's deadline comes before any connect times out.",
          ["-b", three.real_endpoint("DARK", 0), "--timeout", "10", "--deadline", "1.5"]),
         (["PORT_DIFFERS_FROM_BOOTSTRAP", "ENDPOINT_WRONG_BROKER", "ENDPOINT_ADVERTISES_DIFFERENTLY"],

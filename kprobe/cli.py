@@ -119,6 +119,12 @@ ConnectToOpt = Annotated[
                  "(HOST:PORT=ADDR:PORT, repeatable, as curl's): try a port-forward or NAT rule before making it. "
                  "TLS and identity keep the advertised name."),
 ]
+ControllersOpt = Annotated[
+    list[str],
+    typer.Option("--controllers", help="KRaft controller listener to check as admin tools reach it "
+                 "(bootstrap.controllers, KIP-919): host:port, comma lists and repeats allowed. kprobe asks it for "
+                 "the controller endpoints (DescribeCluster) and probes each; -b may then be left out."),
+]
 FormatOpt = Annotated[
     str | None, typer.Option("--format", help="text, json or prometheus (default text; json with --json).")
 ]
@@ -178,11 +184,13 @@ def probe(
     compare_nameserver: CompareOpt = [],  # noqa: B006
     resolve: ResolveOpt = [],  # noqa: B006
     connect_to: ConnectToOpt = [],  # noqa: B006
+    controllers: ControllersOpt = [],  # noqa: B006
 ) -> None:
     """Bootstrap against each address separately, then resolve and connect to every endpoint the
-    brokers advertise, from here.
+    brokers advertise, from here. With --controllers, the KRaft controllers too, as admin tools reach them.
 
-    Exit 0 no gap, 1 gap, 2 bad input, 3 no bootstrap answered or an internal error, 130 interrupted.
+    Exit 0 no gap, 1 gap, 2 bad input, 3 no bootstrap (or controller) answered or an internal error,
+    130 interrupted.
     """
     from kprobe.config import probe_options
     from kprobe.deliver import deliver, outputs_from
@@ -193,7 +201,8 @@ def probe(
     options = probe_options(
         bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
-        compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to)
+        compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to,
+        controllers=controllers)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, output=output, out_dir=out_dir, prom_file=prom_file,
         publish=publish, publish_props=publish_property, spool=spool, spool_max=spool_max)
@@ -229,6 +238,7 @@ def watch(
     compare_nameserver: CompareOpt = [],  # noqa: B006
     resolve: ResolveOpt = [],  # noqa: B006
     connect_to: ConnectToOpt = [],  # noqa: B006
+    controllers: ControllersOpt = [],  # noqa: B006
 ) -> None:
     """Probe on a schedule in one long-lived process, one run at a time.
 
@@ -243,7 +253,8 @@ def watch(
     options, schedule = watch_options(probe_options(
         bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
-        compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to),
+        compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to,
+        controllers=controllers),
         every=every, jitter=jitter, count=count)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, out_dir=out_dir, prom_file=prom_file, publish=publish,

@@ -199,6 +199,8 @@ class ProbeOptions:
     # --resolve (advertised name, lower case -> IP) and --connect-to ((name, port) -> (host, port)).
     resolve: Mapping[str, str] = field(default_factory=dict)
     connect_to: Mapping[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    # --controllers: KRaft controller listeners to ask for the quorum, as bootstrap.controllers (KIP-919).
+    controllers: Sequence[BootstrapAddress] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -293,10 +295,21 @@ def probe_options(
     *, bootstrap: Iterable[str], props: Iterable[str] = (), prop_files: Iterable[str] = (),
     nameservers: Iterable[str] = (), timeout: str = "5s", deadline: str = "30s", vantage: str | None = None,
     identity: bool = True, tls_expiry_days: float = 30.0, compare_nameservers: Iterable[str] = (),
-    resolve: Iterable[str] = (), connect_to: Iterable[str] = (),
+    resolve: Iterable[str] = (), connect_to: Iterable[str] = (), controllers: Iterable[str] = (),
 ) -> ProbeOptions:
-    """The options of `kprobe probe` and `kprobe watch`, as typed."""
-    addresses, properties = _bootstraps_and_props(bootstrap, props, prop_files)
+    """The options of `kprobe probe` and `kprobe watch`, as typed.
+
+    With --controllers, -b may be left out: an admin tool set up with bootstrap.controllers has no
+    bootstrap.servers either.
+    """
+    controller_addresses = parse_controller_addresses(controllers)
+    if controller_addresses and not any(part.strip() for value in bootstrap for part in value.split(",")):
+        properties = parse_properties(props, prop_files)
+        addresses: list[BootstrapAddress] = []
+    else:
+        addresses, properties = _bootstraps_and_props(bootstrap, props, prop_files)
+    for address in controller_addresses:
+        security_from(properties, address)
     names, ends = _remaps(resolve, connect_to)
     if not 0 <= tls_expiry_days <= 3650:
         raise UsageError(f"bad --tls-expiry-days {tls_expiry_days:g}: give a number of days from 0 to 3650")
@@ -312,7 +325,34 @@ def probe_options(
         compare_nameservers=[parse_nameserver(n) for n in compare_nameservers],
         resolve=names,
         connect_to=ends,
+        controllers=controller_addresses,
     )
+
+
+def parse_controller_addresses(values: Iterable[str]) -> list[BootstrapAddress]:
+    """Every --controllers value, comma lists split, as -b's: the same forms, the same one-line errors."""
+    seen: dict[tuple[str, int], BootstrapAddress] = {}
+    for value in values:
+        parts = value.split(",")
+        if not any(part.strip() for part in parts):
+            raise UsageError(f"bad --controllers {value!r}: give a controller listener as host:port, e.g. "
+                             "--controllers controller1:9093")
+        for part in parts:
+            if not part.strip():
+                continue
+            try:
+                address = parse_address(part)
+            except UsageError as exc:
+                raise UsageError(str(exc).replace("bad bootstrap address", "bad --controllers address", 1)
+                                 .replace("-b broker1:9092", "--controllers controller1:9093")) from None
+            bare = part.strip().split("://", 1)[-1].rstrip("/")
+            if bare.endswith("]") or ":" not in bare:
+                # No default: controllers listen where controller.listener.names says (9093 by convention),
+                # and the admin client refuses a bootstrap.controllers entry without a port too.
+                raise UsageError(f"bad --controllers address {part.strip()!r}: give the controller listener's port, "
+                                 "e.g. --controllers controller1:9093")
+            seen.setdefault((address.host.lower(), address.port), address)
+    return list(seen.values())
 
 
 def list_options(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from kprobe.config import ListOptions
 from kprobe.findings.consistency import LISTENER_NOT_FOUND
-from kprobe.models import BootstrapResult, EndpointResult, PartitionInfo, TopicInfo
+from kprobe.models import CLIENTS_CONNECT, BootstrapResult, EndpointResult, PartitionInfo, TopicInfo
 from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect
@@ -81,7 +81,7 @@ class Listing:
             return "failed"
         if self.topic_errors or self.unreachable_leaders or any(p.offline for p in self.partitions):
             return "gap"
-        if self.reachability is not None and any(r.status != "reachable" for r in self.reachability.values()):
+        if self.reachability is not None and any(r.status not in CLIENTS_CONNECT for r in self.reachability.values()):
             return "gap"
         return "ok"
 
@@ -130,6 +130,6 @@ def _listing(options: ListOptions, attempts: Sequence[BootstrapResult], ctx: Run
                 if endpoint is None:
                     reachable = False
                 elif endpoint.status != "unchecked":  # cut off by the deadline: unknown, not unreachable
-                    reachable = endpoint.status in ("reachable", "partial")
+                    reachable = endpoint.status in ("reachable", "degraded", "partial")
             views.append(PartitionView(topic.name, p, p.leader in known, reachable))
     return Listing(chosen, tuple(attempts), topics, tuple(options.topics), reach, tuple(views))

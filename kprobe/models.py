@@ -21,7 +21,11 @@ BootstrapStatus = Literal["ok", "dns_failed", "refused", "timeout", "auth_failed
 DnsStatus = Literal["ok", "nxdomain", "no_answer", "timeout", "servfail", "error"]
 DnsSource = Literal["literal", "system", "nameserver", "dns"]
 TcpStatus = Literal["ok", "refused", "timeout", "unreachable", "error"]
-EndpointStatus = Literal["reachable", "unresolvable", "unreachable", "partial", "unchecked"]
+# `degraded`: some addresses fail, but clients with default settings still connect (an IPv6 family
+# that fails beside a working IPv4 one: kprobe.dualstack); `partial` is a gap.
+EndpointStatus = Literal["reachable", "unresolvable", "unreachable", "partial", "unchecked", "degraded"]
+# Endpoint statuses where clients with default settings connect: not a gap.
+CLIENTS_CONNECT: tuple[EndpointStatus, ...] = ("reachable", "degraded")
 IdentityStatus = Literal["match", "mismatch", "not_kafka", "silent", "unchecked"]
 TlsStatus = Literal["ok", "untrusted", "hostname_mismatch", "expiring", "handshake_failed", "not_checked"]
 Severity = Literal["error", "warning", "info"]
@@ -30,6 +34,12 @@ ResolverKind = Literal["system", "nameserver"]
 Via = Literal["kprobe", "librdkafka"]
 Protocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 TlsFailure = Literal["hostname_mismatch", "untrusted", "expired", "handshake_failed"]
+# What a --controllers address gave: the quorum (`ok`), a reason it could not, or what it is instead:
+# `broker` (a broker listener: DescribeCluster for controllers is refused or absent), `unsupported` (a
+# controller without DescribeCluster for controllers: Kafka before 3.7, or metadata.version below 3.7),
+# `denied` (DescribeCluster on a controller needs ALTER on CLUSTER).
+ControllerStatus = Literal["ok", "dns_failed", "refused", "timeout", "auth_failed", "broker", "unsupported",
+                           "denied", "error"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +134,8 @@ class BootstrapResult:
     sasl_mechanism: str | None = None
     # OAUTHBEARER: the token endpoint gave no token, so the broker never saw one.
     token_unavailable: bool = False
+    # A KRaft controller listener answered (raft RPCs, no Metadata): no client bootstraps there.
+    kraft_controller: bool = False
 
     @property
     def brokers(self) -> tuple[AdvertisedBroker, ...]:
@@ -233,6 +245,8 @@ class Identity:
     ms: float | None = None
     # Cut off by the run's deadline: nothing is known of who answers (not a permission problem).
     unfinished: bool = False
+    # What answers is a KRaft controller listener (its ApiVersions lists raft RPCs and no Metadata).
+    kraft_controller: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -269,6 +283,29 @@ class EndpointResult:
     identity: Identity | None = None
     tls: TlsResult | None = None
     compared_dns: tuple[DnsResult, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControllerBootstrapResult:
+    """What one --controllers address said of the controller quorum (DescribeCluster, KIP-919).
+
+    As an admin client with `bootstrap.controllers` asks it: `controllers` are the endpoints the
+    quorum advertises for this controller listener, `active_controller_id` the raft leader (-1
+    when unknown), `node_id` the controller that answered at the address.
+    """
+
+    address: str
+    status: ControllerStatus
+    error: str | None = None
+    connected_to: str | None = None
+    cluster_id: str | None = None
+    active_controller_id: int | None = None
+    controllers: tuple[AdvertisedBroker, ...] = ()
+    ms: float | None = None
+    node_id: int | None = None
+    identity_note: str | None = None
+    protocol: Protocol | None = None
+    describe_cluster_version: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -309,8 +346,11 @@ class Report:
     duration_ms: float
     settings: dict[str, object] = field(default_factory=dict)
     deadline_reached: bool = False
+    # --controllers: each address's answer and each advertised controller endpoint as checked (None: not asked).
+    controllers: tuple[ControllerBootstrapResult, ...] | None = None
+    controller_endpoints: tuple[EndpointResult, ...] = ()
 
     @property
     def reachable(self) -> int:
-        """How many endpoints a client can connect to from here."""
-        return sum(1 for e in self.endpoints if e.status == "reachable")
+        """How many endpoints a client with default settings can connect to from here (`degraded` counts)."""
+        return sum(1 for e in self.endpoints if e.status in CLIENTS_CONNECT)

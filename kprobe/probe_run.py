@@ -21,7 +21,9 @@ from kprobe.config import ProbeOptions
 from kprobe.findings.catalogue import ERROR
 from kprobe.findings.diagnose import diagnose
 from kprobe.models import (
+    CLIENTS_CONNECT,
     BootstrapResult,
+    ControllerBootstrapResult,
     DnsResult,
     Endpoint,
     EndpointResult,
@@ -57,7 +59,10 @@ class ProbeRun:
         self.t0 = time.monotonic()
         self.ctx = RunContext.start(options.bootstraps, options.props, timeout=options.timeout,
                                     run_for=options.deadline, nameservers=options.nameservers,
-                                    resolve=options.resolve, connect_to=options.connect_to)
+                                    resolve=options.resolve, connect_to=options.connect_to,
+                                    controllers=options.controllers)
+        # --controllers: filled in by a worker thread that runs beside the brokers' steps, on the same deadline.
+        self.controllers: tuple[list[ControllerBootstrapResult], list[EndpointResult]] | None = None
         self.bootstraps: list[BootstrapResult] | None = None
         self.endpoints: list[Endpoint] = []
         self.results: list[EndpointResult] | None = None
@@ -77,6 +82,11 @@ class ProbeRun:
     def run(self) -> Report:
         """Every step in order; never raises for the network (an exception is a bug)."""
         opts, ctx = self.options, self.ctx
+        controller_thread = None
+        if opts.controllers:
+            # Beside the brokers' steps, not after them: both are bounded by the one deadline.
+            controller_thread = threading.Thread(target=self._check_controllers, daemon=True)
+            controller_thread.start()
         self._phase(f"asking {len(opts.bootstraps)} bootstrap address(es) for metadata")
         # Every topic's metadata, not brokers only: partitions led by a broker that lacks the bootstrap's
         # listener (LISTENER_NOT_FOUND) show only there. One response per bootstrap, bounded like any request
@@ -99,11 +109,31 @@ class ProbeRun:
             results = checks.apply(results)
         results = self._deeper(results)
         self.results = results
+        if controller_thread is not None:
+            self._phase("checking the KRaft controllers")
+            controller_thread.join(max(0.0, ctx.deadline - time.monotonic()) + 1.0)
         for r in self.results:
             _LOG.debug("endpoint %s (node %d): dns %s %s, tcp %s -> %s", r.endpoint.hostport, r.endpoint.node_id,
                        r.dns.status, ",".join(r.dns.addresses) or "-",
                        ",".join(f"{t.address}={t.status}" for t in r.tcp) or "-", r.status)
         return self.report()
+
+    def _check_controllers(self) -> None:
+        """The --controllers step (in its own thread): each address's quorum, then each controller endpoint."""
+        from kprobe.probe.controllers import check_controllers
+
+        self.controllers = check_controllers(self.options.controllers, self.ctx, identity=self.options.identity)
+
+    def _controller_results(self) -> tuple[tuple[ControllerBootstrapResult, ...] | None, tuple[EndpointResult, ...]]:
+        """What --controllers found, or (if the run ended first) each address as unanswered."""
+        if not self.options.controllers:
+            return None, ()
+        if self.controllers is None:
+            why = "interrupted before an answer" if self.interrupted else "no answer before the run's deadline"
+            return tuple(ControllerBootstrapResult(address=a.hostport, status="timeout", error=why)
+                         for a in self.options.controllers), ()
+        answers, endpoints = self.controllers
+        return tuple(answers), tuple(endpoints)
 
     def _deeper(self, results: list[EndpointResult]) -> list[EndpointResult]:
         """TLS and compared DNS views: each only where it applies and was asked for."""
@@ -138,16 +168,17 @@ class ProbeRun:
                                 unfinished=True)
             results = [EndpointResult(endpoint=e, dns=replace(pending, host=e.host), tcp=(), status="unchecked")
                        for e in self.endpoints]
-        findings = diagnose(bootstraps, results)
+        controllers, controller_endpoints = self._controller_results()
+        findings = diagnose(bootstraps, results, controllers or (), controller_endpoints)
         # A deadline is not an interruption: what did not answer by then is a timeout or unchecked,
         # and the verdict stands on what is known (what is unchecked is never called ok).
         status: RunStatus
         if self.interrupted:
             status = "interrupted"
-        elif not any(b.status == "ok" for b in bootstraps):
+        elif not any(b.status == "ok" for b in bootstraps) and not any(c.status == "ok" for c in controllers or ()):
             status = "failed"
         elif (any(f.severity == ERROR or f.code == "RUN_INCOMPLETE" for f in findings)
-              or any(r.status != "reachable" for r in results)):
+              or any(r.status not in CLIENTS_CONNECT for r in (*results, *controller_endpoints))):
             status = "gap"
         else:
             status = "ok"
@@ -165,12 +196,15 @@ class ProbeRun:
             status=status,
             duration_ms=round((time.monotonic() - self.t0) * 1000, 3),
             deadline_reached=not self.interrupted and time.monotonic() >= self.ctx.deadline,
+            controllers=controllers,
+            controller_endpoints=controller_endpoints,
             settings={"timeout_s": opts.timeout, "deadline_s": opts.deadline, "identity": opts.identity,
                       "tls_expiry_days": opts.tls_expiry_days, "properties": redact(opts.props),
                       "compare_nameservers": [f"{ip}:{port}" for ip, port in opts.compare_nameservers],
                       # The "what if" mappings, so a report read later says what its verdict assumed.
                       "resolve": dict(opts.resolve),
-                      "connect_to": {format_hostport(*k): format_hostport(*v) for k, v in opts.connect_to.items()}},
+                      "connect_to": {format_hostport(*k): format_hostport(*v) for k, v in opts.connect_to.items()},
+                      "controllers": [c.hostport for c in opts.controllers]},
         )
 
 

@@ -59,6 +59,11 @@ def three_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
 
 
 @pytest.fixture(scope="session")
+def controllers_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
+    return start_once(lab_factory, "controllers")
+
+
+@pytest.fixture(scope="session")
 def tls_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
     return start_once(lab_factory, "tls")
 
@@ -81,6 +86,11 @@ def oauth_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
 @pytest.fixture(scope="session")
 def collector_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
     return start_once(lab_factory, "collector")
+
+
+@pytest.fixture(scope="session")
+def dual_stack_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
+    return start_once(lab_factory, "dual-stack")
 
 
 def signal_when(

@@ -182,7 +182,7 @@ def test_a_bug_exits_3_with_one_line_and_no_traceback(monkeypatch, capsys):
     import kprobe.probe_run
     from kprobe import cli
 
-    def buggy_diagnose(bootstraps, results):
+    def buggy_diagnose(bootstraps, results, *controllers):
         return {}[bootstraps[0].address]  # KeyError: a bug, not a network condition
 
     monkeypatch.setattr(kprobe.probe_run, "diagnose", buggy_diagnose)

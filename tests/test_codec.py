@@ -25,7 +25,7 @@ def body(name: str) -> Reader:
     """A reader past the response header, which is checked on the way."""
     record = RECORDS[name]
     reader = Reader(bytes.fromhex(record["response"]))
-    flexible = record["api_key"] == codec.API_METADATA and record["version"] >= 9
+    flexible = codec.is_flexible(record["api_key"], record["version"])
     codec.response_header(reader, record["api_key"], flexible, record["correlation_id"])
     return reader
 
@@ -89,12 +89,12 @@ def test_every_truncation_is_a_protocol_error(name):
         codec.API_API_VERSIONS: codec.decode_api_versions,
         codec.API_DESCRIBE_CONFIGS: codec.decode_describe_broker,
         codec.API_METADATA: lambda r: codec.decode_metadata(r, version),
+        codec.API_DESCRIBE_CLUSTER: lambda r: codec.decode_describe_cluster(r, version),
     }[api_key]
     for cut in range(len(raw)):
         reader = Reader(raw[:cut])
         with pytest.raises(WireError) as caught:
-            codec.response_header(reader, api_key, api_key == codec.API_METADATA and version >= 9,
-                                  record["correlation_id"])
+            codec.response_header(reader, api_key, codec.is_flexible(api_key, version), record["correlation_id"])
             decode(reader)
         assert caught.value.kind == "protocol"
 
@@ -107,3 +107,57 @@ def test_request_encodings():
     assert codec.encode_metadata_request(9, ["t"]) == b"\x02\x02t" + b"\x00" * 5
     assert codec.request_header(3, 12, 7, "kprobe", True) == b"\x00\x03\x00\x0c\x00\x00\x00\x07\x00\x06kprobe\x00"
     assert codec.uvarint(300) == b"\xac\x02" and Reader(b"\xac\x02").uvarint() == 300
+
+
+# -- DescribeCluster, from the `controllers` lab: two brokers beside a separate KRaft controller --------
+CONTROLLERS = DATA["controllers"]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_describe_cluster_from_a_broker_every_version(version):
+    described = codec.decode_describe_cluster(body(f"describe_cluster_v{version}_brokers"), version)
+    assert described.error_code == 0 and described.endpoint_type == codec.ENDPOINT_TYPE_BROKERS
+    assert [[n.node_id, n.host, n.port] for n in described.nodes] == CONTROLLERS["brokers"]
+    assert described.cluster_id and described.controller_id in [b[0] for b in CONTROLLERS["brokers"]]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_describe_cluster_from_a_controller_names_the_quorum(version):
+    """What KIP-919's admin client is handed: the controller's advertised endpoint, and the active one."""
+    described = codec.decode_describe_cluster(body(f"describe_cluster_v{version}_controllers"), version)
+    assert described.error_code == 0 and described.endpoint_type == codec.ENDPOINT_TYPE_CONTROLLERS
+    assert [[n.node_id, n.host, n.port] for n in described.nodes] == [CONTROLLERS["controller"]]
+    assert described.controller_id == CONTROLLERS["controller"][0]
+
+
+def test_describe_cluster_at_the_wrong_endpoint_type_is_an_answer_not_a_failure():
+    asked_broker = codec.decode_describe_cluster(body("describe_cluster_v1_broker_asked_for_controllers"), 1)
+    assert asked_broker.error_code == 114 and codec.error_name(114) == "MISMATCHED_ENDPOINT_TYPE"
+    assert "type BROKER" in (asked_broker.error_message or "") and asked_broker.nodes == ()
+    asked_controller = codec.decode_describe_cluster(body("describe_cluster_v2_controller_asked_for_brokers"), 2)
+    assert asked_controller.error_code == 114 and "type CONTROLLER" in (asked_controller.error_message or "")
+
+
+def test_a_controller_listener_is_told_from_a_broker_by_its_api_versions():
+    """Kafka 4.1's controller offers raft RPCs and no Metadata; a broker offers Metadata (KAFKA-16612)."""
+    controller = codec.decode_api_versions(body("controller_api_versions"))
+    broker = codec.decode_api_versions(body("api_versions"))
+    assert codec.is_controller_listener(controller) and not codec.is_controller_listener(broker)
+    assert codec.API_METADATA not in controller and 0 not in controller  # no Metadata, no Produce
+    assert codec.describe_cluster_version(controller) == codec.DESCRIBE_CLUSTER_MAX
+    # A controller before 3.7 has no DescribeCluster; a broker of 2.8-3.6 has only v0: neither can be asked.
+    assert codec.describe_cluster_version({k: v for k, v in controller.items() if k != 60}) is None
+    assert codec.describe_cluster_version({**broker, 60: (0, 0)}) is None
+
+
+def test_a_controller_names_itself_to_describe_configs():
+    code, message, configs = codec.decode_describe_broker(body("controller_describe_other"))
+    assert codec.node_from_describe(0, code, message, configs) == (CONTROLLERS["controller"][0], None)
+
+
+def test_describe_cluster_request_encodings():
+    """The bytes the controller and the broker accepted: flags, endpoint type (v1+), fenced brokers (v2), tags."""
+    assert codec.encode_describe_cluster(0, 2) == b"\x00\x00"
+    assert codec.encode_describe_cluster(1, 2) == b"\x00\x02\x00"
+    assert codec.encode_describe_cluster(2, 2) == b"\x00\x02\x00\x00"
+    assert codec.is_flexible(codec.API_DESCRIBE_CLUSTER, 0) and not codec.is_flexible(codec.API_METADATA, 8)

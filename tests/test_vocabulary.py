@@ -33,6 +33,7 @@ DEFS = SCHEMA["$defs"]
     (models.TlsFailure, [v for v in DEFS["bootstrap"]["properties"]["tls_failure"]["enum"] if v is not None]),
     (models.RunStatus, SCHEMA["properties"]["summary"]["properties"]["status"]["enum"]),
     (models.ResolverKind, SCHEMA["properties"]["vantage"]["properties"]["resolver"]["properties"]["kind"]["enum"]),
+    (models.ControllerStatus, DEFS["controller_bootstrap"]["properties"]["status"]["enum"]),
 ], ids=lambda v: getattr(v, "__name__", None) or "")
 def test_literal_matches_schema_enum(literal, enum):
     assert list(get_args(literal)) == list(enum)

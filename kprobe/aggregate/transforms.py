@@ -150,7 +150,7 @@ def _failure(e: Column) -> Column:
         .when(e["status"] == "unreachable", F.lit("unreachable"))
         .when(e["tls"]["status"].isin(*TLS_FAILURES), F.lit("tls"))
         .when(e["identity"]["status"].isin(*IDENTITY_FAILURES), F.lit("identity"))
-        .when(e["status"] == "partial", F.lit("partial"))
+        .when(e["status"].isin("partial", "degraded"), F.lit("partial"))
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kprobe.addresses import host_problem, is_loopback_ip, is_loopback_name, port_problem
+from kprobe.dualstack import JAVA_SETUP_TIMEOUT, LIBRDKAFKA_SETUP_TIMEOUT, FamilySplit, family_split
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
 from kprobe.findings.common import source_of
 from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
@@ -115,7 +116,10 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
                 f"{_AFTER_BOOTSTRAP}.",
                 proposal or f"Find what answers on {where} and why it drops the connection; make {listener} "
                 "advertise an address where the broker accepts connections from this network.")
-    elif result.status == "partial":
+    elif result.status in ("partial", "degraded") and (split := family_split(result.tcp)) is not None:
+        add("ADVERTISED_ONE_FAMILY_FAILS", WARNING if split.default_clients_work else ERROR,
+            *_one_family(result, split, listener))
+    elif result.status in ("partial", "degraded"):
         add("ADVERTISED_PARTIAL", WARNING,
             f"{ep.host} resolves to {len(result.tcp)} addresses; "
             f"{', '.join(t.address for t in ok_tcp)} connect but "
@@ -137,7 +141,7 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
         boot_port = int(src.rsplit(":", 1)[1])
         if b.connected_to in dns.addresses and ep.port != boot_port:
             # A warning only where the endpoint fails; one the deadline cut has shown nothing yet.
-            severity: Severity = INFO if result.status in ("reachable", "unchecked") else WARNING
+            severity: Severity = INFO if result.status in ("reachable", "degraded", "unchecked") else WARNING
             add("PORT_DIFFERS_FROM_BOOTSTRAP", severity,
                 f"You bootstrapped through {src}, and broker {ep.node_id} advertises the same address with "
                 f"port {ep.port}. That is normal for a second listener, but is also the mark of a NAT or "
@@ -146,6 +150,48 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
                 f"host:port ({src}).")
             break
     return out
+
+
+def _one_family(result: EndpointResult, split: FamilySplit, listener: str) -> tuple[str, str]:
+    """Message and fix when one address family fails: which real clients fail or slow down, and by which setting.
+
+    The client behaviour is measured (kprobe.dualstack, docs/dual-stack.md), not guessed.
+    """
+    ep = result.endpoint
+    working = ", ".join(t.address for t in result.tcp if t.status == "ok")
+    failing = ", ".join(f"{t.address} ({t.status})" for t in split.failed)
+    bad = ", ".join(t.address for t in split.failed)
+    head = (f"{ep.host} resolves to {split.working} {working}, which connect{'s' if ',' not in working else ''}, "
+            f"and {split.failing} {failing}, which fail{'s' if len(split.failed) == 1 else ''}.")
+    if split.slow:
+        librdkafka = (f"librdkafka tries the addresses in random order and waits out {LIBRDKAFKA_SETUP_TIMEOUT} "
+                      f"each time it dials an {split.failing} one first, then connects over {split.working}: slow "
+                      "connections, not failures")
+    else:
+        librdkafka = ("librdkafka tries the addresses in random order and, after a failing one, the next: a "
+                      "retry after its reconnect back-off (reconnect.backoff.ms), which added up to a few seconds "
+                      f"when measured, then it connects over {split.working}")
+    if split.default_clients_work:
+        message = (
+            f"{head} Clients with default settings still work: the Java client uses IPv4 addresses only (Java "
+            f"lists IPv4 first, and Kafka's client keeps the first address's family); {librdkafka}. Clients pinned "
+            "to IPv6 fail outright: librdkafka with broker.address.family=v6, the Java client with "
+            "-Djava.net.preferIPv6Addresses=true or =system.")
+        if split.slow:
+            message += (f" A Java client that prefers IPv6 would also wait out {JAVA_SETUP_TIMEOUT} per attempt "
+                        "before failing.")
+        where = "/etc/hosts' ::1 line" if is_loopback_name(ep.host) else "DNS"
+        fix = (f"Remove the IPv6 addresses ({bad}) of {ep.host} from {where}, or make the broker listen on IPv6 "
+               f"too ({listener} bound to [::] in `listeners`). Until then, librdkafka clients avoid the "
+               "wasted attempts with broker.address.family=v4.")
+    else:
+        message = (
+            f"{head} The Java client with default settings fails outright: Java lists IPv4 addresses first, and "
+            "Kafka's client keeps only the first address's family, so it never tries IPv6 (Expiring ... "
+            f"record(s)). {librdkafka[0].upper()}{librdkafka[1:]}, unless pinned with broker.address.family=v4.")
+        fix = (f"Make the broker listen on {bad} ({listener} bound to 0.0.0.0 in `listeners`), or remove the "
+               f"IPv4 addresses of {ep.host}. Until then, Java clients work with -Djava.net.preferIPv6Addresses=true.")
+    return message, fix
 
 
 def _proposal(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> str | None:

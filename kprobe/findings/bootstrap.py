@@ -70,6 +70,17 @@ def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
         if answered_any else "No client can start from here with this bootstrap list."
     )
     sent = b.protocol or "PLAINTEXT"
+    if b.kraft_controller:
+        node = f" (node {b.node_id})" if b.node_id is not None else ""
+        return finding(
+            "BOOTSTRAP_IS_CONTROLLER", ERROR,
+            f"Bootstrap {b.address} is a KRaft controller listener{node}, not a broker's: it answers ApiVersions with "
+            "the controller's requests and offers no Metadata, so producers and consumers fail at their first "
+            "request (Java: \"The node does not support METADATA\", UnsupportedVersionException; librdkafka retries "
+            f"until it times out). {consequence}",
+            f"Bootstrap clients to a broker listener (bootstrap.servers). For admin tools that talk to the "
+            f"controllers (bootstrap.controllers, --bootstrap-controller), pass {b.address} with --controllers "
+            "instead of -b.", bootstrap=b.address)
     if b.speaks_tls is True:
         return finding(
             "SECURITY_PROTOCOL_MISMATCH", ERROR,

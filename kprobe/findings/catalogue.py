@@ -19,7 +19,7 @@ INFO: Severity = "info"
 # Errors first: the order findings are listed in, in every output.
 SEVERITY_ORDER: dict[Severity, int] = {ERROR: 0, WARNING: 1, INFO: 2}
 
-Stage = Literal["bootstrap", "advertised", "identity", "consistency", "tls", "dns", "run"]
+Stage = Literal["bootstrap", "advertised", "identity", "consistency", "tls", "dns", "run", "controllers"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,10 @@ CATALOGUE: dict[str, Kind] = {
     "SASL_MECHANISM_MISMATCH": Kind(
         "bootstrap", (ERROR,), "The listener does not take the SASL mechanism sent",
         "Clients fail at connect with an unsupported-mechanism error."),
+    "BOOTSTRAP_IS_CONTROLLER": Kind(
+        "bootstrap", (ERROR,), "A bootstrap address is a KRaft controller listener",
+        "Clients fail at their first metadata request: \"The node does not support METADATA\" "
+        "(UnsupportedVersionException); librdkafka retries until it times out."),
     "ADVERTISED_UNRESOLVABLE": Kind(
         "advertised", (ERROR,), "An advertised host does not resolve from here",
         "Clients bootstrap, then fail every request (`Failed to resolve ...`)."),
@@ -70,6 +74,12 @@ CATALOGUE: dict[str, Kind] = {
     "ADVERTISED_PARTIAL": Kind(
         "advertised", (WARNING,), "Only some addresses of an advertised name connect",
         "Clients that try a failing address first are slow to connect or fail."),
+    "ADVERTISED_ONE_FAMILY_FAILS": Kind(
+        "advertised", (WARNING, ERROR),
+        "An advertised name's IPv4 addresses connect and its IPv6 ones fail, or the reverse",
+        "IPv6 failing: clients with default settings work (librdkafka retries the next address, slowed by its "
+        "connection set-up timeout where IPv6 drops packets); clients pinned to IPv6 fail. IPv4 failing: the Java "
+        "client with default settings fails."),
     "INVALID_ADVERTISED_HOST": Kind(
         "advertised", (ERROR,), "An advertised host is not a usable name or address",
         "Clients bootstrap, then fail every request to that broker."),
@@ -88,6 +98,9 @@ CATALOGUE: dict[str, Kind] = {
     "ENDPOINT_NOT_KAFKA": Kind(
         "identity", (ERROR,), "Something that does not speak Kafka answers at an advertised endpoint",
         "Clients connect, then fail or hang on their first request."),
+    "ENDPOINT_IS_CONTROLLER": Kind(
+        "identity", (ERROR,), "A broker advertises to clients an endpoint where a KRaft controller answers",
+        "Clients connect, then fail: the controller offers no Metadata or Produce (KAFKA-16612)."),
     "ENDPOINT_NOT_ANSWERING": Kind(
         "identity", (ERROR,), "An advertised endpoint accepts connections and gives no Kafka answer",
         "TCP checks pass; clients connect, then fail or wait for their timeouts."),
@@ -143,6 +156,25 @@ CATALOGUE: dict[str, Kind] = {
     "TLS_SAN_TYPE_MISMATCH": Kind(
         "tls", (ERROR, WARNING), "An advertised IP address is in the certificate only as a DNS name (or its CN)",
         "Java and librdkafka match an IP only against IP-type subjectAltName entries: every handshake fails."),
+    "CONTROLLER_BOOTSTRAP_FAILED": Kind(
+        "controllers", (ERROR,), "A --controllers address gave no controller list",
+        "Admin tools with bootstrap.controllers cannot start from that address (no resolution, refused, timeout, "
+        "authentication or authorization)."),
+    "CONTROLLER_IS_BROKER": Kind(
+        "controllers", (ERROR,), "A --controllers address is a broker listener, not a controller's",
+        "Admin tools with bootstrap.controllers fail with MismatchedEndpointTypeException."),
+    "CONTROLLER_DESCRIBE_UNSUPPORTED": Kind(
+        "controllers", (ERROR,), "A controller cannot describe the controller quorum (Kafka before 3.7)",
+        "Admin tools with bootstrap.controllers fail with UnsupportedVersionException; only bootstrap.servers works."),
+    "CONTROLLER_ENDPOINT_UNRESOLVABLE": Kind(
+        "controllers", (ERROR,), "An advertised controller endpoint does not resolve from here",
+        "Admin tools bootstrap to the controllers, then fail to reach the one they need (the active controller)."),
+    "CONTROLLER_ENDPOINT_UNREACHABLE": Kind(
+        "controllers", (ERROR, WARNING), "An advertised controller endpoint refuses, times out or has no route",
+        "Admin tools bootstrap to the controllers, then fail or wait on requests to that controller."),
+    "CONTROLLER_ENDPOINT_WRONG_NODE": Kind(
+        "controllers", (ERROR,), "Something other than the advertised controller answers at a controller endpoint",
+        "Admin requests meant for that controller go to another node, a broker or no Kafka at all, and fail."),
 }
 
 

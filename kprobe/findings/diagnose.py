@@ -13,14 +13,22 @@ from kprobe.findings.advertised import advertised_findings
 from kprobe.findings.bootstrap import bootstrap_finding
 from kprobe.findings.catalogue import INFO, SEVERITY_ORDER, WARNING, finding
 from kprobe.findings.consistency import consistency_findings
+from kprobe.findings.controllers import controllers_findings
 from kprobe.findings.dns import dns_view_findings
 from kprobe.findings.identity import identity_findings
 from kprobe.findings.tls import tls_findings
-from kprobe.models import BootstrapResult, EndpointResult, Finding
+from kprobe.models import BootstrapResult, ControllerBootstrapResult, EndpointResult, Finding
 
 
-def diagnose(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult]) -> list[Finding]:
-    """All findings of one probe, errors first, in a stable order."""
+def diagnose(
+    bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult],
+    controllers: Sequence[ControllerBootstrapResult] = (), controller_endpoints: Sequence[EndpointResult] = (),
+) -> list[Finding]:
+    """All findings of one probe, errors first, in a stable order.
+
+    `controllers` and `controller_endpoints` are what --controllers found (KIP-919's admin path);
+    the run-level findings (incomplete, remapped, identity not checked) cover them too.
+    """
     by_address = {b.address: b for b in bootstraps}
     findings: list[Finding] = []
     answered = [b for b in bootstraps if b.status == "ok"]
@@ -33,10 +41,12 @@ def diagnose(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[Endpoint
         findings.extend(identity_findings(result, by_address))
         findings.extend(tls_findings(result))
         findings.extend(dns_view_findings(result))
-    findings.extend(_incomplete(endpoints))
-    findings.extend(_remapped(endpoints))
-    unchecked = sorted({r.identity.detail or "" for r in endpoints
-                        if r.identity and r.identity.status == "unchecked" and not r.identity.unfinished})
+    findings.extend(controllers_findings(controllers, controller_endpoints))
+    every = (*endpoints, *controller_endpoints)
+    findings.extend(_incomplete(every))
+    findings.extend(_remapped(every))
+    unchecked = sorted({r.identity.detail or "" for r in every if r.identity and r.identity.status == "unchecked"
+                        and not r.identity.unfinished and not r.identity.kraft_controller})
     if unchecked:
         findings.append(finding(
             "IDENTITY_NOT_CHECKED", INFO,

@@ -13,13 +13,27 @@ from kprobe.models import BootstrapResult, EndpointResult, Finding
 
 
 def identity_findings(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[Finding]:
-    """ENDPOINT_WRONG_BROKER, ENDPOINT_NOT_KAFKA, ENDPOINT_NOT_ANSWERING, ENDPOINT_ADVERTISES_DIFFERENTLY."""
+    """ENDPOINT_IS_CONTROLLER, ENDPOINT_WRONG_BROKER, ENDPOINT_NOT_KAFKA, ENDPOINT_NOT_ANSWERING, and
+    ENDPOINT_ADVERTISES_DIFFERENTLY.
+    """
     ident = result.identity
     ep = result.endpoint
     if ident is None:
         return []
     out: list[Finding] = []
     where = ep.hostport
+    if ident.kraft_controller:
+        # Which node it is matters less than what it is: no client request is served there.
+        node = f" (node {ident.node_id})" if ident.node_id is not None else ""
+        return [finding(
+            "ENDPOINT_IS_CONTROLLER", ERROR,
+            f"Broker {ep.node_id} advertises {where} to clients, but a KRaft controller listener answers there"
+            f"{node}, at {ident.address}: it offers no Metadata, Produce or Fetch for clients, so every client "
+            f"request to broker {ep.node_id} fails (Java: \"The node does not support METADATA\", KAFKA-16612).",
+            f"Fix broker {ep.node_id}'s advertised.listeners so the client listener advertises the broker's own "
+            "host:port, not a controller's (controller.listener.names belong to the quorum; never list a controller "
+            "listener in a broker's advertised.listeners).",
+            node_id=ep.node_id, endpoint=where, bootstrap=source_of(result))]
     if ident.status == "mismatch":
         out.append(finding(
             "ENDPOINT_WRONG_BROKER", ERROR,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kprobe.models import AdvertisedBroker, ClusterMetadata, PartitionInfo, TlsFailure, TopicInfo
 
@@ -22,7 +23,17 @@ API_SASL_HANDSHAKE = 17
 API_API_VERSIONS = 18
 API_SASL_AUTHENTICATE = 36
 API_DESCRIBE_CONFIGS = 32
+API_DESCRIBE_CLUSTER = 60
 RESOURCE_BROKER = 4
+
+# DescribeCluster's EndpointType (v1+, KIP-919): which endpoints to describe.
+ENDPOINT_TYPE_BROKERS, ENDPOINT_TYPE_CONTROLLERS = 1, 2
+DESCRIBE_CLUSTER_MIN, DESCRIBE_CLUSTER_MAX = 1, 2  # v0 cannot ask for controllers
+# Requests only a KRaft controller listener offers (the raft and registration RPCs). A controller
+# listener lists them and not Metadata (seen on Kafka 4.1: it offers neither Produce nor Metadata,
+# and closes the connection on a Metadata request), which is how clients meet it: Java's
+# "The node does not support METADATA" (KAFKA-16612).
+CONTROLLER_ONLY_APIS = frozenset({52, 53, 54, 62, 63, 70})  # Vote, Begin/EndQuorumEpoch, Broker/ControllerRegistration
 
 METADATA_MIN, METADATA_MAX = 4, 12
 MAX_FRAME = 256 * 1024 * 1024
@@ -41,6 +52,8 @@ ERROR_NAMES = {
     34: "ILLEGAL_SASL_STATE",
     35: "UNSUPPORTED_VERSION",
     58: "SASL_AUTHENTICATION_FAILED",
+    114: "MISMATCHED_ENDPOINT_TYPE",
+    115: "UNSUPPORTED_ENDPOINT_TYPE",
 }
 
 
@@ -53,17 +66,19 @@ class WireError(Exception):
     """A request that failed, classified for the report.
 
     `kind` is one of: dns_failed, refused, timeout, unreachable, closed, protocol, tls,
-    auth_failed, error. The message never contains credentials. `deadline` says the run's own
-    deadline cut the request short (which proves nothing about the broker, unlike its own
-    timeout); `awaiting_response` says the request had been sent (the connection worked).
+    auth_failed, controller (a KRaft controller listener answered where a broker was expected;
+    `node_id` says which node, when it said), error. The message never contains credentials.
+    `deadline` says the run's own deadline cut the request short (which proves nothing about the
+    broker, unlike its own timeout); `awaiting_response` says the request had been sent (the connection worked).
     """
 
     def __init__(
         self, kind: str, message: str, *, deadline: bool = False, awaiting_response: bool = False,
         mechanisms: tuple[str, ...] = (), tls_failure: TlsFailure | None = None, speaks_tls: bool | None = None,
-        token_unavailable: bool = False,
+        token_unavailable: bool = False, node_id: int | None = None,
     ) -> None:
         super().__init__(message)
+        self.node_id = node_id  # kind "controller": the node that answered, learnt from DescribeConfigs
         self.kind = kind
         self.deadline = deadline
         self.awaiting_response = awaiting_response
@@ -183,6 +198,13 @@ def looks_like_tls(size_bytes: bytes) -> bool:
     means: this listener wants TLS.
     """
     return len(size_bytes) >= 2 and size_bytes[0] in (0x15, 0x16) and size_bytes[1] == 0x03
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    """Whether a request of this version uses the flexible (compact, tagged) encoding, headers included."""
+    if api_key == API_METADATA:
+        return version >= 9
+    return api_key == API_DESCRIBE_CLUSTER  # flexible from v0
 
 
 def response_header(reader: Reader, api_key: int, flexible: bool, correlation_id: int) -> None:
@@ -376,3 +398,69 @@ def node_from_describe(
         return None, (f"not authorised to describe broker configs ({error_name(code)}): "
                       "grant DescribeConfigs on the cluster")
     return None, f"DescribeConfigs answered {error_name(code)}: {message or ''}".rstrip(": ")
+
+
+def is_controller_listener(api_versions: dict[int, tuple[int, int]]) -> bool:
+    """Whether an ApiVersions answer is a KRaft controller listener's: raft RPCs, no Metadata.
+
+    A broker listener always offers Metadata; a controller listener never does, so a client that
+    bootstraps there can fetch no metadata at all.
+    """
+    return API_METADATA not in api_versions and bool(CONTROLLER_ONLY_APIS & api_versions.keys())
+
+
+def describe_cluster_version(api_versions: dict[int, tuple[int, int]]) -> int | None:
+    """The DescribeCluster version to ask controllers with (v1+), or None when the node has none.
+
+    Controllers answer DescribeCluster since Kafka 3.7 (KIP-919); brokers since 2.8 (v0 only until 3.7).
+    """
+    low, high = api_versions.get(API_DESCRIBE_CLUSTER, (0, -1))
+    version = min(high, DESCRIBE_CLUSTER_MAX)
+    return version if version >= max(low, DESCRIBE_CLUSTER_MIN) else None
+
+
+def encode_describe_cluster(version: int, endpoint_type: int) -> bytes:
+    """DescribeCluster v0-v2: no authorised operations, the endpoint type (v1+), no fenced brokers (v2)."""
+    body = b"\x00" + (struct.pack(">b", endpoint_type) if version >= 1 else b"")
+    if version >= 2:
+        body += b"\x00"  # include_fenced_brokers: a fenced node serves nobody
+    return body + b"\x00"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DescribedCluster:
+    """A DescribeCluster answer: the nodes of the asked endpoint type, or the error that came instead."""
+
+    error_code: int
+    error_message: str | None
+    endpoint_type: int
+    cluster_id: str | None
+    controller_id: int
+    nodes: tuple[AdvertisedBroker, ...]
+
+
+def decode_describe_cluster(reader: Reader, version: int) -> DescribedCluster:
+    """Decode a DescribeCluster response body (v0-v2; always flexible)."""
+    reader.int32()  # throttle_time_ms
+    code = reader.int16()
+    message = reader.string(True, nullable=True)
+    endpoint_type = reader.int8() if version >= 1 else ENDPOINT_TYPE_BROKERS
+    cluster_id = reader.string(True)
+    controller_id = reader.int32()
+    nodes = []
+    for _ in range(reader.array_len(True, 8)):
+        node_id = reader.int32()
+        host = reader.string(True) or ""
+        port = reader.int32()
+        rack = reader.string(True, nullable=True)
+        if version >= 2:
+            reader.boolean()  # is_fenced: never asked for, so always false
+        reader.tagged_fields()
+        nodes.append(AdvertisedBroker(node_id, host, port, rack))
+    reader.int32()  # cluster authorized operations
+    reader.tagged_fields()
+    if reader.pos != len(reader.data):
+        raise WireError("protocol", f"DescribeCluster response has {len(reader.data) - reader.pos} unexpected "
+                        "trailing bytes")
+    return DescribedCluster(error_code=code, error_message=message, endpoint_type=endpoint_type,
+                            cluster_id=cluster_id, controller_id=controller_id, nodes=tuple(nodes))

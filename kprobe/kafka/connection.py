@@ -240,6 +240,21 @@ class KafkaConnection:
         reader = self.request(codec.API_DESCRIBE_CONFIGS, 1, codec.encode_describe_broker(node_id, keys))
         return codec.decode_describe_broker(reader)
 
+    def describe_cluster(self, endpoint_type: int) -> codec.DescribedCluster:
+        """DescribeCluster (v1+, at the highest version both sides speak) for brokers or controllers.
+
+        A node without DescribeCluster v1 (a controller before Kafka 3.7, a broker before 3.7) is a
+        `protocol` error that says so; the caller decides what that means.
+        """
+        version = codec.describe_cluster_version(self.api_versions)
+        if version is None:
+            low, high = self.api_versions.get(codec.API_DESCRIBE_CLUSTER, (0, -1))
+            offered = f"DescribeCluster v{low}-v{high}" if high >= 0 else "no DescribeCluster"
+            raise WireError("protocol", f"the node offers {offered}; describing controllers needs v1 (Kafka 3.7+)")
+        body = codec.encode_describe_cluster(version, endpoint_type)
+        reader = self.request(codec.API_DESCRIBE_CLUSTER, version, body, True)
+        return codec.decode_describe_cluster(reader, version)
+
     def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
         """Metadata for `topics` ([] = brokers only, None = all topics)."""
         version = codec.metadata_version(self.api_versions)
@@ -288,6 +303,13 @@ def fetch_and_identify(
         conn.negotiate()
         if sec.uses_sasl:
             conn.authenticate()
+        if codec.is_controller_listener(conn.api_versions):
+            # A Metadata request would only get the connection closed: say what answers instead.
+            node_id, _ = identify(conn, expected if expected is not None else 0) if identity else (None, None)
+            raise WireError("controller", "a KRaft controller listener answers here"
+                            + (f" (node {node_id})" if node_id is not None else "")
+                            + ": it offers no Metadata, so clients fail with \"The node does not support METADATA\"",
+                            awaiting_response=True, node_id=node_id)
         meta = conn.metadata(topics)
         try:
             local = str(conn.sock.getsockname()[0]) if conn.sock is not None else None
@@ -299,3 +321,40 @@ def fetch_and_identify(
         ask = expected if expected is not None else (meta.brokers[0].node_id if meta.brokers else 0)
         node_id, why = identify(conn, ask)
         return meta, node_id, why
+
+
+def fetch_controllers(
+    address: str,
+    port: int,
+    *,
+    timeout: float,
+    deadline: float | None = None,
+    security: Security | None = None,
+    server_hostname: str | None = None,
+    identity: bool = True,
+    expected: int | None = None,
+) -> tuple[codec.DescribedCluster | None, dict[int, tuple[int, int]], int | None, str | None]:
+    """What a controller listener says of the quorum (KIP-919), on one connection, as an admin client asks it.
+
+    ApiVersions, SASL when configured, DescribeCluster for controllers, then (if asked) which node
+    answered: (the answer, or None when the node offers no DescribeCluster v1; the ApiVersions map;
+    node id; why the node is unknown). `expected` is
+    the node id to ask about; by default the first controller described.
+    """
+    sec = security or Security()
+    with KafkaConnection(
+        address, port, timeout=timeout, deadline=deadline, security=sec, server_hostname=server_hostname,
+    ) as conn:
+        conn.connect()
+        versions = conn.negotiate()
+        if sec.uses_sasl:
+            conn.authenticate()
+        if codec.describe_cluster_version(versions) is None:
+            # Nothing to ask (None): the caller tells a pre-3.7 controller from a broker by the map.
+            return None, versions, None, None
+        described = conn.describe_cluster(codec.ENDPOINT_TYPE_CONTROLLERS)
+        if not identity:
+            return described, versions, None, None
+        ask = expected if expected is not None else (described.nodes[0].node_id if described.nodes else 0)
+        node_id, why = identify(conn, ask)
+        return described, versions, node_id, why

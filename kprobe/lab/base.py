@@ -44,6 +44,13 @@ class RenderedNode:
     spec: NodeSpec
     controller_port: int
     listeners: dict[str, RenderedListener] = field(default_factory=dict)
+    # What a quorum member advertises for its CONTROLLER listener (what DescribeCluster hands KIP-919 clients).
+    controller_advertised: str = ""
+
+    @property
+    def controller_endpoint(self) -> str:
+        """The CONTROLLER listener's real `ip:port` (a quorum member's; a broker-only node has none)."""
+        return f"{self.spec.address}:{self.controller_port}"
 
     @property
     def node_id(self) -> int:
@@ -58,14 +65,16 @@ class Blackhole:
     so a connect to it times out (design notes, section 7). No packet leaves loopback.
     """
 
-    def __init__(self, host: str) -> None:
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.bind((host, 0))
+    def __init__(self, host: str, port: int = 0) -> None:
+        # IPv6 too: a dual-stack name whose AAAA address drops SYNs is staged on [::1] (scenario dual-stack).
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.listener = socket.socket(family, socket.SOCK_STREAM)
+        self.listener.bind((host, port))
         self.listener.listen(0)
         self.host, self.port = self.listener.getsockname()[:2]
         self.fillers: list[socket.socket] = []
         for _ in range(8):
-            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            probe = socket.socket(family, socket.SOCK_STREAM)
             probe.settimeout(0.3)
             try:
                 probe.connect((self.host, self.port))
@@ -76,8 +85,8 @@ class Blackhole:
 
     @property
     def endpoint(self) -> str:
-        """`host:port` to advertise."""
-        return f"{self.host}:{self.port}"
+        """`host:port` to advertise (`[v6]:port` for an IPv6 one)."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def close(self) -> None:
         """Release the port and the queued connections."""
@@ -170,12 +179,15 @@ def render(
     holes = {name: bh.endpoint for name, bh in blackholes.items()}
     fakes = {name: imp.endpoint for name, imp in (impostors or {}).items()}
     proxies = {**{name: spec.port for name, spec in scenario.proxies.items()}, **(proxy_ports or {})}
+    controllers = {n.node_id: f"{n.spec.address}:{n.controller_port}" for n in nodes.values() if n.spec.is_controller}
     for node in nodes.values():
         for rl in node.listeners.values():
             values: dict[str, Any] = {"addr": node.spec.address, "port": rl.port, "bh": holes, "ep": real,
-                                      "imp": fakes, "px": proxies}
+                                      "imp": fakes, "px": proxies, "ctl": controllers}
             rl.advertised = rl.spec.advertise.format(**values)
             rl.bootstrap = rl.spec.bootstrap.format(**values)
+        node.controller_advertised = node.spec.controller_advertise.format(addr=node.spec.address,
+                                                                           port=node.controller_port)
     return nodes
 
 
@@ -188,29 +200,34 @@ def server_properties(
     passwords: dict[str, str] | None = None,
     idp_settings: Mapping[str, str] | None = None,
 ) -> str:
-    """The broker's server.properties for one node (combined broker + controller, KRaft).
+    """The node's server.properties (KRaft: combined broker + controller, broker only or controller only).
 
-    `idp_settings` are what an OAUTHBEARER listener validating JWTs is told of the lab's identity
-    provider (`IdentityProvider.broker_settings`: JWKS URL, expected audience and issuer).
+    A controller-only node has only its CONTROLLER listener, advertised as the scenario says (KIP-919
+    clients are handed that); a broker-only node has no CONTROLLER listener and finds the quorum
+    through the voters. `idp_settings` are what an OAUTHBEARER listener validating JWTs is told of the
+    lab's identity provider (`IdentityProvider.broker_settings`: JWKS URL, expected audience and issuer).
     """
     node = nodes[node_id]
-    voters = ",".join(f"{n.node_id}@{n.spec.address}:{n.controller_port}" for n in nodes.values())
+    voters = ",".join(f"{n.node_id}@{n.spec.address}:{n.controller_port}" for n in nodes.values()
+                      if n.spec.is_controller)
     listeners = [f"{name}://{rl.bind_host}:{rl.port}" for name, rl in node.listeners.items()]
-    listeners.append(f"CONTROLLER://{node.spec.address}:{node.controller_port}")
     advertised = [f"{name}://{rl.advertised}" for name, rl in node.listeners.items()]
+    if node.spec.is_controller:
+        listeners.append(f"CONTROLLER://{node.spec.address}:{node.controller_port}")
+    if node.spec.role == "controller":
+        advertised.append(f"CONTROLLER://{node.controller_advertised}")
     protocols = [f"{name}:{rl.spec.protocol}" for name, rl in node.listeners.items()]
     protocols.append("CONTROLLER:PLAINTEXT")
-    inter = next(name for name, rl in node.listeners.items() if rl.spec.inter_broker)
-    replication = min(3, len(nodes))
+    replication = min(3, sum(1 for n in nodes.values() if n.spec.is_broker))
+    roles = {"combined": "broker,controller", "broker": "broker", "controller": "controller"}[node.spec.role]
     lines = {
-        "process.roles": "broker,controller",
+        "process.roles": roles,
         "node.id": str(node_id),
         "controller.quorum.voters": voters,
         "controller.listener.names": "CONTROLLER",
         "listeners": ",".join(listeners),
         "advertised.listeners": ",".join(advertised),
         "listener.security.protocol.map": ",".join(protocols),
-        "inter.broker.listener.name": inter,
         "log.dirs": data_dir,
         "num.partitions": "1",
         "offsets.topic.replication.factor": str(replication),
@@ -230,6 +247,9 @@ def server_properties(
         "num.io.threads": "2",
         "background.threads": "2",
     }
+    if node.spec.is_broker:
+        lines["inter.broker.listener.name"] = next(name for name, rl in node.listeners.items()
+                                                   if rl.spec.inter_broker)
     if node.spec.rack:
         lines["broker.rack"] = node.spec.rack
     lines.update(scenario.broker_config)
@@ -303,6 +323,15 @@ class RunningLab(ABC):
             proxy.reserve_ports()
         self.dns = start_views(self.scenario.views)
 
+    def _start_shadows(self) -> None:
+        """Blackholes on another address at a rendered listener's own port (after `render`).
+
+        A name with an A and an AAAA record is dialled at one port on both addresses: to make the
+        AAAA one time out while the broker answers on IPv4, the blackhole needs the broker's port.
+        """
+        for name, (host, node_id, listener) in self.scenario.shadow_blackholes.items():
+            self.blackholes[name] = Blackhole(host, self.nodes[node_id].listeners[listener].port)
+
     @property
     def proxy_ports(self) -> dict[str, int]:
         """Each SNI proxy's port, for `render` (`{px[NAME]}`)."""
@@ -372,7 +401,13 @@ class RunningLab(ABC):
         lines = [f"scenario {self.scenario.name} ({self.backend}): {self.scenario.summary}",
                  f"cluster id {self.cluster_id}"]
         for node in self.nodes.values():
-            lines.append(f"broker {node.node_id} on {node.spec.address}")
+            if node.spec.role == "controller":
+                lines.append(f"controller {node.node_id} on {node.spec.address}: CONTROLLER listener "
+                             f"{node.controller_endpoint} advertises {node.controller_advertised} "
+                             "(for --controllers, as bootstrap.controllers)")
+                continue
+            role = " (broker only; separate controller quorum)" if node.spec.role == "broker" else ""
+            lines.append(f"broker {node.node_id} on {node.spec.address}{role}")
             for name, rl in node.listeners.items():
                 lines.append(
                     f"  {name:<15} bootstrap {rl.bootstrap:<28} advertises {rl.advertised}"

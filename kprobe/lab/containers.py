@@ -297,6 +297,11 @@ class ContainerLab(RunningLab):
         return self
 
     def _check_engine(self) -> None:
+        if any(node.role != "combined" for node in self.scenario.nodes):
+            # The container settings wire one combined quorum through Docker names; a separate
+            # quorum with its own advertised controller endpoints is the native backend's only.
+            raise LabError(f"scenario {self.scenario.name} runs a separate KRaft controller quorum, which only the "
+                           "native backend starts: use KPROBE_LAB_BACKEND=native")
         try:
             import testcontainers  # noqa: F401
         except ImportError:
@@ -325,6 +330,7 @@ class ContainerLab(RunningLab):
         try:
             self._start_network()
             self.nodes = render(self.scenario, self.blackholes, self.impostors, self.proxy_ports)
+            self._start_shadows()
         except OSError as exc:
             if exc.errno != errno.EADDRNOTAVAIL:
                 raise

@@ -84,6 +84,7 @@ class NativeLab(RunningLab):
             self.classpath = jars.kafka_classpath()
             self._start_network()
             self.nodes = render(self.scenario, self.blackholes, self.impostors, self.proxy_ports)
+            self._start_shadows()
             self._make_certs(self.workdir / "tls")
             self._start_proxies(self.workdir / "proxies", self.lab_id)
             self._start_idp(self.workdir / "idp")
@@ -181,9 +182,14 @@ class NativeLab(RunningLab):
             return False
         if "Kafka Server started" not in log:
             return False
-        for rl in self.nodes[node_id].listeners.values():
+        node = self.nodes[node_id]
+        ports = [(rl.bind_ip, rl.port) for rl in node.listeners.values()]
+        if node.spec.role == "controller":
+            # A controller-only node logs the same line, and has only its CONTROLLER listener to check.
+            ports.append((node.spec.address, node.controller_port))
+        for target in ports:
             try:
-                with socket.create_connection((rl.bind_ip, rl.port), timeout=1):
+                with socket.create_connection(target, timeout=1):
                     pass
             except OSError:
                 return False

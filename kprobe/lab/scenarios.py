@@ -9,12 +9,14 @@ Templates in `bind`, `advertise` and `bootstrap` are `str.format` strings with:
 `{addr}` the node's address, `{port}` this listener's port, `{bh[NAME]}` a blackhole
 endpoint `host:port` kept by the lab, `{imp[NAME]}` an endpoint where a non-Kafka (HTTP)
 server answers, `{ep[NODE][LISTENER]}` another listener's real endpoint, `{px[NAME]}` the port
-of SNI proxy NAME (443 where the lab can bind it).
+of SNI proxy NAME (443 where the lab can bind it), `{ctl[NODE]}` the real endpoint of a quorum
+member's CONTROLLER listener.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from kprobe.errors import UsageError
 from kprobe.lab.certs import CertSpec
@@ -44,15 +46,35 @@ class ListenerSpec:
     token_validator: str | None = None
 
 
+NodeRole = Literal["combined", "broker", "controller"]
+
+
 @dataclass(frozen=True)
 class NodeSpec:
-    """A combined broker+controller JVM on its own loopback address."""
+    """One KRaft JVM on its own loopback address.
+
+    `role` is `combined` (broker and controller in one JVM, the default), `broker` (a broker of a
+    separate controller quorum) or `controller` (a quorum member only: no client listeners, its
+    CONTROLLER listener advertised as `controller_advertise`, the way KIP-919 clients see it).
+    """
 
     node_id: int
     address: str
     hostnames: tuple[str, ...] = ()
     listeners: tuple[ListenerSpec, ...] = ()
     rack: str | None = None
+    role: NodeRole = "combined"
+    controller_advertise: str = "{addr}:{port}"
+
+    @property
+    def is_controller(self) -> bool:
+        """Whether the node is a quorum voter (combined or controller-only)."""
+        return self.role != "broker"
+
+    @property
+    def is_broker(self) -> bool:
+        """Whether the node serves clients (combined or broker-only)."""
+        return self.role != "controller"
 
 
 @dataclass(frozen=True)
@@ -64,6 +86,9 @@ class Scenario:
     nodes: tuple[NodeSpec, ...]
     views: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     blackholes: dict[str, str] = field(default_factory=dict)
+    # name -> (host, node id, listener): a blackhole on `host` at that listener's own port, so one
+    # name with two addresses times out on one of them (the dual-stack scenario's ::1).
+    shadow_blackholes: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     story: str = ""
     impostors: dict[str, str] = field(default_factory=dict)
     certificates: dict[str, CertSpec] = field(default_factory=dict)
@@ -450,6 +475,9 @@ _COLLECTOR = Scenario(
     name="collector",
     summary="one plain broker that collects reports (kprobe probe --publish), for the scheduling tests",
     story="A single broker on 127.0.0.71 whose topic receives the reports of scheduled probes.",
+    # Tests stop and restart this broker to show the spool at work, and nobody probes it while it
+    # is down: a short session lets the restarted broker register again in 3 s, not 10.
+    broker_config={"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"},
     nodes=(
         NodeSpec(
             node_id=0,
@@ -463,8 +491,90 @@ _COLLECTOR = Scenario(
     ),
 )
 
+_KRAFT_CONTROLLER_NAME = "controller-0.kraft.internal"
+_KRAFT_CONTROLLER_ID = 9
+
+
+def _kraft_broker(node_id: int) -> NodeSpec:
+    """A broker of the separate quorum; broker 1 hands the controller's listener to clients."""
+    return NodeSpec(
+        node_id=node_id,
+        address=f"127.0.0.{140 + node_id}",
+        role="broker",
+        listeners=(
+            ListenerSpec("INTERNAL", inter_broker=True, note="inter-broker, PLAINTEXT"),
+            ListenerSpec("CLIENT", note="healthy: every broker advertises its own address"),
+            ListenerSpec(
+                "CONTROLLER_LEAK",
+                advertise=f"{{ctl[{_KRAFT_CONTROLLER_ID}]}}" if node_id == 1 else "{addr}:{port}",
+                note="broker 1 advertises the KRaft controller's listener to clients (KAFKA-16612)",
+            ),
+        ),
+    )
+
+
+_CONTROLLERS = Scenario(
+    name="controllers",
+    summary="two brokers and a separate KRaft controller whose endpoint only the inside view resolves",
+    story=(
+        "A KRaft cluster with its own controller quorum, as production clusters run it: brokers 1 and 2 on "
+        "127.0.0.141-142 (process.roles=broker) and controller 9 on 127.0.0.140 (process.roles=controller). "
+        f"The controller advertises its CONTROLLER listener as {_KRAFT_CONTROLLER_NAME}, which only the inside "
+        "view resolves: admin tools that bootstrap to controllers (bootstrap.controllers, KIP-919) work inside "
+        "and fail outside. Through CLIENT every broker advertises its own address; through CONTROLLER_LEAK "
+        "broker 1 advertises the controller's listener, where clients meet a node that does not serve Metadata."
+    ),
+    nodes=(
+        _kraft_broker(1),
+        _kraft_broker(2),
+        NodeSpec(node_id=_KRAFT_CONTROLLER_ID, address="127.0.0.140", role="controller",
+                 hostnames=(_KRAFT_CONTROLLER_NAME,), controller_advertise=_KRAFT_CONTROLLER_NAME + ":{port}"),
+    ),
+    views={
+        "inside": {_KRAFT_CONTROLLER_NAME: ("127.0.0.140",)},
+        "outside": {},
+    },
+)
+
+_DUAL_NAME = "kafka.dual.kprobe.test"
+_DUAL_DARK_NAME = "kafka-dark.dual.kprobe.test"
+_DUAL_ADDRESS = "127.0.0.130"
+
+_DUAL_STACK = Scenario(
+    name="dual-stack",
+    summary="an IPv4-only broker advertised under names that also resolve to ::1 (refused, or timing out)",
+    story=(
+        f"One broker on {_DUAL_ADDRESS}, listening on IPv4 only, as most brokers do. Its listeners advertise names "
+        "with an A record for the broker and an AAAA record for ::1, a stale or hopeful IPv6 record: through DUAL "
+        "nothing listens on [::1] at that port, so connects there are refused; through DUAL_DARK a blackhole on "
+        "[::1] at the broker's port drops them, so they time out; LOCALHOST advertises localhost, which the view "
+        "resolves to ::1 and the broker's address, as /etc/hosts does with `::1 localhost` on most machines. "
+        "Real clients with default settings work against all three (docs/dual-stack.md has the measurements)."
+    ),
+    nodes=(
+        NodeSpec(
+            node_id=0,
+            address=_DUAL_ADDRESS,
+            listeners=(
+                ListenerSpec("INTERNAL", inter_broker=True, note="inter-broker, PLAINTEXT"),
+                ListenerSpec("DUAL", advertise=_DUAL_NAME + ":{port}",
+                             note="advertises a name with AAAA ::1, refused there, and A for the broker"),
+                ListenerSpec("DUAL_DARK", advertise=_DUAL_DARK_NAME + ":{port}",
+                             note="advertises a name with AAAA ::1, where connects time out, and A for the broker"),
+                ListenerSpec("LOCALHOST", advertise="localhost:{port}",
+                             note="advertises localhost, resolved to ::1 (refused) first and the broker's address"),
+            ),
+        ),
+    ),
+    views={
+        "dual": {name: ("::1", _DUAL_ADDRESS) for name in (_DUAL_NAME, _DUAL_DARK_NAME, "localhost")},
+    },
+    shadow_blackholes={"dark6": ("::1", 0, "DUAL_DARK")},
+)
+
 SCENARIOS: dict[str, Scenario] = {
-    s.name: s for s in (_LISTENERS, _CLOUD, _THREE, _TLS, _SASL, _SCRAM, _OAUTH, _SNI_INGRESS, _COLLECTOR)
+    s.name: s for s in (_LISTENERS, _CLOUD, _THREE, _TLS, _SASL, _SCRAM, _OAUTH, _SNI_INGRESS, _COLLECTOR,
+                        _CONTROLLERS, _DUAL_STACK)
 }
 
 

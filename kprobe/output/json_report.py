@@ -11,7 +11,7 @@ from importlib import resources
 from typing import Any
 
 from kprobe import __version__
-from kprobe.models import BootstrapResult, DnsResult, EndpointResult, Finding, Report
+from kprobe.models import BootstrapResult, ControllerBootstrapResult, DnsResult, EndpointResult, Finding, Report
 
 SCHEMA_ID = "kprobe.report/v1"
 
@@ -63,6 +63,26 @@ def _bootstrap(b: BootstrapResult) -> dict[str, Any]:
         "sasl_mechanisms": list(b.sasl_mechanisms),
         "sasl_mechanism": b.sasl_mechanism,
         "token_unavailable": b.token_unavailable,
+        # Additive in v1: a KRaft controller listener answered here, not a broker's.
+        "kraft_controller": b.kraft_controller,
+    }
+
+
+def _controller(c: ControllerBootstrapResult) -> dict[str, Any]:
+    """One --controllers address's answer (additive in v1)."""
+    return {
+        "address": c.address,
+        "status": c.status,
+        "error": c.error,
+        "connected_to": c.connected_to,
+        "cluster_id": c.cluster_id,
+        "active_controller_id": c.active_controller_id,
+        "controllers": [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in c.controllers],
+        "ms": _round(c.ms),
+        "node_id": c.node_id,
+        "identity_note": c.identity_note,
+        "protocol": c.protocol,
+        "describe_cluster_version": c.describe_cluster_version,
     }
 
 
@@ -85,6 +105,7 @@ def endpoint_dict(r: EndpointResult) -> dict[str, Any]:
         "identity": None if r.identity is None else {
             "status": r.identity.status, "node_id": r.identity.node_id, "detail": r.identity.detail,
             "address": r.identity.address, "ms": _round(r.identity.ms),
+            "kraft_controller": r.identity.kraft_controller,
             "advertised": None if r.identity.advertised is None else [
                 {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in r.identity.advertised
             ],
@@ -130,6 +151,11 @@ def to_dict(report: Report) -> dict[str, Any]:
         "bootstraps": [_bootstrap(b) for b in report.bootstraps],
         "endpoints": [endpoint_dict(r) for r in report.endpoints],
         "findings": [_finding(f) for f in report.findings],
+        # Additive in v1: --controllers (KIP-919's admin path); null when not asked.
+        "controllers": None if report.controllers is None else {
+            "bootstraps": [_controller(c) for c in report.controllers],
+            "endpoints": [endpoint_dict(r) for r in report.controller_endpoints],
+        },
         "summary": {
             "status": report.status,
             "bootstraps": len(report.bootstraps),

@@ -39,6 +39,8 @@ def _reach_suffix(result: EndpointResult | None) -> str:
         return "  [not advertised]"
     if result.status == "reachable":
         return "  [reachable from here]"
+    if result.status == "degraded":
+        return "  [reachable from here; some addresses fail]"
     if result.status == "partial":
         return "  [partly reachable from here]"
     if result.status == "unresolvable":
@@ -135,7 +137,7 @@ def to_dict(listing: Listing) -> dict[str, Any]:
         entry: dict[str, Any] = {"id": broker.node_id, "name": f"{broker.host}:{broker.port}", "rack": broker.rack}
         if reach is not None:
             result = reach.get(broker.node_id)
-            entry["reachable"] = bool(result and result.status in ("reachable", "partial"))
+            entry["reachable"] = bool(result and result.status in ("reachable", "degraded", "partial"))
         data["brokers"].append(entry)
     for topic in listing.topics:
         t: dict[str, Any] = {"topic": topic.name}

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from kprobe.models import EndpointResult, Report
+from kprobe.models import CLIENTS_CONNECT, EndpointResult, Report
 from kprobe.output.sanitize import safe
 
 LABEL_LIMIT = 1024
@@ -38,13 +38,14 @@ def _labels(labels: Mapping[str, object]) -> str:
 
 
 def endpoint_up(result: EndpointResult) -> int:
-    """1 only when a client connecting to this endpoint would succeed whatever address it picks.
+    """1 when clients with default settings connect to this endpoint, as the run's verdict says.
 
-    `partial` (some resolved addresses accept, some do not) is 0: a client choosing among the
-    addresses fails some of the time, which is a gap worth an alert. `kprobe_tcp_connect_seconds`
-    still shows which addresses answered.
+    `reachable` (every address accepts) and `degraded` (an IPv6 family fails beside a working IPv4
+    one, which real clients with default settings get past: kprobe.dualstack) are 1. `partial`
+    (some resolved addresses accept, some do not, in a way that fails real clients) is 0, a gap
+    worth an alert. `kprobe_tcp_connect_seconds` still shows which addresses answered.
     """
-    return 1 if result.status == "reachable" else 0
+    return 1 if result.status in CLIENTS_CONNECT else 0
 
 
 def _cluster_ids(report: Report) -> dict[str, str]:
@@ -84,8 +85,9 @@ def render(report: Report) -> str:
         sample("kprobe_bootstrap_up", {"bootstrap": b.address, "cluster_id": clusters[b.address],
                                        "vantage": vantage}, 1 if b.status == "ok" else 0)
     family("kprobe_endpoint_up",
-           "1 if every resolved address of the advertised endpoint accepts connections from this vantage "
-           "(partial is 0); a remapped_to label marks one dialled through --resolve or --connect-to.")
+           "1 if clients with default settings connect to the advertised endpoint from this vantage: every "
+           "resolved address accepts (reachable), or only an IPv6 family fails beside a working IPv4 one "
+           "(degraded); partial is 0; a remapped_to label marks one dialled through --resolve or --connect-to.")
     for r in report.endpoints:
         e = r.endpoint
         labels: dict[str, object] = {"cluster_id": _endpoint_cluster(r, clusters), "node_id": e.node_id,
@@ -95,6 +97,23 @@ def render(report: Report) -> str:
             # unmapped series keeps the label set it always had.
             labels["remapped_to"] = e.remap.hostport
         sample("kprobe_endpoint_up", labels, endpoint_up(r))
+    if report.controllers is not None:
+        # Only with --controllers: a run without it keeps the families it always had.
+        family("kprobe_controller_bootstrap_up",
+               "1 if this --controllers address described the KRaft controller quorum (DescribeCluster, KIP-919).")
+        for c in report.controllers:
+            sample("kprobe_controller_bootstrap_up", {"bootstrap": c.address, "cluster_id": c.cluster_id or "",
+                                                      "vantage": vantage}, 1 if c.status == "ok" else 0)
+        family("kprobe_controller_endpoint_up",
+               "1 if every resolved address of the advertised controller endpoint accepts connections from this "
+               "vantage (partial is 0).")
+        for r in report.controller_endpoints:
+            e = r.endpoint
+            controller_labels: dict[str, object] = {"node_id": e.node_id, "host": e.host, "port": e.port,
+                                                    "vantage": vantage}
+            if e.remap is not None:
+                controller_labels["remapped_to"] = e.remap.hostport
+            sample("kprobe_controller_endpoint_up", controller_labels, endpoint_up(r))
     family("kprobe_dns_lookup_seconds", "Time to resolve the advertised host.")
     for host, ms in {r.endpoint.host: r.dns.ms for r in report.endpoints if r.dns.ms is not None}.items():
         sample("kprobe_dns_lookup_seconds", {"host": host, "vantage": vantage}, (ms or 0) / 1000)

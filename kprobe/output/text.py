@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import textwrap
 
-from kprobe.models import BootstrapResult, EndpointResult, Report, TcpResult
+from kprobe.models import BootstrapResult, ControllerBootstrapResult, EndpointResult, Report, TcpResult
 from kprobe.output.sanitize import safe
 
 _COLORS = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1"}
-_VERDICT_COLOR = {"reachable": "green", "partial": "yellow", "unreachable": "red", "unresolvable": "red",
-                  "unchecked": "yellow"}
+_VERDICT_COLOR = {"reachable": "green", "degraded": "yellow", "partial": "yellow", "unreachable": "red",
+                  "unresolvable": "red", "unchecked": "yellow"}
 _SEVERITY_COLOR = {"error": "red", "warning": "yellow", "info": "dim"}
 _STATUS_COLOR = {"ok": "green", "gap": "red", "failed": "red", "interrupted": "yellow"}
 
@@ -69,6 +69,8 @@ def _tcp_cell(tcp: tuple[TcpResult, ...]) -> str:
 
 def _identity_cell(r: EndpointResult) -> str:
     ident = r.identity
+    if ident is not None and ident.kraft_controller and ident.node_id is not None:
+        return f"controller {ident.node_id}"
     if ident is None or ident.status == "unchecked":
         return "-"
     if ident.status == "not_kafka":
@@ -109,6 +111,31 @@ def _endpoint_table(results: tuple[EndpointResult, ...], style: _Style) -> list[
     return lines
 
 
+def _controller_lines(c: ControllerBootstrapResult, style: _Style) -> list[str]:
+    """One --controllers address's answer, in the words of kafka-metadata-quorum.sh describe."""
+    if c.status != "ok":
+        return [f"Controllers from {safe(c.address)}: {style(c.status, 'red')}: {safe(c.error or '')}", ""]
+    lines = [f"Controller quorum (from controller listener {safe(c.address)}, DescribeCluster "
+             f"v{c.describe_cluster_version}):", f" {len(c.controllers)} controllers:"]
+    for node in c.controllers:
+        mark = " (active)" if node.node_id == c.active_controller_id else ""
+        lines.append(f"  controller {node.node_id} at {safe(node.host)}:{node.port}{mark}")
+    answered = f", answered by node {c.node_id}" if c.node_id is not None else ""
+    lines.append(style(f" cluster {safe(c.cluster_id)}{answered}, in {_ms(c.ms)}", "dim"))
+    lines.append("")
+    return lines
+
+
+def _controllers_summary(report: Report) -> str:
+    """The summary's words on --controllers; nothing when it was not asked."""
+    if report.controllers is None:
+        return ""
+    ok = sum(1 for c in report.controllers if c.status == "ok")
+    reached = sum(1 for r in report.controller_endpoints if r.status == "reachable")
+    return (f"{ok}/{len(report.controllers)} controller addresses answered, "
+            f"{reached}/{len(report.controller_endpoints)} controller endpoints reachable, ")
+
+
 def render(report: Report, *, color: bool = False, width: int = 100) -> str:
     """The whole text report."""
     style = _Style(color)
@@ -120,6 +147,12 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
     if report.endpoints:
         lines.append(style(f"Advertised endpoints, from {safe(v.name)} ({resolver}):", "bold"))
         lines.extend(_endpoint_table(report.endpoints, style))
+        lines.append("")
+    for c in report.controllers or ():
+        lines.extend(_controller_lines(c, style))
+    if report.controller_endpoints:
+        lines.append(style(f"Advertised controller endpoints, from {safe(v.name)} ({resolver}):", "bold"))
+        lines.extend(_endpoint_table(report.controller_endpoints, style))
         lines.append("")
     if report.findings:
         lines.append(style("Findings:", "bold"))
@@ -137,9 +170,10 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
     warnings = sum(1 for f in report.findings if f.severity == "warning")
     summary = (
         f"{report.status.upper()}: {answered}/{len(report.bootstraps)} bootstraps answered, "
-        f"{report.reachable}/{total} advertised endpoints reachable from here, "
+        f"{report.reachable}/{total} advertised endpoints reachable from here, {_controllers_summary(report)}"
         f"{errors} errors, {warnings} warnings ({_ms(report.duration_ms)}"
         + (", deadline reached)" if report.deadline_reached else ")")
     )
+
     lines.append(style(summary, _STATUS_COLOR.get(report.status)))
     return "\n".join(lines) + "\n"

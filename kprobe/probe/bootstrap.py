@@ -80,9 +80,12 @@ def fetch_bootstrap(
         speaks_tls = False
         text += "; the same port answers Kafka in plaintext"
     _LOG.debug("bootstrap %s: %s (%s)", hostport, status, text)
+    controller = worst.kind == "controller"
     return BootstrapResult(address=hostport, status=status, error=text, ms=_ms(started), protocol=security.protocol,
                            tls_failure=worst.tls_failure, speaks_tls=speaks_tls, sasl_mechanisms=worst.mechanisms,
-                           sasl_mechanism=mechanism, token_unavailable=worst.token_unavailable)
+                           sasl_mechanism=mechanism, token_unavailable=worst.token_unavailable,
+                           kraft_controller=controller, node_id=worst.node_id if controller else None,
+                           connected_to=failed_at if controller else None)
 
 
 def _answers_plaintext(ip: str, port: int, ctx: RunContext) -> bool:

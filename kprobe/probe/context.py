@@ -37,11 +37,16 @@ class RunContext:
         cls, bootstraps: Sequence[BootstrapAddress], props: Mapping[str, str], *, timeout: float, run_for: float,
         nameservers: Sequence[tuple[str, int]] = (), resolve: Mapping[str, str] | None = None,
         connect_to: Mapping[tuple[str, int], tuple[str, int]] | None = None,
+        controllers: Sequence[BootstrapAddress] = (),
     ) -> RunContext:
-        """A context whose deadline is `run_for` seconds from now."""
+        """A context whose deadline is `run_for` seconds from now.
+
+        `controllers` (--controllers) get their security derived like bootstraps: the endpoints they
+        advertise speak the same, as an admin client applies one configuration to both.
+        """
         return cls(timeout=timeout, deadline=time.monotonic() + run_for,
                    resolver=Resolver(nameservers, timeout=timeout), props=props,
-                   security={b.hostport: security_from(props, b) for b in bootstraps},
+                   security={b.hostport: security_from(props, b) for b in (*bootstraps, *controllers)},
                    resolve_map=dict(resolve or {}), connect_map=dict(connect_to or {}))
 
     def remap(self, endpoint: Endpoint) -> Endpoint:

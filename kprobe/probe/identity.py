@@ -51,6 +51,13 @@ def check_identity(
         # proves only that no Kafka answer comes from there *now* (a proxy with no backend, a broker
         # shutting down or overloaded): clients fail all the same, so it is a finding of its own,
         # `silent`, and not a claim about what listens. The run's own deadline proves nothing.
+        if exc.kind == "controller":
+            # Kafka, but a KRaft controller listener: it serves no client. Which node it is still says
+            # whether the advertised id even belongs to it.
+            if exc.node_id is None:
+                return Identity(status="unchecked", detail=str(exc), address=address, ms=ms, kraft_controller=True)
+            return Identity(status="match" if exc.node_id == endpoint.node_id else "mismatch", node_id=exc.node_id,
+                            detail=str(exc), address=address, ms=ms, kraft_controller=True)
         if exc.kind == "protocol":
             return Identity(status="not_kafka", detail=str(exc), address=address, ms=ms)
         if exc.kind in ("closed", "timeout") and not exc.deadline:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kprobe.addresses import host_problem, port_problem
+from kprobe.dualstack import family_split
 from kprobe.models import DnsResult, Endpoint, EndpointResult, EndpointStatus, TcpResult
 from kprobe.probe.connect import connect_all
 from kprobe.probe.context import RunContext
@@ -32,7 +33,11 @@ def endpoint_status(dns: DnsResult, tcp: Sequence[TcpResult]) -> EndpointStatus:
         return "unchecked"
     if ok == len(finished) and finished:
         return "reachable"
-    return "partial" if ok else "unreachable"
+    if not ok:
+        return "unreachable"
+    # Real clients with default settings get through when only IPv6 fails (kprobe.dualstack): not a gap.
+    split = family_split(tcp)
+    return "degraded" if split is not None and split.default_clients_work else "partial"
 
 
 def probe_endpoints(

@@ -28,6 +28,7 @@ from kprobe.models import (
     BootstrapResult,
     BootstrapStatus,
     ClusterMetadata,
+    ControllerBootstrapResult,
     DnsResult,
     DnsSource,
     DnsStatus,
@@ -187,13 +188,18 @@ class Case:
     says: tuple[Phrase, ...] = ()
     never_says: tuple[Phrase, ...] = ()
     xfail: str | None = None  # a known wrong verdict of a rule, with why; strict: fixing it fails the row
+    # --controllers: each address's answer and each advertised controller endpoint (KIP-919's admin path).
+    controllers: tuple[ControllerBootstrapResult, ...] = ()
+    controller_endpoints: tuple[EndpointResult, ...] = ()
 
 
 def case(name: str, bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult],
          expect: Sequence[Expected], *, says: Sequence[Phrase] = (), never_says: Sequence[Phrase] = (),
-         xfail: str | None = None) -> Case:
+         xfail: str | None = None, controllers: Sequence[ControllerBootstrapResult] = (),
+         controller_endpoints: Sequence[EndpointResult] = ()) -> Case:
     """A Case from lists, so rows read without tuple noise."""
-    return Case(name, tuple(bootstraps), tuple(endpoints), tuple(expect), tuple(says), tuple(never_says), xfail)
+    return Case(name, tuple(bootstraps), tuple(endpoints), tuple(expect), tuple(says), tuple(never_says), xfail,
+                tuple(controllers), tuple(controller_endpoints))
 
 
 def params(cases: Sequence[Case]) -> list[object]:
@@ -213,7 +219,7 @@ def check(c: Case) -> list[Finding]:
     Messages are built here rather than left to assertion rewriting: this module is a helper,
     not a test module, and a failing row must say what was missing and what was extra.
     """
-    found = diagnose(c.bootstraps, c.endpoints)
+    found = diagnose(c.bootstraps, c.endpoints, c.controllers, c.controller_endpoints)
     got = Counter((f.code, f.severity, f.node_id, f.endpoint) for f in found)
     want = Counter(c.expect)
     if got != want:

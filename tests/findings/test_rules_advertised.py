@@ -242,16 +242,72 @@ CASES: list[Case] = [
     ),
     # -- ADVERTISED_PARTIAL ------------------------------------------------------------------------------
     case(
+        "stale-a-record-beside-a-working-a-record",
+        # Both addresses IPv4: no address family explains the split, so it stays a gap.
+        [boot("broker0.kafka.example.com:9092", connected_to="192.0.2.10",
+              advertises=[(0, "broker0.kafka.example.com", 9092), (1, "broker1.kafka.example.com", 9092)])],
+        [endpoint(0, "broker0.kafka.example.com", 9092, "broker0.kafka.example.com:9092", dns=["192.0.2.10"]),
+         endpoint(1, "broker1.kafka.example.com", 9092, "broker0.kafka.example.com:9092",
+                  dns=["192.0.2.99", "192.0.2.11"], connect={"192.0.2.99": "refused", "192.0.2.11": "ok"})],
+        [("ADVERTISED_PARTIAL", "warning", 1, "broker1.kafka.example.com:9092")],
+        says=[("ADVERTISED_PARTIAL", 1, "message", "resolves to 2 addresses"),
+              ("ADVERTISED_PARTIAL", 1, "message", "192.0.2.11 connect but 192.0.2.99 (refused) do not"),
+              ("ADVERTISED_PARTIAL", 1, "fix", "Remove the records for 192.0.2.99")],
+    ),
+    # -- ADVERTISED_ONE_FAMILY_FAILS (measured with real clients: docs/dual-stack.md) ------------------------
+    case(
         "dead-aaaa-record-beside-a-working-a-record",
         [boot("broker0.kafka.example.com:9092", connected_to="192.0.2.10",
               advertises=[(0, "broker0.kafka.example.com", 9092), (1, "broker1.kafka.example.com", 9092)])],
         [endpoint(0, "broker0.kafka.example.com", 9092, "broker0.kafka.example.com:9092", dns=["192.0.2.10"]),
          endpoint(1, "broker1.kafka.example.com", 9092, "broker0.kafka.example.com:9092",
                   dns=["2001:db8::11", "192.0.2.11"], connect={"2001:db8::11": "unreachable", "192.0.2.11": "ok"})],
-        [("ADVERTISED_PARTIAL", "warning", 1, "broker1.kafka.example.com:9092")],
-        says=[("ADVERTISED_PARTIAL", 1, "message", "resolves to 2 addresses"),
-              ("ADVERTISED_PARTIAL", 1, "message", "192.0.2.11 connect but 2001:db8::11 (unreachable) do not"),
-              ("ADVERTISED_PARTIAL", 1, "fix", "Remove the records for 2001:db8::11")],
+        [("ADVERTISED_ONE_FAMILY_FAILS", "warning", 1, "broker1.kafka.example.com:9092")],
+        says=[("ADVERTISED_ONE_FAMILY_FAILS", 1, "message", "IPv4 192.0.2.11, which connects, and IPv6 "
+                                                            "2001:db8::11 (unreachable), which fails"),
+              ("ADVERTISED_ONE_FAMILY_FAILS", 1, "message", "Clients with default settings still work"),
+              ("ADVERTISED_ONE_FAMILY_FAILS", 1, "message", "a retry after its reconnect back-off"),
+              ("ADVERTISED_ONE_FAMILY_FAILS", 1, "message", "librdkafka with broker.address.family=v6"),
+              ("ADVERTISED_ONE_FAMILY_FAILS", 1, "message", "-Djava.net.preferIPv6Addresses=true or =system"),
+              ("ADVERTISED_ONE_FAMILY_FAILS", 1, "fix", "Remove the IPv6 addresses (2001:db8::11) of "
+                                                        "broker1.kafka.example.com from DNS")],
+        never_says=[("ADVERTISED_ONE_FAMILY_FAILS", 1, "message", "socket.connection.setup.timeout.ms")],
+    ),
+    case(
+        "aaaa-record-dropping-packets-beside-a-working-a-record",
+        [boot("broker0.kafka.example.com:9092", connected_to="192.0.2.10",
+              advertises=[(0, "broker0.kafka.example.com", 9092)])],
+        [endpoint(0, "broker0.kafka.example.com", 9092, "broker0.kafka.example.com:9092",
+                  dns=["192.0.2.10", "2001:db8::10"], connect={"2001:db8::10": "timeout", "192.0.2.10": "ok"})],
+        [("ADVERTISED_ONE_FAMILY_FAILS", "warning", 0, "broker0.kafka.example.com:9092")],
+        says=[("ADVERTISED_ONE_FAMILY_FAILS", 0, "message",
+               "waits out socket.connection.setup.timeout.ms (librdkafka, default 30000)"),
+              ("ADVERTISED_ONE_FAMILY_FAILS", 0, "message", "slow connections, not failures"),
+              ("ADVERTISED_ONE_FAMILY_FAILS", 0, "message", "socket.connection.setup.timeout.ms (Java client, "
+                                                            "default 10000"),
+              ("ADVERTISED_ONE_FAMILY_FAILS", 0, "fix", "broker.address.family=v4")],
+    ),
+    case(
+        "localhost-resolves-to-ipv6-loopback-first-broker-on-ipv4-only",
+        # The classic (kcat#102, confluent-kafka-python#229): /etc/hosts says `::1 localhost` first.
+        [boot("localhost:9092", connected_to="127.0.0.1", advertises=[(0, "localhost", 9092)])],
+        [endpoint(0, "localhost", 9092, "localhost:9092", dns=["::1", "127.0.0.1"],
+                  connect={"::1": "refused", "127.0.0.1": "ok"})],
+        [("ADVERTISED_ONE_FAMILY_FAILS", "warning", 0, "localhost:9092")],
+        says=[("ADVERTISED_ONE_FAMILY_FAILS", 0, "message", "IPv6 ::1 (refused)"),
+              ("ADVERTISED_ONE_FAMILY_FAILS", 0, "fix", "from /etc/hosts' ::1 line")],
+    ),
+    case(
+        "dead-a-record-beside-a-working-aaaa-record",
+        # The reverse: Java lists IPv4 first and Kafka's client keeps that family only, so it fails.
+        [boot("[2001:db8::10]:9092", connected_to="2001:db8::10",
+              advertises=[(0, "broker0.kafka.example.com", 9092)])],
+        [endpoint(0, "broker0.kafka.example.com", 9092, "[2001:db8::10]:9092",
+                  dns=["2001:db8::10", "192.0.2.10"], connect={"2001:db8::10": "ok", "192.0.2.10": "refused"})],
+        [("ADVERTISED_ONE_FAMILY_FAILS", "error", 0, "broker0.kafka.example.com:9092")],
+        says=[("ADVERTISED_ONE_FAMILY_FAILS", 0, "message", "The Java client with default settings fails outright"),
+              ("ADVERTISED_ONE_FAMILY_FAILS", 0, "message", "unless pinned with broker.address.family=v4"),
+              ("ADVERTISED_ONE_FAMILY_FAILS", 0, "fix", "-Djava.net.preferIPv6Addresses=true")],
     ),
     # -- INVALID_ADVERTISED_HOST / PORT --------------------------------------------------------------------
     case(

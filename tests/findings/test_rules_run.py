@@ -174,7 +174,7 @@ EVERYTHING = case(
      ("ADVERTISED_UNRESOLVABLE", "error", 0, "broker0.kafka.internal:9092"),
      ("ADVERTISED_REFUSED", "error", 2, "192.0.2.12:9092"),
      ("RUN_INCOMPLETE", "warning", None, None),
-     ("ADVERTISED_PARTIAL", "warning", 3, "broker3.kafka.example.com:9092"),
+     ("ADVERTISED_ONE_FAMILY_FAILS", "warning", 3, "broker3.kafka.example.com:9092"),
      ("IDENTITY_NOT_CHECKED", "info", None, None),
      ("PORT_DIFFERS_FROM_BOOTSTRAP", "info", 1, "192.0.2.10:9093")],
 )

@@ -1,0 +1,238 @@
+"""Real Kafka clients (Apache Kafka's Java client and librdkafka) run from a vantage the test controls.
+
+Each client produces one record to every partition of a topic and reads them back, as a user's
+application would, so a test can say "this client works here" and not "kprobe thinks so". Both run
+as child processes inside a command prefix (tests/system_network.py's private mount namespace, or a
+hosts file and gai.conf of the test's own), so their system resolver sees the test's names. Every
+wait is bounded by a budget the caller gives, in the clients' own settings and in the process timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+JAVA_CLIENT = r"""
+import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.*;
+
+public class RoundTrip {
+    public static void main(String[] a) throws Exception {
+        String bootstrap = a[0], topic = a[1];
+        int partitions = Integer.parseInt(a[2]);
+        int budget = Integer.parseInt(a[3]);
+        Properties common = new Properties();
+        common.put("bootstrap.servers", bootstrap);
+        for (int i = 4; i < a.length; i++) {
+            String[] kv = a[i].split("=", 2);
+            common.put(kv[0], kv[1]);
+        }
+        String marker = UUID.randomUUID().toString();
+        long t0 = System.nanoTime();
+        Properties pp = (Properties) common.clone();
+        pp.put("key.serializer", StringSerializer.class.getName());
+        pp.put("value.serializer", StringSerializer.class.getName());
+        pp.putIfAbsent("delivery.timeout.ms", String.valueOf(budget));
+        pp.putIfAbsent("request.timeout.ms", String.valueOf(budget));
+        pp.putIfAbsent("max.block.ms", String.valueOf(budget));
+        pp.put("linger.ms", "0");
+        Map<Integer, Long> offsets = new HashMap<>();
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+            for (int p = 0; p < partitions; p++) {
+                offsets.put(p, producer.send(new ProducerRecord<>(topic, p, marker, marker)).get().offset());
+            }
+        } catch (Exception e) {
+            Throwable c = e.getCause() != null ? e.getCause() : e;
+            System.out.println("{\"ok\": false, \"step\": \"produce\", \"error\": \"" + c.getClass().getSimpleName()
+                + ": " + String.valueOf(c.getMessage()).replace("\"", "'") + "\"}");
+            return;
+        }
+        long produced = System.nanoTime();
+        Properties cp = (Properties) common.clone();
+        cp.put("key.deserializer", StringDeserializer.class.getName());
+        cp.put("value.deserializer", StringDeserializer.class.getName());
+        cp.putIfAbsent("default.api.timeout.ms", String.valueOf(budget));
+        cp.putIfAbsent("request.timeout.ms", String.valueOf(budget));
+        Set<Integer> seen = new HashSet<>();
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(topic, p));
+            consumer.assign(tps);
+            for (TopicPartition tp : tps) consumer.seek(tp, offsets.get(tp.partition()));
+            long end = System.currentTimeMillis() + budget;
+            while (seen.size() < partitions && System.currentTimeMillis() < end) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    if (marker.equals(r.value())) seen.add(r.partition());
+                }
+            }
+        } catch (Exception e) {
+            System.out.println("{\"ok\": false, \"step\": \"consume\", \"error\": \"" + e.getClass().getSimpleName()
+                + "\"}");
+            return;
+        }
+        long done = System.nanoTime();
+        System.out.println("{\"ok\": " + (seen.size() == partitions) + ", \"step\": \"consume\", \"consumed\": "
+            + seen.size() + ", \"produce_s\": " + (produced - t0) / 1e9 + ", \"total_s\": " + (done - t0) / 1e9 + "}");
+    }
+}
+"""
+
+# librdkafka through confluent-kafka, in a child process so the namespace's resolver applies to it.
+LIBRDKAFKA_CLIENT = r"""
+import json, logging, sys, time, uuid
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+bootstrap, topic, partitions, budget = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+extra = dict(arg.split("=", 1) for arg in sys.argv[5:])
+lines = []
+
+class Keep(logging.Handler):
+    def emit(self, record):
+        lines.append(record.getMessage())
+
+log = logging.getLogger("rdkafka")
+log.addHandler(Keep())
+log.setLevel(logging.DEBUG)
+common = {"bootstrap.servers": bootstrap, "logger": log, "socket.timeout.ms": budget, **extra}
+marker = uuid.uuid4().hex
+t0 = time.monotonic()
+producer = Producer({**common, "message.timeout.ms": budget, "linger.ms": 0})
+results = {}
+for p in range(partitions):
+    producer.produce(topic, value=marker, partition=p,
+                     on_delivery=lambda err, msg: results.__setitem__(msg.partition(), (err, msg.offset())))
+producer.flush(budget / 1000 + 5)
+failed = [str(err) for err, _ in results.values() if err is not None]
+if failed or len(results) < partitions:
+    print(json.dumps({"ok": False, "step": "produce", "error": (failed or ["no delivery report"])[0],
+                      "log": [l for l in lines if "Connect to" in l or "failed" in l][:5]}))
+    sys.exit(0)
+produced = time.monotonic()
+consumer = Consumer({**common, "group.id": "kprobe-" + marker, "enable.auto.commit": False})
+consumer.assign([TopicPartition(topic, p, results[p][1]) for p in range(partitions)])
+seen, end = set(), time.monotonic() + budget / 1000
+while len(seen) < partitions and time.monotonic() < end:
+    msg = consumer.poll(0.2)
+    if msg is not None and msg.error() is None and msg.value() == marker.encode():
+        seen.add(msg.partition())
+consumer.close()
+print(json.dumps({"ok": len(seen) == partitions, "step": "consume", "consumed": len(seen),
+                  "produce_s": produced - t0, "total_s": time.monotonic() - t0,
+                  "log": [l for l in lines if "Connect to" in l][:5]}))
+"""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one client run did: worked end to end, or where it stopped and why."""
+
+    client: str
+    ok: bool
+    step: str
+    seconds: float
+    produce_seconds: float = 0.0
+    error: str = ""
+    log: tuple[str, ...] = ()
+
+
+def java_round_trip(prefix: Sequence[str], classpath: str, workdir: Path, bootstrap: str, topic: str,
+                    partitions: int, *, budget_ms: int, props: Mapping[str, str] | None = None,
+                    jvm: Sequence[str] = ()) -> Outcome:
+    """The Java client produces to and consumes from every partition; `jvm` are `-D` options."""
+    source = workdir / "RoundTrip.java"
+    source.write_text(JAVA_CLIENT)
+    args = [f"{k}={v}" for k, v in dict(props or {}).items()]
+    cmd = [*prefix, "java", "-Xshare:auto", *jvm, "-cp", classpath, str(source), bootstrap, topic, str(partitions),
+           str(budget_ms), *args]
+    return _run("java", cmd, budget_ms)
+
+
+def librdkafka_round_trip(prefix: Sequence[str], bootstrap: str, topic: str, partitions: int, *, budget_ms: int,
+                          props: Mapping[str, str] | None = None) -> Outcome:
+    """librdkafka (confluent-kafka) produces to and consumes from every partition."""
+    args = [f"{k}={v}" for k, v in dict(props or {}).items()]
+    cmd = [*prefix, sys.executable, "-c", LIBRDKAFKA_CLIENT, bootstrap, topic, str(partitions), str(budget_ms), *args]
+    return _run("librdkafka", cmd, budget_ms)
+
+
+def _run(client: str, cmd: list[str], budget_ms: int) -> Outcome:
+    started = time.monotonic()
+    # Produce and consume each get the budget, plus JVM start-up: the process can never outlive this.
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=2 * budget_ms / 1000 + 30, check=False,
+                          env={**os.environ, "JAVA_TOOL_OPTIONS": ""})
+    seconds = time.monotonic() - started
+    last = next((line for line in reversed(done.stdout.splitlines()) if line.startswith("{")), None)
+    if last is None:
+        return Outcome(client, False, "start", seconds, error=(done.stderr.strip().splitlines() or ["no output"])[-1])
+    data = json.loads(last)
+    return Outcome(client, bool(data["ok"]), data["step"], float(data.get("total_s", seconds)),
+                   produce_seconds=float(data.get("produce_s", 0.0)), error=data.get("error", ""), log=tuple(data.get("log", ())))
+
+
+class Relay:
+    """A TCP relay from `listen` to `target`, as a port-forward is: a real path to the broker, not a fake.
+
+    It lets a test put a working IPv6 address in front of an IPv4-only broker (the reverse of the
+    usual dual-stack case), and give a client pinned to IPv6 a bootstrap it can reach.
+    """
+
+    def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
+        import socket
+        import threading
+
+        self.target = target
+        self.server = socket.socket(socket.AF_INET6 if ":" in listen[0] else socket.AF_INET, socket.SOCK_STREAM)
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.server.bind(listen)
+        self.server.listen(64)
+        self.port = int(self.server.getsockname()[1])
+        self._threading = threading
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return  # closed
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            for a, b in ((client, upstream), (upstream, client)):
+                self._threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: object, sink: object) -> None:
+        import socket
+
+        assert isinstance(source, socket.socket) and isinstance(sink, socket.socket)
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        """Stop accepting; open connections end with their clients."""
+        self.server.close()
