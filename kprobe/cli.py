@@ -309,6 +309,8 @@ def list_(
     ] = False,
     no_color: NoColorOpt = False,
     verbose: VerboseOpt = False,
+    resolve: ResolveOpt = [],  # noqa: B006
+    connect_to: ConnectToOpt = [],  # noqa: B006
 ) -> None:
     """The `kcat -L` listing (brokers, topics, partitions), and which partitions the gap breaks from here.
 
@@ -323,7 +325,8 @@ def list_(
     _setup_logging(verbose)
     listing = run_list(list_options(
         bootstrap=bootstrap, topics=topic, props=prop, prop_files=prop_file, nameservers=nameserver,
-        timeout=timeout, deadline=deadline, reachability=reachability, internal=not no_internal))
+        timeout=timeout, deadline=deadline, reachability=reachability, internal=not no_internal, resolve=resolve,
+        connect_to=connect_to))
     if json_out:
         sys.stdout.write(listing_report.render_json(listing))
     elif listing.answered:

@@ -215,6 +215,9 @@ class ListOptions:
     deadline: float = 30.0
     reachability: bool = False
     internal: bool = True
+    # --resolve and --connect-to, as probe takes them: the reachability check dials the mapped address.
+    resolve: Mapping[str, str] = field(default_factory=dict)
+    connect_to: Mapping[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -358,7 +361,8 @@ def parse_controller_addresses(values: Iterable[str]) -> list[BootstrapAddress]:
 def list_options(
     *, bootstrap: Iterable[str], topics: Sequence[str] = (), props: Iterable[str] = (),
     prop_files: Iterable[str] = (), nameservers: Iterable[str] = (), timeout: str = "5s", deadline: str = "30s",
-    reachability: bool | None = None, internal: bool = True,
+    reachability: bool | None = None, internal: bool = True, resolve: Iterable[str] = (),
+    connect_to: Iterable[str] = (),
 ) -> ListOptions:
     """The options of `kprobe list`.
 
@@ -366,6 +370,7 @@ def list_options(
     wants the gap, a script written for kcat wants kcat's bytes and no connect timeouts.
     """
     addresses, properties = _bootstraps_and_props(bootstrap, props, prop_files)
+    names, ends = _remaps(resolve, connect_to)
     for name in topics:
         if not name or len(name) > 249:
             raise UsageError(f"bad -t {name!r}: a topic name has 1 to 249 characters: give the topic's exact name "
@@ -375,7 +380,7 @@ def list_options(
         nameservers=[parse_nameserver(n) for n in nameservers],
         timeout=parse_duration(timeout, "--timeout"), deadline=parse_duration(deadline, "--deadline"),
         reachability=sys.stdout.isatty() if reachability is None else reachability,
-        internal=internal,
+        internal=internal, resolve=names, connect_to=ends,
     )
 
 

@@ -93,7 +93,7 @@ def run_list(options: ListOptions) -> Listing:
     `-J` prints a whole document as `probe --json` does.
     """
     ctx = RunContext.start(options.bootstraps, options.props, timeout=options.timeout, run_for=options.deadline,
-                           nameservers=options.nameservers)
+                           nameservers=options.nameservers, resolve=options.resolve, connect_to=options.connect_to)
     wanted = list(options.topics) or None
     try:
         attempts = fetch_all(options.bootstraps, ctx, topics=wanted)

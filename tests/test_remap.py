@@ -161,3 +161,22 @@ def test_a_mapping_for_another_endpoint_changes_nothing(alice):
     assert "REMAPPED_ENDPOINTS" not in {f["code"] for f in data["findings"]}
     prom = probe("-b", real, "--resolve", f"someone-else={ip}", "--format", "prometheus")
     assert 'remapped_to="' not in prom.stdout and "kprobe_endpoint_up{" in prom.stdout
+
+
+def test_list_takes_the_mappings_and_marks_the_broker_line(alice, forward):
+    """`kprobe list --reachability` dials what probe would: the mapped address, said on the broker's line."""
+    real, _, port = alice
+    args = [sys.executable, "-m", "kprobe", "list", "-b", real, "--reachability", "--timeout", "2"]
+    before = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert before.returncode == 1 and "[UNREACHABLE from here: does not resolve" in before.stdout, before.stdout
+    target = f"127.0.0.1:{forward.port}"
+    after = subprocess.run([*args, "--connect-to", f"{ALICE_NAME}:{port}={target}"], capture_output=True, text=True,
+                           timeout=60, check=False)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert f"  broker 0 at {ALICE_NAME}:{port}" in after.stdout
+    assert f"[reachable from here; dialled at {target} by --connect-to]" in after.stdout
+    assert forward.accepted >= 1  # through the forward, not around it
+    listing = json.loads(subprocess.run([*args, "-J", "--connect-to", f"{ALICE_NAME}:{port}={target}"],
+                                        capture_output=True, text=True, timeout=60, check=False).stdout)
+    [reach] = listing["reachability"]
+    assert reach["remapped"]["to"] == target and reach["status"] == "reachable"

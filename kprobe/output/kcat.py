@@ -10,6 +10,7 @@ JSON: a superset of `kcat -L -J` (same keys and nesting); additions under new ke
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -37,6 +38,10 @@ def _query(listing: Listing) -> str | None:
 def _reach_suffix(result: EndpointResult | None) -> str:
     if result is None:
         return "  [not advertised]"
+    remap = result.endpoint.remap
+    if remap is not None:  # the verdict holds only with the mapping: say so on the broker's own line
+        return _reach_suffix(replace(result, endpoint=replace(result.endpoint, remap=None)))[:-1] + (
+            f"; dialled at {safe(remap.hostport)} by {remap.option}]")
     if result.status == "reachable":
         return "  [reachable from here]"
     if result.status == "degraded":
