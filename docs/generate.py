@@ -28,7 +28,8 @@ from typing import Any
 DOCS = Path(__file__).resolve().parent
 # The lab scenarios the pages are made from; tests/test_docs_site.py starts the same set (shared
 # with the other tests of the session, so a lab added here costs probes, not another start).
-DOC_LABS = ("listeners", "cloud", "three-brokers", "tls", "sasl", "sni-ingress", "oauth", "controllers", "dual-stack")
+DOC_LABS = ("listeners", "cloud", "three-brokers", "tls", "sasl", "sni-ingress", "oauth", "controllers", "dual-stack",
+            "port-forward", "nodeport")
 
 
 # -- CLI reference ----------------------------------------------------------------------------
@@ -80,7 +81,8 @@ _TLS_INTERNAL = "kafka-tls.internal.kprobe.test"  # the tls lab's internal name 
 # The seeds' classic ports, for the two labs that stand for the seeds' set-ups (other labs use
 # listener names like INTERNAL too, with no classic port: they get named placeholders).
 CLASSIC_PORTS = {("listeners", "LISTENER_FRED"): 9092, ("listeners", "LISTENER_BOB"): 29092,
-                 ("listeners", "LISTENER_ALICE"): 29094, ("cloud", "INTERNAL"): 19092, ("cloud", "EXTERNAL"): 9093}
+                 ("listeners", "LISTENER_ALICE"): 29094, ("cloud", "INTERNAL"): 19092, ("cloud", "EXTERNAL"): 9093,
+                 ("port-forward", "PLAIN"): 9092}
 
 
 def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -> str:
@@ -108,6 +110,11 @@ def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -
         ports.update({imp.port: f"<{name} port>" for name, imp in lab.impostors.items()})
         # An SNI proxy listens on 443 where the lab may bind it, on a free port otherwise: 443 either way.
         ports.update({proxy.port: str(proxy.spec.port) for proxy in getattr(lab, "proxies", {}).values()})
+        # A forward (a port-forward, a node port) shows the port it prefers (9092, 31090, ...), got or not.
+        forwards = getattr(lab, "forwards", None)
+        if forwards is not None:
+            ports.update({port: str(forwards.specs[name].port or f"<{name} port>")
+                          for name, port in forwards.ports.items()})
     # One pass, so a placeholder put in for one port is never read as another.
     text = re.sub(r"(?<![\d.])\d+(?!\d)", lambda m: ports.get(int(m.group(0)), m.group(0)), text)
     text = re.sub(r"[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4} GMT", "<date>", text)
@@ -270,6 +277,8 @@ def sample_report(listeners: Any) -> str:
 
 # Why the loopback-only lab cannot stage these codes; the page names the tests that prove them.
 NOT_STAGED = {
+    "ADVERTISED_PRIVATE_ADDRESS": "needs an advertised address in a private, CGNAT or link-local range that fails "
+                                  "from here; the lab dials loopback addresses only, and never such an address",
     "ADVERTISED_LOOPBACK": "needs a client that reached the cluster on a non-loopback address; the lab is "
                            "loopback only, so every client here is on the broker's machine",
     "ADVERTISED_UNREACHABLE": "needs an advertised address with no route from here (ENETUNREACH / EHOSTUNREACH); "
@@ -356,6 +365,7 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
     listeners, three, tls, sasl = labs["listeners"], labs["three-brokers"], labs["tls"], labs["sasl"]
     sni, oauth = labs["sni-ingress"], labs["oauth"]
     dual = labs["dual-stack"]
+    forwarded, nodeport = labs["port-forward"], labs["nodeport"]
     host, docker = listeners.nameserver("host"), listeners.nameserver("docker")
     timeout = ["--timeout", "2"]
     kraft = labs["controllers"]
@@ -393,6 +403,13 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
         (["ADVERTISED_ONE_FAMILY_FAILS"], "`dual-stack` lab, DUAL: "
          f"{dual.listener('DUAL').spec.note}; the broker listens on IPv4 only (docs/dual-stack.md).",
          ["-b", dual.real_endpoint("DUAL"), "--nameserver", dual.nameserver("dual"), *timeout]),
+        (["PORT_FORWARD_INCOMPLETE"], "`port-forward` lab, from the laptop view: bootstrapped through the forward "
+         "to broker 0 (`kubectl port-forward --address 127.0.0.113 pod/my-cluster-kafka-0 9092:9092`), while every "
+         "broker advertises its Strimzi name, which only the cluster view resolves.",
+         ["-b", forwarded.forwards.endpoint("pod0"), "--nameserver", forwarded.nameserver("laptop"), *timeout]),
+        (["ADVERTISED_SHARED_ADDRESS"], "`nodeport` lab, NODEPORT_INTERNAL, from the laptop view: "
+         f"{nodeport.listener('NODEPORT_INTERNAL').spec.note}.",
+         ["-b", nodeport.bootstrap("NODEPORT_INTERNAL"), "--nameserver", nodeport.nameserver("laptop"), *timeout]),
         (["RUN_INCOMPLETE"], note("DARK") + " The run's deadline comes before any connect times out.",
          ["-b", three.real_endpoint("DARK", 0), "--timeout", "10", "--deadline", "1.5"]),
         (["PORT_DIFFERS_FROM_BOOTSTRAP", "ENDPOINT_WRONG_BROKER", "ENDPOINT_ADVERTISES_DIFFERENTLY"],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import Literal
 
 _HOST_CHARS = re.compile(r"^[A-Za-z0-9._:\[\]-]+$")
 
@@ -61,3 +62,42 @@ def host_problem(host: str) -> str | None:
     if not _HOST_CHARS.match(host):
         return "the host contains characters no host name or address has"
     return None
+
+
+AddressClass = Literal["loopback", "private", "cgnat", "link-local", "public", "special"]
+
+# RFC 1918's three blocks, spelt out: `ipaddress.is_private` also says True for documentation, benchmark
+# and other special ranges, which a reader of "private address" would not expect.
+_RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")  # RFC 6598: carrier-grade NAT, also cloud and VPN overlays
+_ULA = ipaddress.ip_network("fc00::/7")  # RFC 4193: IPv6's private addresses
+
+
+def address_class(text: str) -> AddressClass | None:
+    """Which kind of network an IP literal belongs to; None for a name (or anything not an address).
+
+    Why: an advertised address in a private, CGNAT or link-local range is reachable only from its own
+    network (a VPC, a Kubernetes node network, a carrier's NAT, one link), so when it fails from here the
+    range says why, which a bare timeout cannot. `public` is a globally routable address; `special` is the
+    rest (documentation, multicast, unspecified, reserved), which no working set-up advertises.
+    """
+    try:
+        ip = ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local"
+    if isinstance(ip, ipaddress.IPv4Address):
+        if any(ip in net for net in _RFC1918):
+            return "private"
+        if ip in _CGNAT:
+            return "cgnat"
+    elif ip in _ULA:
+        return "private"
+    if ip.is_global and not ip.is_multicast:
+        return "public"
+    return "special"

@@ -7,6 +7,7 @@ an error text), never an exception, so a report can always say how far a probe g
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -354,3 +355,28 @@ class Report:
     def reachable(self) -> int:
         """How many endpoints a client with default settings can connect to from here (`degraded` counts)."""
         return sum(1 for e in self.endpoints if e.status in CLIENTS_CONNECT)
+
+    @property
+    def usable(self) -> int:
+        """How many endpoints a client can use from here: reached, and no error found there.
+
+        A TCP connect is not the client's experience: another broker answering, a certificate that
+        fails, something that is not Kafka all leave the port open and every request failing. The
+        rules judge those, so an endpoint an error names is never counted usable, and a summary
+        can never say "3/3 usable" above an error about one of them.
+        """
+        return sum(1 for e in self.endpoints if is_usable(e, self.findings))
+
+    @property
+    def usable_controllers(self) -> int:
+        """Controller endpoints an admin client can use from here, by the same rule."""
+        return sum(1 for e in self.controller_endpoints if is_usable(e, self.findings))
+
+
+def is_usable(result: EndpointResult, findings: Sequence[Finding]) -> bool:
+    """A client connects there (default settings) and no error finding names that node's endpoint."""
+    if result.status not in CLIENTS_CONNECT:
+        return False
+    ep = result.endpoint
+    return not any(f.severity == "error" and f.endpoint == ep.hostport and f.node_id in (None, ep.node_id)
+                   for f in findings)

@@ -33,7 +33,7 @@ def _summary(report: Report, number: int) -> str:
     errors = sum(1 for f in report.findings if f.severity == "error")
     return (f"run {number} {report.started_at} {report.status}: "
             f"{sum(1 for b in report.bootstraps if b.status == 'ok')}/{len(report.bootstraps)} bootstraps, "
-            f"{report.reachable}/{len(report.endpoints)} endpoints reachable, {errors} errors, "
+            f"{report.usable}/{len(report.endpoints)} endpoints usable, {errors} errors, "
             f"{report.duration_ms / 1000:.2f}s")
 
 

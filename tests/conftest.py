@@ -93,6 +93,16 @@ def dual_stack_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
     return start_once(lab_factory, "dual-stack")
 
 
+@pytest.fixture(scope="session")
+def port_forward_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
+    return start_once(lab_factory, "port-forward")
+
+
+@pytest.fixture(scope="session")
+def nodeport_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
+    return start_once(lab_factory, "nodeport")
+
+
 def signal_when(
     args: list[str], marker: str, sig: int = signal.SIGINT, *, within: float = 30.0
 ) -> tuple[subprocess.CompletedProcess[str], float]:

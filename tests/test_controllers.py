@@ -54,7 +54,7 @@ def test_healthy_from_inside_the_cluster(controllers_lab: NativeLab):
     assert report["settings"]["controllers"] == [ctl.controller_endpoint]
     text = probe(*args)
     assert text.returncode == 0 and "controller 9 at controller-0.kraft.internal" in text.stdout
-    assert "1/1 controller endpoints reachable" in text.stdout
+    assert "1/1 controller endpoints usable" in text.stdout
     metrics = probe("--format", "prometheus", *args).stdout
     assert 'kprobe_controller_endpoint_up{node_id="9",host="controller-0.kraft.internal"' in metrics
 
@@ -66,6 +66,15 @@ def test_controller_name_unresolvable_from_outside(controllers_lab: NativeLab):
     assert code == 1 and report["bootstraps"] == []
     assert codes(report) == [("CONTROLLER_ENDPOINT_UNRESOLVABLE", "error", 9)]
     assert report["controllers"]["endpoints"][0]["dns"]["status"] == "nxdomain"
+    # The hosts entry that would fix it, tried first with --resolve: exit 0, the endpoint marked as mapped.
+    name = ctl.controller_advertised.rsplit(":", 1)[0]
+    code, report = probe_json("--controllers", ctl.controller_endpoint, "-n", controllers_lab.nameserver("outside"),
+                              "--resolve", f"{name}={ctl.spec.address}")
+    assert code == 0, report["findings"]
+    [endpoint] = report["controllers"]["endpoints"]
+    assert (endpoint["status"], endpoint["remapped"]["option"]) == ("reachable", "--resolve")
+    assert endpoint["identity"]["node_id"] == 9
+    assert [f["code"] for f in report["findings"]] == ["REMAPPED_ENDPOINTS"]
 
 
 def test_bootstrap_that_is_a_controller(controllers_lab: NativeLab):

@@ -18,7 +18,12 @@ def test_generated_pages_are_fresh(lab_factory):
     labs = {name: start_once(lab_factory, name) for name in generate.DOC_LABS}
     for name, text in generate.generate_all(labs).items():
         committed = (ROOT / "docs" / name).read_text()
-        assert committed == text, f"docs/{name} is stale: run python docs/generate.py"
+        if committed != text:
+            import difflib
+
+            diff = "".join(difflib.unified_diff(committed.splitlines(True), text.splitlines(True), "committed",
+                                                "generated", n=1))
+            raise AssertionError(f"docs/{name} is stale: run python docs/generate.py\n{diff[:6000]}")
 
 
 def test_findings_examples_name_every_code():

@@ -68,6 +68,18 @@ def test_crossed_endpoint_answers_as_another_broker(three_lab):
     assert ("ENDPOINT_ADVERTISES_DIFFERENTLY", 2) in found(data)
     wrong = next(f for f in data["findings"] if f["code"] == "ENDPOINT_WRONG_BROKER")
     assert "is node 0" in wrong["message"]
+    # Issue 20: TCP reaches all three, a client can use two; the summary says what a client can do.
+    assert (data["summary"]["reachable"], data["summary"]["usable"]) == (3, 2)
+    text = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", three_lab.real_endpoint("CROSSED", 0),
+                           "--timeout", "2", "--no-color"], capture_output=True, text=True, timeout=60, check=False)
+    [row] = [ln.split() for ln in text.stdout.splitlines() if ln.startswith("  2 ")]
+    assert row[-1] == "unusable" and "2/3 advertised endpoints usable from here" in text.stdout
+    prom = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", three_lab.real_endpoint("CROSSED", 0),
+                           "--timeout", "2", "--format", "prometheus"], capture_output=True, text=True, timeout=60,
+                          check=False).stdout
+    usable = {ln.split('node_id="')[1].split('"')[0]: ln.rsplit(" ", 1)[1] for ln in prom.splitlines()
+              if ln.startswith("kprobe_endpoint_usable{")}
+    assert usable == {"0": "1", "1": "1", "2": "0"}
 
 
 def test_twin_endpoint_is_a_duplicate(three_lab):

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent / "kprobe"
 LAYERS: list[tuple[str, ...]] = [
     # plain data and facts every layer shares
     ("kprobe", "kprobe.errors", "kprobe.secrets", "kprobe.addresses", "kprobe.paths", "kprobe.models",
-     "kprobe.sockets", "kprobe.maven", "kprobe.dualstack"),
+     "kprobe.sockets", "kprobe.maven", "kprobe.dualstack", "kprobe.kubernetes"),
     ("kprobe.kafka",),  # the wire: codec, security settings, certificates, one connection
     ("kprobe.config",),  # user input -> validated options
     ("kprobe.probe",),  # the steps: bootstrap, endpoints, resolve, connect, identity, tls

@@ -57,7 +57,7 @@ def test_fred_is_ok_for_a_caller_on_this_host(listeners_lab):
     assert data["bootstraps"][0]["answered_by"] == {"node_id": -1, "name": f"{bootstrap}/bootstrap"}
     assert data["bootstraps"][0]["cluster_id"] == listeners_lab.cluster_id
     assert data["summary"] == {"status": "ok", "bootstraps": 1, "bootstraps_ok": 1, "endpoints": 1,
-                               "reachable": 1, "unchecked": 0, "deadline_reached": False,
+                               "reachable": 1, "usable": 1, "unchecked": 0, "deadline_reached": False,
                                "findings": {"error": 0, "warning": 0, "info": 0}}
 
 
@@ -76,9 +76,9 @@ def test_fred_text_report_line_by_line(listeners_lab):
     assert lines[4] == ""
     assert lines[5] == "Advertised endpoints, from laptop (the system resolver):"
     assert lines[6].split() == header
-    assert lines[7].split() == ["0", f"localhost:{port}", "ok", "T", "127.0.0.1", "ok", "T", "node", "0", "reachable"]
+    assert lines[7].split() == ["0", f"localhost:{port}", "ok", "T", "127.0.0.1", "ok", "T", "node", "0", "usable"]
     assert lines[8] == ""
-    assert lines[9] == "OK: 1/1 bootstraps answered, 1/1 advertised endpoints reachable from here, 0 errors, 0 warnings (T)"
+    assert lines[9] == "OK: 1/1 bootstraps answered, 1/1 advertised endpoints usable from here, 0 errors, 0 warnings (T)"
     assert len(lines) == 10
 
 

@@ -131,7 +131,7 @@ def test_memory_stays_flat_over_thousands_of_complete_runs(listeners_lab, capsys
     assert code == 0
     summaries = capsys.readouterr().out.splitlines()
     assert len(summaries) == runs
-    statuses = [re.match(r"run \d+ \S+ (\w+): 1/1 bootstraps, (\d+)/(\d+) endpoints reachable", s) for s in summaries]
+    statuses = [re.match(r"run \d+ \S+ (\w+): 1/1 bootstraps, (\d+)/(\d+) endpoints usable", s) for s in summaries]
     assert all(m and m.group(1) == "ok" and m.group(2) == m.group(3) == "1" for m in statuses), \
         [s for s, m in zip(summaries, statuses, strict=True) if not (m and m.group(1) == "ok")][:3]
     rss = [float(m) for m in re.findall(r"peak RSS ([\d.]+) MB", "\n".join(lines))]
@@ -506,8 +506,8 @@ real = run.diagnose
 calls = []
 
 
-def diagnose(bootstraps, endpoints):
-    findings = real(bootstraps, endpoints)  # the real rules on the real run's results, then a bug
+def diagnose(bootstraps, endpoints, *controllers):
+    findings = real(bootstraps, endpoints, *controllers)  # the real rules on the real run's results, then a bug
     calls.append(len(findings))
     if len(calls) == 2:
         raise KeyError("advertised_by")
@@ -562,8 +562,8 @@ def test_run_watch_raises_what_a_run_raised(listeners_lab, monkeypatch, capsys):
     real = run.diagnose
     calls: list[int] = []
 
-    def diagnose(bootstraps, endpoints):
-        calls.append(len(real(bootstraps, endpoints)))
+    def diagnose(bootstraps, endpoints, *controllers):
+        calls.append(len(real(bootstraps, endpoints, *controllers)))
         raise RuleBug("a rule met data it did not expect")
 
     monkeypatch.setattr(run, "diagnose", diagnose)

@@ -12,6 +12,8 @@ from kprobe.addresses import host_problem, is_loopback_ip, is_loopback_name, por
 from kprobe.dualstack import JAVA_SETUP_TIMEOUT, LIBRDKAFKA_SETUP_TIMEOUT, FamilySplit, family_split
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
 from kprobe.findings.common import source_of
+from kprobe.findings.shapes import cluster_internal_fix
+from kprobe.kubernetes import cluster_name
 from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
 
 _AFTER_BOOTSTRAP = (
@@ -62,6 +64,11 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
         return out
 
     proposal = _proposal(result, bootstraps)
+    # A Kubernetes cluster-internal name: an operator owns the listeners, so its settings are the fix, never
+    # listener lines (the operator rewrites server.properties), and never "advertise your port-forward".
+    k8s = cluster_name(ep.host)
+    if k8s is not None:
+        proposal = cluster_internal_fix(k8s, ep.port)
     dns = result.dns
     ok_tcp = [t for t in result.tcp if t.status == "ok"]
     bad_tcp = [t for t in result.tcp if t.status != "ok"]

@@ -19,7 +19,7 @@ INFO: Severity = "info"
 # Errors first: the order findings are listed in, in every output.
 SEVERITY_ORDER: dict[Severity, int] = {ERROR: 0, WARNING: 1, INFO: 2}
 
-Stage = Literal["bootstrap", "advertised", "identity", "consistency", "tls", "dns", "run", "controllers"]
+Stage = Literal["bootstrap", "advertised", "identity", "consistency", "tls", "dns", "run", "controllers", "shapes"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,18 @@ CATALOGUE: dict[str, Kind] = {
     "PORT_DIFFERS_FROM_BOOTSTRAP": Kind(
         "advertised", (INFO, WARNING), "The bootstrap's address is advertised with another port",
         "Nothing, for a second listener; a failing endpoint when a NAT or port mapping is unknown to the broker."),
+    "PORT_FORWARD_INCOMPLETE": Kind(
+        "shapes", (ERROR,), "A bootstrap through a port-forward, to brokers that advertise cluster-internal names",
+        "Clients bootstrap through the forward, then fail: every later request goes to a name only the Kubernetes "
+        "cluster resolves."),
+    "ADVERTISED_SHARED_ADDRESS": Kind(
+        "shapes", (INFO, WARNING), "Several brokers advertise one host, each with its own port (node ports)",
+        "Nothing while the address is reachable, one point of failure for all of them; failing connects when it is a "
+        "node's internal address or the node ports are closed."),
+    "ADVERTISED_PRIVATE_ADDRESS": Kind(
+        "shapes", (WARNING,),
+        "An advertised address in a private, CGNAT or link-local range does not connect from here",
+        "Clients bootstrap, then fail or wait for their timeouts: the address belongs to another network."),
     "ENDPOINT_WRONG_BROKER": Kind(
         "identity", (ERROR,), "Another broker answers at an advertised endpoint",
         "Requests go to the wrong node: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION."),

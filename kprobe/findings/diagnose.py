@@ -16,6 +16,7 @@ from kprobe.findings.consistency import consistency_findings
 from kprobe.findings.controllers import controllers_findings
 from kprobe.findings.dns import dns_view_findings
 from kprobe.findings.identity import identity_findings
+from kprobe.findings.shapes import shape_findings
 from kprobe.findings.tls import tls_findings
 from kprobe.models import BootstrapResult, ControllerBootstrapResult, EndpointResult, Finding
 
@@ -41,6 +42,7 @@ def diagnose(
         findings.extend(identity_findings(result, by_address))
         findings.extend(tls_findings(result))
         findings.extend(dns_view_findings(result))
+    findings.extend(shape_findings(bootstraps, endpoints))
     findings.extend(controllers_findings(controllers, controller_endpoints))
     every = (*endpoints, *controller_endpoints)
     findings.extend(_incomplete(every))

@@ -20,6 +20,7 @@ from typing import Any
 
 from kprobe.lab.certs import CertFiles, make_cert
 from kprobe.lab.dns_server import DnsServer, start_views
+from kprobe.lab.forwarder import Forwarders
 from kprobe.lab.idp import IdentityProvider
 from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
 from kprobe.lab.sni_proxy import SniProxy
@@ -141,8 +142,24 @@ class Impostor:
         self._thread.join(1)
 
 
-def free_port(host: str, taken: set[tuple[str, int]]) -> int:
-    """A port free on `host` now; `taken` avoids handing one out twice before JVMs bind."""
+def free_port(host: str, taken: set[tuple[str, int]], preferred: int = 0) -> int:
+    """A port free on `host` now; `taken` avoids handing one out twice before JVMs bind.
+
+    `preferred` (a listener's `port`, Kubernetes' 9092) is taken where it is free on `host` and not yet
+    handed out on that host; several nodes may each have it, on their own addresses, as pods do.
+    """
+    if preferred and (host, preferred) not in taken:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # As Kafka and HAProxy bind it: connections of a lab that just stopped (TIME_WAIT) must not
+            # push the port elsewhere, or the run after a run gets another port than the one before.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, preferred))
+            except OSError:
+                pass
+            else:
+                taken.add((host, preferred))
+                return preferred
     for _ in range(50):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind((host, 0))
@@ -156,11 +173,12 @@ def free_port(host: str, taken: set[tuple[str, int]]) -> int:
 
 def render(
     scenario: Scenario, blackholes: dict[str, Blackhole], impostors: dict[str, Impostor] | None = None,
-    proxy_ports: dict[str, int] | None = None,
+    proxy_ports: dict[str, int] | None = None, forward_ports: dict[str, int] | None = None,
 ) -> dict[int, RenderedNode]:
     """Choose ports and fill in every template of the scenario.
 
-    `proxy_ports` are the ports the SNI proxies got (`{px[NAME]}`); without them, the ports they prefer.
+    `proxy_ports` are the ports the SNI proxies got (`{px[NAME]}`), `forward_ports` the forwards'
+    (`{fw[NAME]}`); without them, the ports they prefer.
     """
     taken: set[tuple[str, int]] = set()
     nodes: dict[int, RenderedNode] = {}
@@ -170,7 +188,7 @@ def render(
         for lst in spec.listeners:
             bind_host = lst.bind.format(addr=spec.address)
             bind_ip = names.get(bind_host, bind_host)
-            node.listeners[lst.name] = RenderedListener(lst, bind_host, bind_ip, free_port(bind_ip, taken))
+            node.listeners[lst.name] = RenderedListener(lst, bind_host, bind_ip, free_port(bind_ip, taken, lst.port))
         nodes[spec.node_id] = node
     real = {
         n.node_id: {name: f"{rl.bind_ip}:{rl.port}" for name, rl in n.listeners.items()}
@@ -180,10 +198,11 @@ def render(
     fakes = {name: imp.endpoint for name, imp in (impostors or {}).items()}
     proxies = {**{name: spec.port for name, spec in scenario.proxies.items()}, **(proxy_ports or {})}
     controllers = {n.node_id: f"{n.spec.address}:{n.controller_port}" for n in nodes.values() if n.spec.is_controller}
+    forwards = {**{name: spec.port for name, spec in scenario.forwards.items()}, **(forward_ports or {})}
     for node in nodes.values():
         for rl in node.listeners.values():
             values: dict[str, Any] = {"addr": node.spec.address, "port": rl.port, "bh": holes, "ep": real,
-                                      "imp": fakes, "px": proxies, "ctl": controllers}
+                                      "imp": fakes, "px": proxies, "ctl": controllers, "fw": forwards}
             rl.advertised = rl.spec.advertise.format(**values)
             rl.bootstrap = rl.spec.bootstrap.format(**values)
         node.controller_advertised = node.spec.controller_advertise.format(addr=node.spec.address,
@@ -306,6 +325,7 @@ class RunningLab(ABC):
         self.passwords: dict[str, str] = {user: f"{user}-pw-{secrets.token_hex(8)}" for user in scenario.users}
         self.dns: dict[str, DnsServer] = {}
         self.proxies: dict[str, SniProxy] = {name: SniProxy(name, spec) for name, spec in scenario.proxies.items()}
+        self.forwards = Forwarders(scenario.forwards)
         self.idp: IdentityProvider | None = None
         # JVM system properties every broker gets (`-Dkey=value`), e.g. Kafka's OAuth URL allow list.
         self.jvm_properties: dict[str, str] = {}
@@ -321,6 +341,7 @@ class RunningLab(ABC):
             self.impostors[name] = Impostor(host)
         for proxy in self.proxies.values():  # ports first: advertised listeners name them
             proxy.reserve_ports()
+        self.forwards.reserve_ports()
         self.dns = start_views(self.scenario.views)
 
     def _start_shadows(self) -> None:
@@ -331,6 +352,17 @@ class RunningLab(ABC):
         """
         for name, (host, node_id, listener) in self.scenario.shadow_blackholes.items():
             self.blackholes[name] = Blackhole(host, self.nodes[node_id].listeners[listener].port)
+
+    @property
+    def forward_ports(self) -> dict[str, int]:
+        """Each forward's port, for `render` (`{fw[NAME]}`)."""
+        return dict(self.forwards.ports)
+
+    def _start_forwards(self, directory: Path, lab_id: str) -> None:
+        """Run the scenario's TCP forwards (one HAProxy), relaying to the rendered brokers."""
+        real = {n.node_id: {name: f"{rl.bind_ip}:{rl.port}" for name, rl in n.listeners.items()}
+                for n in self.nodes.values()}
+        self.forwards.start(real, directory, lab_id)
 
     @property
     def proxy_ports(self) -> dict[str, int]:
@@ -422,6 +454,8 @@ class RunningLab(ABC):
             lines.append(f"impostor {name} (HTTP, not Kafka) at {imp.endpoint}")
         for proxy in self.proxies.values():
             lines.extend(proxy.describe())
+        lines.extend(self.forwards.describe())
+        lines.extend(f"try: {line}" for line in self.usage())
         if self.ca_file:
             lines.append(f"TLS: clients trust the lab CA with -X ssl.ca.location={self.ca_file}")
         for user, password in self.passwords.items():
@@ -433,6 +467,16 @@ class RunningLab(ABC):
                 lines.append(f"OAuth client {client}, secret {secret} (made for this run), tokens for audience "
                              f"{dict(self.idp.spec.clients)[client]}")
         return lines
+
+    def usage(self) -> list[str]:
+        """The scenario's usage lines with this run's ports, nameservers and advertised endpoints filled in."""
+        values: dict[str, Any] = {
+            "fw": self.forward_ports,
+            "fwe": {name: self.forwards.endpoint(name) for name in self.forwards.ports},
+            "ns": {view: server.nameserver for view, server in self.dns.items()},
+            "adv": {n.node_id: {name: rl.advertised for name, rl in n.listeners.items()} for n in self.nodes.values()},
+        }
+        return [line.format(**values) for line in self.scenario.usage]
 
     @property
     def idp_ca_file(self) -> str:
@@ -472,6 +516,7 @@ class RunningLab(ABC):
         try:
             self._stop_processes()
         finally:
+            self.forwards.stop()
             for proxy in self.proxies.values():
                 proxy.stop()
             for server in self.dns.values():

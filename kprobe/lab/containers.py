@@ -329,17 +329,19 @@ class ContainerLab(RunningLab):
                            "this machine's loopback, which a container cannot reach: use KPROBE_LAB_BACKEND=native")
         try:
             self._start_network()
-            self.nodes = render(self.scenario, self.blackholes, self.impostors, self.proxy_ports)
+            self.nodes = render(self.scenario, self.blackholes, self.impostors, self.proxy_ports,
+                                self.forward_ports)
             self._start_shadows()
         except OSError as exc:
             if exc.errno != errno.EADDRNOTAVAIL:
                 raise
             raise LabError(f"the lab needs this machine's 127.0.0.x loopback addresses ({exc.strerror}); on macOS "
                            "add them, e.g. `sudo ifconfig lo0 alias 127.0.0.11 up`") from exc
-        if self.scenario.certificates:
+        if self.scenario.certificates or self.scenario.forwards:
             self.workdir = Path(tempfile.mkdtemp(prefix=f"kprobe-lab-{self.scenario.name}-"))
             self._make_certs(self.workdir / "tls")
             self._start_proxies(self.workdir / "proxies", self.lab_id)  # on the host, routing to published ports
+            self._start_forwards(self.workdir / "forwards", self.lab_id)  # likewise: kube-proxy on the host
 
     def _labels(self, node_id: int | None = None) -> dict[str, str]:
         labels = {LABEL: self.lab_id, "kprobe.scenario": self.scenario.name}

@@ -83,10 +83,12 @@ class NativeLab(RunningLab):
             self.java = jars.require_java()
             self.classpath = jars.kafka_classpath()
             self._start_network()
-            self.nodes = render(self.scenario, self.blackholes, self.impostors, self.proxy_ports)
+            self.nodes = render(self.scenario, self.blackholes, self.impostors, self.proxy_ports,
+                                self.forward_ports)
             self._start_shadows()
             self._make_certs(self.workdir / "tls")
             self._start_proxies(self.workdir / "proxies", self.lab_id)
+            self._start_forwards(self.workdir / "forwards", self.lab_id)
             self._start_idp(self.workdir / "idp")
             self.cluster_id = new_cluster_id()
             self._write_configs()

@@ -20,6 +20,7 @@ from typing import Literal
 
 from kprobe.errors import UsageError
 from kprobe.lab.certs import CertSpec
+from kprobe.lab.forwarder import ForwardSpec
 from kprobe.lab.idp import IdpSpec
 from kprobe.lab.sni_proxy import ProxySpec
 
@@ -44,6 +45,8 @@ class ListenerSpec:
     # OAUTHBEARER only: "jwks" checks tokens against the scenario's identity provider (KIP-768),
     # "unsecured" leaves Kafka's default validator of unsigned (alg none) tokens.
     token_validator: str | None = None
+    # The port to bind where the node's address has it free (Kubernetes' 9092 for every broker), else a free one.
+    port: int = 0
 
 
 NodeRole = Literal["combined", "broker", "controller"]
@@ -99,6 +102,11 @@ class Scenario:
     idp: IdpSpec | None = None
     # SNI-routing TLS passthrough proxies (HAProxy) in front of the brokers, as an ingress is.
     proxies: dict[str, ProxySpec] = field(default_factory=dict)
+    # TCP forwards in front of brokers (a `kubectl port-forward`, a node port): `{fw[NAME]}` is a forward's port.
+    forwards: dict[str, ForwardSpec] = field(default_factory=dict)
+    # How to use the lab, printed by `kprobe lab up`: templates with `{fwe[NAME]}` (a forward's `address:port`),
+    # `{ns[VIEW]}` (a view's nameserver) and `{adv[NODE][LISTENER]}` (an advertised endpoint).
+    usage: tuple[str, ...] = ()
 
     def node(self, node_id: int) -> NodeSpec:
         """The node with this id; a typo in a test should say which ids exist."""
@@ -572,9 +580,125 @@ _DUAL_STACK = Scenario(
     shadow_blackholes={"dark6": ("::1", 0, "DUAL_DARK")},
 )
 
+# -- Kubernetes shapes (issue 15): names as Strimzi makes them, node ports as kube-proxy serves them ------------
+# Strimzi's per-broker names (its documentation's `my-cluster-kafka-0.my-cluster-kafka-brokers.myproject.svc`),
+# in namespace kafka as its quickstart installs it; the bootstrap service `my-cluster-kafka-bootstrap`.
+_STRIMZI_BOOTSTRAP = "my-cluster-kafka-bootstrap.kafka.svc"
+
+
+def _strimzi_pod(i: int) -> str:
+    return f"my-cluster-kafka-{i}.my-cluster-kafka-brokers.kafka.svc"
+
+
+def _forwarded_node(i: int) -> NodeSpec:
+    return NodeSpec(
+        node_id=i,
+        address=f"127.0.0.{110 + i}",
+        hostnames=(_strimzi_pod(i),),
+        listeners=(
+            ListenerSpec("REPLICATION", inter_broker=True, note="inter-broker (Strimzi's REPLICATION-9091)"),
+            ListenerSpec("PLAIN", port=9092, advertise=_strimzi_pod(i) + ":{port}",
+                         bootstrap=_STRIMZI_BOOTSTRAP + ":{port}",
+                         note="Strimzi's internal `plain` listener: advertises the pod's name under the headless "
+                              "service"),
+        ),
+    )
+
+
+_PORT_FORWARD = Scenario(
+    name="port-forward",
+    summary="three brokers advertising Strimzi's cluster-internal names, reached through `kubectl port-forward`s",
+    story=(
+        "A Strimzi cluster my-cluster in namespace kafka: brokers on 127.0.0.110-112 whose plain listener "
+        "advertises my-cluster-kafka-N.my-cluster-kafka-brokers.kafka.svc on 9092 (where the address has it free). "
+        "The cluster view resolves those names, as pods do; the laptop view resolves none, as a laptop does. A "
+        "forward on 127.0.0.113-115 relays to each broker, as `kubectl port-forward --address 127.0.0.11x "
+        "pod/my-cluster-kafka-N 9092:9092` would: bootstrapping through broker 0's forward answers, and every "
+        "advertised name then fails from the laptop, until each name is mapped to its own forward."
+    ),
+    nodes=tuple(_forwarded_node(i) for i in range(3)),
+    views={
+        "cluster": {_STRIMZI_BOOTSTRAP: ("127.0.0.110",),
+                    **{_strimzi_pod(i): (f"127.0.0.{110 + i}",) for i in range(3)}},
+        "laptop": {},
+    },
+    forwards={f"pod{i}": ForwardSpec(address=f"127.0.0.{113 + i}", targets=(f"{{ep[{i}][PLAIN]}}",), port=9092,
+                                     note=f"kubectl port-forward -n kafka --address 127.0.0.{113 + i} "
+                                          f"pod/my-cluster-kafka-{i} 9092:9092")
+              for i in range(3)},
+    usage=(
+        "the gap, from the laptop: kprobe probe -b {fwe[pod0]} --nameserver {ns[laptop]}",
+        "the fix, tried first: kprobe probe -b {fwe[pod0]} --nameserver {ns[laptop]} "
+        "--connect-to {adv[0][PLAIN]}={fwe[pod0]} --connect-to {adv[1][PLAIN]}={fwe[pod1]} "
+        "--connect-to {adv[2][PLAIN]}={fwe[pod2]}",
+        "from inside the cluster: kprobe probe -b {adv[0][PLAIN]} --nameserver {ns[cluster]}",
+    ),
+)
+
+_NODE_A, _NODE_A_ADDRESS = "node-a.k8s.internal", "127.0.0.125"
+_NODE_B, _NODE_B_ADDRESS = "node-b.k8s.internal", "127.0.0.126"
+
+
+def _nodeport_node(i: int) -> NodeSpec:
+    """A broker pod; its client listeners advertise node addresses with node ports, as Strimzi's nodeport type does."""
+    return NodeSpec(
+        node_id=i,
+        address=f"127.0.0.{120 + i}",
+        listeners=(
+            ListenerSpec("REPLICATION", inter_broker=True, note="inter-broker"),
+            ListenerSpec("NODEPORT", advertise=f"{_NODE_A}:{{fw[a-{i}]}}", bootstrap=_NODE_A + ":{fw[a-bootstrap]}",
+                         note="every broker's node port on node-a (advertisedHost set to one node for all)"),
+            ListenerSpec("NODEPORT_INTERNAL",
+                         advertise=(f"{_NODE_A}:{{fw[a-int-{i}]}}" if i == 0 else f"{_NODE_B}:{{fw[b-int-{i}]}}"),
+                         bootstrap=_NODE_A + ":{fw[a-int-bootstrap]}",
+                         note="broker 0 on node-a, brokers 1 and 2 on node-b, whose name only the inside view "
+                              "resolves (a node's InternalDNS)"),
+        ),
+    )
+
+
+def _node_port(name: str, address: str, port: int, *targets: str) -> ForwardSpec:
+    return ForwardSpec(address=address, targets=targets, port=port, note=f"node port {name}, as kube-proxy serves it")
+
+
+_NODEPORT = Scenario(
+    name="nodeport",
+    summary="three brokers behind Kubernetes node ports: all on one node address, or partly on a node only the "
+            "inside view resolves",
+    story=(
+        "Three broker pods on 127.0.0.120-122 exposed through NodePort services: node-a.k8s.internal "
+        "(127.0.0.125) and node-b.k8s.internal (127.0.0.126) relay their node ports (31090-31092, 31190-31192 and "
+        "the bootstrap's 32100 and 32200 where free) to the brokers, as kube-proxy does. Through NODEPORT every "
+        "broker advertises node-a with a port of its own, which works from both views. Through NODEPORT_INTERNAL "
+        "brokers 1 and 2 advertise node-b, a name only the inside view resolves, as a listener advertising the "
+        "nodes' InternalDNS names does (Strimzi's preferredNodePortAddressType)."
+    ),
+    nodes=tuple(_nodeport_node(i) for i in range(3)),
+    views={
+        "laptop": {_NODE_A: (_NODE_A_ADDRESS,)},
+        "inside": {_NODE_A: (_NODE_A_ADDRESS,), _NODE_B: (_NODE_B_ADDRESS,)},
+    },
+    forwards={
+        "a-bootstrap": _node_port("a-bootstrap", _NODE_A_ADDRESS, 32100, *(f"{{ep[{i}][NODEPORT]}}" for i in range(3))),
+        **{f"a-{i}": _node_port(f"a-{i}", _NODE_A_ADDRESS, 31090 + i, f"{{ep[{i}][NODEPORT]}}") for i in range(3)},
+        "a-int-bootstrap": _node_port("a-int-bootstrap", _NODE_A_ADDRESS, 32200,
+                                      *(f"{{ep[{i}][NODEPORT_INTERNAL]}}" for i in range(3))),
+        "a-int-0": _node_port("a-int-0", _NODE_A_ADDRESS, 31190, "{ep[0][NODEPORT_INTERNAL]}"),
+        **{f"b-int-{i}": _node_port(f"b-int-{i}", _NODE_B_ADDRESS, 31190 + i, f"{{ep[{i}][NODEPORT_INTERNAL]}}")
+           for i in (1, 2)},
+    },
+    usage=(
+        "node ports on one node, working: kprobe probe -b node-a.k8s.internal:{fw[a-bootstrap]} "
+        "--nameserver {ns[laptop]}",
+        "the gap, node-b unknown outside: kprobe probe -b node-a.k8s.internal:{fw[a-int-bootstrap]} "
+        "--nameserver {ns[laptop]}",
+        "the fix, tried first: add --resolve node-b.k8s.internal=127.0.0.126",
+    ),
+)
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s for s in (_LISTENERS, _CLOUD, _THREE, _TLS, _SASL, _SCRAM, _OAUTH, _SNI_INGRESS, _COLLECTOR,
-                        _CONTROLLERS, _DUAL_STACK)
+                        _CONTROLLERS, _DUAL_STACK, _PORT_FORWARD, _NODEPORT)
 }
 
 

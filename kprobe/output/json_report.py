@@ -162,6 +162,8 @@ def to_dict(report: Report) -> dict[str, Any]:
             "bootstraps_ok": sum(1 for b in report.bootstraps if b.status == "ok"),
             "endpoints": len(report.endpoints),
             "reachable": report.reachable,
+            # Additive in v1: reachable, and named by no error (another broker answering, a failing certificate).
+            "usable": report.usable,
             "unchecked": sum(1 for e in report.endpoints if e.status == "unchecked"),
             "deadline_reached": report.deadline_reached,
             "findings": severities,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from kprobe.models import CLIENTS_CONNECT, EndpointResult, Report
+from kprobe.models import CLIENTS_CONNECT, EndpointResult, Report, is_usable
 from kprobe.output.sanitize import safe
 
 LABEL_LIMIT = 1024
@@ -88,6 +88,7 @@ def render(report: Report) -> str:
            "1 if clients with default settings connect to the advertised endpoint from this vantage: every "
            "resolved address accepts (reachable), or only an IPv6 family fails beside a working IPv4 one "
            "(degraded); partial is 0; a remapped_to label marks one dialled through --resolve or --connect-to.")
+    usable: list[tuple[dict[str, object], int]] = []
     for r in report.endpoints:
         e = r.endpoint
         labels: dict[str, object] = {"cluster_id": _endpoint_cluster(r, clusters), "node_id": e.node_id,
@@ -97,6 +98,12 @@ def render(report: Report) -> str:
             # unmapped series keeps the label set it always had.
             labels["remapped_to"] = e.remap.hostport
         sample("kprobe_endpoint_up", labels, endpoint_up(r))
+        usable.append((labels, 1 if is_usable(r, report.findings) else 0))
+    family("kprobe_endpoint_usable",
+           "1 if a client can use the advertised endpoint from this vantage: up, and named by no error finding "
+           "(another broker answering there, a failing certificate, something that is not Kafka).")
+    for labels, value in usable:
+        sample("kprobe_endpoint_usable", labels, value)
     if report.controllers is not None:
         # Only with --controllers: a run without it keeps the families it always had.
         family("kprobe_controller_bootstrap_up",

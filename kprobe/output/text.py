@@ -8,12 +8,22 @@ the user's terminal.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 
-from kprobe.models import BootstrapResult, ControllerBootstrapResult, EndpointResult, Report, TcpResult
+from kprobe.models import (
+    CLIENTS_CONNECT,
+    BootstrapResult,
+    ControllerBootstrapResult,
+    EndpointResult,
+    Finding,
+    Report,
+    TcpResult,
+    is_usable,
+)
 from kprobe.output.sanitize import safe
 
 _COLORS = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1"}
-_VERDICT_COLOR = {"reachable": "green", "degraded": "yellow", "partial": "yellow", "unreachable": "red",
+_VERDICT_COLOR = {"usable": "green", "unusable": "red", "degraded": "yellow", "partial": "yellow", "unreachable": "red",
                   "unresolvable": "red", "unchecked": "yellow"}
 _SEVERITY_COLOR = {"error": "red", "warning": "yellow", "info": "dim"}
 _STATUS_COLOR = {"ok": "green", "gap": "red", "failed": "red", "interrupted": "yellow"}
@@ -86,7 +96,20 @@ def _tls_cell(r: EndpointResult) -> str:
     return r.tls.status.replace("_", " ")
 
 
-def _endpoint_table(results: tuple[EndpointResult, ...], style: _Style) -> list[str]:
+def _verdict(r: EndpointResult, findings: Sequence[Finding]) -> str:
+    """What a client can do there: `usable`, or why not; TCP's own word stays in the TCP column.
+
+    An endpoint that accepts connections and is named by an error (another broker answers, the
+    certificate fails) is `unusable`: the findings say why.
+    """
+    if r.status in CLIENTS_CONNECT:
+        if not is_usable(r, findings):
+            return "unusable"
+        return "usable" if r.status == "reachable" else r.status
+    return r.status
+
+
+def _endpoint_table(results: tuple[EndpointResult, ...], findings: Sequence[Finding], style: _Style) -> list[str]:
     with_tls = any(r.tls is not None for r in results)
     header: tuple[str, ...] = ("NODE", "ENDPOINT", "DNS", "ADDRESSES", "TCP", "ANSWERS")
     header += ("TLS", "VERDICT") if with_tls else ("VERDICT",)
@@ -101,7 +124,8 @@ def _endpoint_table(results: tuple[EndpointResult, ...], style: _Style) -> list[
                 f" -> {safe(r.endpoint.remap.hostport)} ({r.endpoint.remap.option})" if r.endpoint.remap else ""), dns,
             ", ".join(r.dns.addresses) or "-", _tcp_cell(r.tcp), _identity_cell(r),
         )
-        row += (_tls_cell(r), r.status) if with_tls else (r.status,)
+        verdict = _verdict(r, findings)
+        row += (_tls_cell(r), verdict) if with_tls else (verdict,)
         rows.append(row)
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = ["  " + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)).rstrip()]
@@ -131,9 +155,8 @@ def _controllers_summary(report: Report) -> str:
     if report.controllers is None:
         return ""
     ok = sum(1 for c in report.controllers if c.status == "ok")
-    reached = sum(1 for r in report.controller_endpoints if r.status == "reachable")
     return (f"{ok}/{len(report.controllers)} controller addresses answered, "
-            f"{reached}/{len(report.controller_endpoints)} controller endpoints reachable, ")
+            f"{report.usable_controllers}/{len(report.controller_endpoints)} controller endpoints usable, ")
 
 
 def render(report: Report, *, color: bool = False, width: int = 100) -> str:
@@ -146,13 +169,13 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
     resolver = "the system resolver" if v.resolver_kind == "system" else "nameserver " + ", ".join(v.nameservers)
     if report.endpoints:
         lines.append(style(f"Advertised endpoints, from {safe(v.name)} ({resolver}):", "bold"))
-        lines.extend(_endpoint_table(report.endpoints, style))
+        lines.extend(_endpoint_table(report.endpoints, report.findings, style))
         lines.append("")
     for c in report.controllers or ():
         lines.extend(_controller_lines(c, style))
     if report.controller_endpoints:
         lines.append(style(f"Advertised controller endpoints, from {safe(v.name)} ({resolver}):", "bold"))
-        lines.extend(_endpoint_table(report.controller_endpoints, style))
+        lines.extend(_endpoint_table(report.controller_endpoints, report.findings, style))
         lines.append("")
     if report.findings:
         lines.append(style("Findings:", "bold"))
@@ -170,7 +193,7 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
     warnings = sum(1 for f in report.findings if f.severity == "warning")
     summary = (
         f"{report.status.upper()}: {answered}/{len(report.bootstraps)} bootstraps answered, "
-        f"{report.reachable}/{total} advertised endpoints reachable from here, {_controllers_summary(report)}"
+        f"{report.usable}/{total} advertised endpoints usable from here, {_controllers_summary(report)}"
         f"{errors} errors, {warnings} warnings ({_ms(report.duration_ms)}"
         + (", deadline reached)" if report.deadline_reached else ")")
     )
