@@ -21,19 +21,65 @@ from kprobe.lab.scenarios import get_scenario
 def pytest_configure(config: pytest.Config) -> None:
     """Before any test: the session's DNS stays on loopback (tests/hermetic_dns.py says why)."""
     hermetic_dns.setup()
+    config.addinivalue_line("markers", "labs(*names): lab scenarios a test starts without their fixtures")
+
+
+# The session fixture of each scenario; a test that starts labs another way names them with
+# `@pytest.mark.labs(NAME, ...)`. Both tell the session when a lab's last test has run.
+LAB_FIXTURES = {
+    "listeners_lab": "listeners", "cloud_lab": "cloud", "three_lab": "three-brokers", "controllers_lab": "controllers",
+    "tls_lab": "tls", "sasl_lab": "sasl", "scram_lab": "scram", "sni_ingress_lab": "sni-ingress",
+    "oauth_lab": "oauth", "collector_lab": "collector", "dual_stack_lab": "dual-stack",
+    "port_forward_lab": "port-forward", "nodeport_lab": "nodeport",
+}
+_LABS: dict[str, NativeLab] = {}  # the session's running labs (lab_factory hands this very dict out)
+_LAST_USE: dict[str, list[str]] = {}  # test node id -> the scenarios no later test uses
+
+
+def _stop(labs: dict[str, NativeLab], names: list[str]) -> None:
+    """Stop these labs and check each left nothing behind."""
+    stopped = {name: labs.pop(name) for name in names if name in labs}
+    for lab in stopped.values():
+        lab.stop()
+    leftovers = {name: running_jvms(lab.lab_id) for name, lab in stopped.items()}
+    assert not any(leftovers.values()), f"broker JVMs left behind: {leftovers}"
+    helpers = {name: running_helpers(lab.lab_id) for name, lab in stopped.items()}
+    assert not any(helpers.values()), f"helper processes (proxies) left behind: {helpers}"
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected: only the tests that will run count
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Note each lab's last test, so it stops there instead of idling to the session's end.
+
+    An idle broker JVM still costs a few per cent of a CPU (heartbeats, the raft log); a dozen
+    scenarios kept to the end slowed every later test on a two-CPU machine. A lab needed again
+    after all (a test that starts one without saying so) is simply started again.
+    """
+    last: dict[str, str] = {}
+    for item in items:
+        names = {LAB_FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in LAB_FIXTURES}
+        for mark in item.iter_markers("labs"):
+            names.update(mark.args)
+        for name in names:
+            last[name] = item.nodeid
+    _LAST_USE.clear()
+    for name, nodeid in last.items():
+        _LAST_USE.setdefault(nodeid, []).append(name)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a lab's last test (and its fixtures' teardown), stop that lab."""
+    yield
+    if nextitem is not None:  # the last test of all: lab_factory's own teardown stops what is left
+        _stop(_LABS, _LAST_USE.get(item.nodeid, []))
 
 
 @pytest.fixture(scope="session")
 def lab_factory() -> Iterator[dict[str, NativeLab]]:
-    """Starts each scenario at most once per session; stops all at the end."""
-    labs: dict[str, NativeLab] = {}
-    yield labs
-    for lab in labs.values():
-        lab.stop()
-    leftovers = {name: running_jvms(lab.lab_id) for name, lab in labs.items()}
-    assert not any(leftovers.values()), f"broker JVMs left behind: {leftovers}"
-    helpers = {name: running_helpers(lab.lab_id) for name, lab in labs.items()}
-    assert not any(helpers.values()), f"helper processes (proxies) left behind: {helpers}"
+    """Starts each scenario at most once per session (start_once); stops all at the end."""
+    yield _LABS
+    _stop(_LABS, list(_LABS))
 
 
 def start_once(labs: dict[str, NativeLab], name: str) -> NativeLab:
@@ -81,6 +127,11 @@ def sni_ingress_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
 @pytest.fixture(scope="session")
 def oauth_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
     return start_once(lab_factory, "oauth")
+
+
+@pytest.fixture(scope="session")
+def scram_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
+    return start_once(lab_factory, "scram")
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "docs"))
 
@@ -13,6 +15,7 @@ import generate  # noqa: E402
 from conftest import start_once  # noqa: E402
 
 
+@pytest.mark.labs(*generate.DOC_LABS)
 def test_generated_pages_are_fresh(lab_factory):
     """The labs are the session's own (conftest.start_once): a lab another test started is not started again."""
     labs = {name: start_once(lab_factory, name) for name in generate.DOC_LABS}

@@ -26,18 +26,9 @@ from report_check import validate
 
 from kprobe.kafka.connection import KafkaConnection, identify
 from kprobe.lab.native import NativeLab
-from kprobe.lab.scenarios import get_scenario
 
 UNRESOLVABLE = "ip-10-0-1-23.ec2.internal"
 GOOD_NAME = "kafka-scram.kprobe.test"
-
-
-@pytest.fixture(scope="session")
-def scram_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    """The `scram` scenario, started once per session in conftest's lab set (stopped and leak-checked there)."""
-    if "scram" not in lab_factory:
-        lab_factory["scram"] = NativeLab(get_scenario("scram")).start()
-    return lab_factory["scram"]
 
 
 def scram_args(lab: NativeLab, listener: str, *, password: str, user: str = "alice",
