@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -183,30 +185,28 @@ class Relay:
     """A TCP relay from `listen` to `target`, as a port-forward is: a real path to the broker, not a fake.
 
     It lets a test put a working IPv6 address in front of an IPv4-only broker (the reverse of the
-    usual dual-stack case), and give a client pinned to IPv6 a bootstrap it can reach.
+    usual dual-stack case), give a client pinned to IPv6 a bootstrap it can reach, or stand for
+    `kubectl port-forward` / `ssh -L` (tests/test_remap.py). Each accepted connection is copied
+    both ways by two threads until either side closes; `accepted` counts them.
     """
 
     def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
-        import socket
-        import threading
-
         self.target = target
+        self.accepted = 0
         self.server = socket.socket(socket.AF_INET6 if ":" in listen[0] else socket.AF_INET, socket.SOCK_STREAM)
         self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.server.bind(listen)
         self.server.listen(64)
         self.port = int(self.server.getsockname()[1])
-        self._threading = threading
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
-        import socket
-
         while True:
             try:
                 client, _ = self.server.accept()
             except OSError:
                 return  # closed
+            self.accepted += 1
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:
@@ -214,13 +214,10 @@ class Relay:
                 continue
             upstream.settimeout(None)
             for a, b in ((client, upstream), (upstream, client)):
-                self._threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
     @staticmethod
-    def _pipe(source: object, sink: object) -> None:
-        import socket
-
-        assert isinstance(source, socket.socket) and isinstance(sink, socket.socket)
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
                 sink.sendall(data)

@@ -12,10 +12,10 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 
 import pytest
+from real_clients import Relay
 from report_check import validate
 
 ALICE_NAME = "never-gonna-give-you-up"
@@ -33,53 +33,6 @@ def probe_json(*args: str) -> tuple[int, dict]:
     return done.returncode, data
 
 
-class Forwarder:
-    """A TCP forward on 127.0.0.1 to one address, as `kubectl port-forward` or `ssh -L` gives.
-
-    Each accepted connection is copied both ways by two threads until either side closes.
-    """
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.accepted = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return  # closed
-            self.accepted += 1
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.server.close()
-
-
 @pytest.fixture
 def alice(listeners_lab) -> tuple[str, str, int]:
     """(bootstrap, ALICE's real ip, ALICE's port): the port is advertised unchanged."""
@@ -89,8 +42,9 @@ def alice(listeners_lab) -> tuple[str, str, int]:
 
 
 @pytest.fixture
-def forward(alice) -> Iterator[Forwarder]:
-    fwd = Forwarder((alice[1], alice[2]))
+def forward(alice) -> Iterator[Relay]:
+    """A forward on 127.0.0.1 to ALICE, as `kubectl port-forward` or `ssh -L` gives."""
+    fwd = Relay(("127.0.0.1", 0), (alice[1], alice[2]))
     yield fwd
     fwd.close()
 

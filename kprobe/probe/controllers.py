@@ -31,7 +31,7 @@ from kprobe.models import (
     Identity,
 )
 from kprobe.probe.context import RunContext
-from kprobe.probe.identity import IdentityChecks
+from kprobe.probe.identity import IdentityChecks, identity_failed
 from kprobe.probe.pool import run_bounded
 from kprobe.probe.reach import probe_endpoints
 
@@ -145,13 +145,7 @@ def check_controller_identity(
             address, endpoint.dial_port, timeout=timeout, deadline=deadline, security=security,
             server_hostname=endpoint.host, expected=endpoint.node_id)
     except WireError as exc:
-        ms = (time.perf_counter() - started) * 1000
-        if exc.kind == "protocol":
-            return Identity(status="not_kafka", detail=str(exc), address=address, ms=ms)
-        if exc.kind in ("closed", "timeout") and not exc.deadline:
-            return Identity(status="silent", detail=f"{address}:{endpoint.dial_port} accepted the connection but gave "
-                            f"no Kafka answer: {exc}", address=address, ms=ms)
-        return Identity(status="unchecked", detail=str(exc), address=address, ms=ms, unfinished=exc.deadline)
+        return identity_failed(exc, address, endpoint.dial_port, (time.perf_counter() - started) * 1000)
     ms = (time.perf_counter() - started) * 1000
     controller = codec.is_controller_listener(versions)
     advertised = described.nodes if described is not None and described.error_code == 0 else None

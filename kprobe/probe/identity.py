@@ -47,10 +47,6 @@ def check_identity(
         )
     except WireError as exc:
         ms = (time.perf_counter() - started) * 1000
-        # Only bytes that are not Kafka prove "not Kafka". A connection closed or left unanswered
-        # proves only that no Kafka answer comes from there *now* (a proxy with no backend, a broker
-        # shutting down or overloaded): clients fail all the same, so it is a finding of its own,
-        # `silent`, and not a claim about what listens. The run's own deadline proves nothing.
         if exc.kind == "controller":
             # Kafka, but a KRaft controller listener: it serves no client. Which node it is still says
             # whether the advertised id even belongs to it.
@@ -58,17 +54,28 @@ def check_identity(
                 return Identity(status="unchecked", detail=str(exc), address=address, ms=ms, kraft_controller=True)
             return Identity(status="match" if exc.node_id == endpoint.node_id else "mismatch", node_id=exc.node_id,
                             detail=str(exc), address=address, ms=ms, kraft_controller=True)
-        if exc.kind == "protocol":
-            return Identity(status="not_kafka", detail=str(exc), address=address, ms=ms)
-        if exc.kind in ("closed", "timeout") and not exc.deadline:
-            return Identity(status="silent", detail=f"{address}:{endpoint.dial_port} accepted the connection but gave "
-                            f"no Kafka answer: {exc}", address=address, ms=ms)
-        return Identity(status="unchecked", detail=str(exc), address=address, ms=ms, unfinished=exc.deadline)
+        return identity_failed(exc, address, endpoint.dial_port, ms)
     ms = (time.perf_counter() - started) * 1000
     if node_id is None:
         return Identity(status="unchecked", detail=why, address=address, advertised=meta.brokers, ms=ms)
     return Identity(status="match" if node_id == endpoint.node_id else "mismatch", node_id=node_id, address=address,
                     advertised=meta.brokers, ms=ms)
+
+
+def identity_failed(exc: WireError, address: str, port: int, ms: float) -> Identity:
+    """What a failed identity request proves; shared by broker and controller endpoints.
+
+    Only bytes that are not Kafka prove "not Kafka". A connection closed or left unanswered proves
+    only that no Kafka answer comes from there *now* (a proxy with no backend, a broker shutting down
+    or overloaded): clients fail all the same, so it is a finding of its own, `silent`, and not a
+    claim about what listens. The run's own deadline proves nothing.
+    """
+    if exc.kind == "protocol":
+        return Identity(status="not_kafka", detail=str(exc), address=address, ms=ms)
+    if exc.kind in ("closed", "timeout") and not exc.deadline:
+        return Identity(status="silent", detail=f"{address}:{port} accepted the connection but gave "
+                        f"no Kafka answer: {exc}", address=address, ms=ms)
+    return Identity(status="unchecked", detail=str(exc), address=address, ms=ms, unfinished=exc.deadline)
 
 
 class IdentityChecks:
