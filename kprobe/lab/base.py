@@ -21,6 +21,7 @@ from typing import Any
 from kprobe.lab.certs import CertFiles, make_cert
 from kprobe.lab.dns_server import DnsServer, start_views
 from kprobe.lab.forwarder import Forwarders
+from kprobe.lab.helpers import bind_unclaimed, claim_port
 from kprobe.lab.idp import IdentityProvider
 from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
 from kprobe.lab.sni_proxy import SniProxy
@@ -69,8 +70,11 @@ class Blackhole:
     def __init__(self, host: str, port: int = 0) -> None:
         # IPv6 too: a dual-stack name whose AAAA address drops SYNs is staged on [::1] (scenario dual-stack).
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.listener = socket.socket(family, socket.SOCK_STREAM)
-        self.listener.bind((host, port))
+        if port:
+            self.listener = socket.socket(family, socket.SOCK_STREAM)
+            self.listener.bind((host, port))
+        else:
+            self.listener = bind_unclaimed(lambda: socket.socket(family, socket.SOCK_STREAM), host)
         self.listener.listen(0)
         self.host, self.port = self.listener.getsockname()[:2]
         self.fillers: list[socket.socket] = []
@@ -104,9 +108,12 @@ class Impostor:
     """
 
     def __init__(self, host: str) -> None:
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind((host, 0))
+        def reusable() -> socket.socket:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            return sock
+
+        self.listener = bind_unclaimed(reusable, host)
         self.listener.listen(16)
         self.listener.settimeout(0.2)
         self.host, self.port = self.listener.getsockname()[:2]
@@ -138,6 +145,10 @@ class Impostor:
     def close(self) -> None:
         """Stop answering and release the port."""
         self._stop.set()
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept now, not at its next 0.2 s tick
+        except OSError:
+            pass
         self.listener.close()
         self._thread.join(1)
 
@@ -164,8 +175,9 @@ def free_port(host: str, taken: set[tuple[str, int]], preferred: int = 0) -> int
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind((host, 0))
             port = int(sock.getsockname()[1])
-        # Kafka refuses two listeners on one port, whatever their hosts: keep ports unique.
-        if all(p != port for _, p in taken):
+        # Kafka refuses two listeners on one port, whatever their hosts: keep ports unique, in the
+        # lab and across the labs of this process.
+        if all(p != port for _, p in taken) and claim_port(port):
             taken.add((host, port))
             return port
     raise RuntimeError(f"no free port on {host}")

@@ -21,10 +21,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kprobe.errors import LabError
 
@@ -157,6 +159,34 @@ def _accepts(host: str, port: int) -> bool:
         return False
 
 
+# Every port a lab in this process has handed out, on whatever address. Two labs (two runs of
+# free_port with their own `taken`) on different addresses could otherwise both get port N: a
+# page normalised over several labs (docs/generate.py) then names one lab's port by the other's
+# listener, about once in a dozen runs.
+_ISSUED: set[int] = set()
+_ISSUED_LOCK = threading.Lock()
+
+
+def claim_port(port: int) -> bool:
+    """Record `port` as handed out; False when some lab of this process already has it."""
+    with _ISSUED_LOCK:
+        if port in _ISSUED:
+            return False
+        _ISSUED.add(port)
+        return True
+
+
+def bind_unclaimed(sock_factory: Any, host: str) -> socket.socket:
+    """A socket bound on `host` to an ephemeral port no lab of this process holds yet."""
+    for _ in range(50):
+        sock = sock_factory()
+        sock.bind((host, 0))
+        if claim_port(int(sock.getsockname()[1])):
+            return sock
+        sock.close()
+    raise RuntimeError(f"no free port on {host}")
+
+
 def listening_socket(host: str, preferred: int = 0) -> socket.socket:
     """A socket listening on `host`, on `preferred` where it can be bound (443 needs root or a lowered
     net.ipv4.ip_unprivileged_port_start, and must be free), else on a free port.
@@ -166,7 +196,7 @@ def listening_socket(host: str, preferred: int = 0) -> socket.socket:
     test sessions on one machine must not end up sharing one proxy. No SO_REUSEPORT, for the same
     reason; SO_REUSEADDR, so a previous lab's connection in TIME_WAIT does not push this one off.
     """
-    for port in (preferred, 0) if preferred else (0,):
+    for port in ([preferred] if preferred else []) + [0] * 50:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -174,6 +204,9 @@ def listening_socket(host: str, preferred: int = 0) -> socket.socket:
             sock.listen(128)
         except OSError:
             sock.close()
+            continue
+        if port == 0 and not claim_port(int(sock.getsockname()[1])):
+            sock.close()  # another lab of this process has that number, on another address
             continue
         return sock
     raise LabError(f"no free port on {host}")
