@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
@@ -294,6 +295,9 @@ NOT_STAGED = {
                                        "3.7-IV0); the lab runs Kafka 4.1 at its latest metadata.version",
     "DUPLICATE_NODE_ID": "two brokers with one node.id do not form one cluster; the tests' scripted broker "
                          "sends such a response",
+    "ROUNDTRIP_DISAGREES": "it fires only where kprobe's verdict is wrong, and each lab scenario is one where a "
+                           "real client agrees with it (the agreement test holds every scenario to that); the "
+                           "rule's rows write both sides of a disagreement down",
     "LISTENER_NOT_FOUND": "the lab stages it (the three-brokers lab's PARTIAL listener and a topic led by broker 2), "
                           "but the message names every partition out of the listener's reach in the whole cluster, "
                           "which depends on the topics other runs created: no excerpt here would stay the same",
@@ -353,10 +357,51 @@ def _probe_args(args: list[str]) -> Any:
         bootstrap=p["bootstrap"], props=p["prop"], prop_files=p["prop_file"], nameservers=p["nameserver"],
         timeout=p["timeout"], deadline=p["deadline"], vantage=p["vantage"], identity=not p["no_identity"],
         tls_expiry_days=p["tls_expiry_days"], compare_nameservers=p["compare_nameserver"], resolve=p["resolve"],
-        connect_to=p["connect_to"], controllers=p["controllers"])
+        connect_to=p["connect_to"], controllers=p["controllers"], roundtrip=p["roundtrip"],
+        roundtrip_create=p["roundtrip_create"])
 
 
 WRONG_SECRET = "not-the-apps-secret-7f3"
+ROUNDTRIP_TOPIC = "docs-canary"
+
+
+def _let_bob_describe(sasl: Any) -> None:
+    """The ROUNDTRIP_FAILED staging's set-up: alice makes the topic and lets bob describe it, not write to it.
+
+    Idempotent (a topic or ACL already there is as good), and waited for: the ACL reaches the broker's
+    authorizer through the metadata log, a moment after the admin call returns.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    def client(user: str) -> dict[str, str]:
+        return {"bootstrap.servers": sasl.bootstrap("SASL_PLAIN"), "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": sasl.passwords[user]}
+
+    admin = AdminClient(client("alice"))
+    try:
+        made = admin.create_topics([NewTopic(ROUNDTRIP_TOPIC, num_partitions=1, replication_factor=1)])
+        made[ROUNDTRIP_TOPIC].result(30)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+    binding = AclBinding(ResourceType.TOPIC, ROUNDTRIP_TOPIC, ResourcePatternType.LITERAL, "User:bob", "*",
+                         AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    admin.create_acls([binding])[binding].result(30)
+    bob = AdminClient(client("bob"))
+    deadline = time.monotonic() + 30
+    while ROUNDTRIP_TOPIC not in bob.list_topics(timeout=10).topics:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"bob still cannot describe {ROUNDTRIP_TOPIC} 30 s after the ACL was made")
+        time.sleep(0.2)
 
 
 def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> list[Any]:
@@ -477,6 +522,11 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
          "`controllers` lab's real controller listener.",
          ["--controllers", f"{refused},{quorum.controller_endpoint}", "--nameserver", kraft.nameserver("inside"),
           *timeout]),
+        (["ROUNDTRIP_FAILED"], f"`sasl` lab, SASL_PLAIN: bob may describe topic {ROUNDTRIP_TOPIC} (an ACL alice "
+         "granted) and not write to it; --roundtrip meets the broker's refusal.",
+         ["-b", sasl.bootstrap("SASL_PLAIN"), "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
+          "-X", "sasl.username=bob", "-X", f"sasl.password={sasl.passwords['bob']}", "--roundtrip", ROUNDTRIP_TOPIC,
+          "--no-identity", *timeout]),
         (["OAUTH_TOKEN_UNAVAILABLE"], "`oauth` lab, OAUTH_OIDC: the client kprobe-app with a wrong client secret, "
          "which the lab's token endpoint refuses.",
          ["-b", oauth.bootstrap("OAUTH_OIDC"), "--nameserver", oauth.nameserver("clients"),
@@ -501,6 +551,7 @@ def findings_examples(labs: Mapping[str, Any]) -> str:
     from kprobe.probe_run import run_probe
 
     listeners, oauth = labs["listeners"], labs["oauth"]
+    _let_bob_describe(labs["sasl"])
     bob_ip = listeners.listener("LISTENER_BOB").bind_ip
     with DnsServer({"kafka0": (bob_ip, "127.0.0.98")}, name="stale") as stale, \
             DnsServer({"kafka0": ("127.0.0.98",)}, name="dead") as dead, socket.socket() as closed:

@@ -23,6 +23,7 @@ from kprobe.errors import (
     EXIT_OK,
     EXIT_USAGE,
     KprobeError,
+    UsageError,
 )
 
 _APP_SETTINGS: dict[str, Any] = dict(
@@ -125,6 +126,17 @@ ControllersOpt = Annotated[
                  "(bootstrap.controllers, KIP-919): host:port, comma lists and repeats allowed. kprobe asks it for "
                  "the controller endpoints (DescribeCluster) and probes each; -b may then be left out."),
 ]
+RoundtripOpt = Annotated[
+    str | None,
+    typer.Option("--roundtrip", metavar="TOPIC",
+                 help="After the probe, produce one record to every partition of TOPIC with a real client "
+                      "(librdkafka, your settings) and read each back; says where it disagrees with the verdict. "
+                      "Writes to the cluster: never on by default."),
+]
+RoundtripCreateOpt = Annotated[
+    bool, typer.Option("--roundtrip-create", help="Create the --roundtrip topic when it does not exist "
+                                                  "(one partition per broker, the broker's replication factor).")
+]
 FormatOpt = Annotated[
     str | None, typer.Option("--format", help="text, json or prometheus (default text; json with --json).")
 ]
@@ -185,6 +197,8 @@ def probe(
     resolve: ResolveOpt = [],  # noqa: B006
     connect_to: ConnectToOpt = [],  # noqa: B006
     controllers: ControllersOpt = [],  # noqa: B006
+    roundtrip: RoundtripOpt = None,
+    roundtrip_create: RoundtripCreateOpt = False,
 ) -> None:
     """Bootstrap against each address separately, then resolve and connect to every endpoint the
     brokers advertise, from here. With --controllers, the KRaft controllers too, as admin tools reach them.
@@ -202,11 +216,14 @@ def probe(
         bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
         compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to,
-        controllers=controllers)
+        controllers=controllers, roundtrip=roundtrip, roundtrip_create=roundtrip_create)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, output=output, out_dir=out_dir, prom_file=prom_file,
         publish=publish, publish_props=publish_property, spool=spool, spool_max=spool_max)
     report = run_in_foreground(ProbeRun(options))
+    if report.roundtrip is not None and report.roundtrip.topic_missing:
+        # Bad input like a mistyped option: one line, no report of a run that could not do what was asked.
+        raise UsageError(f"--roundtrip: {report.roundtrip.error}")
     deliver(report, outputs, timeout=options.timeout)
     raise typer.Exit(STATUS_EXIT[report.status])
 
@@ -239,6 +256,8 @@ def watch(
     resolve: ResolveOpt = [],  # noqa: B006
     connect_to: ConnectToOpt = [],  # noqa: B006
     controllers: ControllersOpt = [],  # noqa: B006
+    roundtrip: RoundtripOpt = None,
+    roundtrip_create: RoundtripCreateOpt = False,
 ) -> None:
     """Probe on a schedule in one long-lived process, one run at a time.
 
@@ -254,7 +273,7 @@ def watch(
         bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
         compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to,
-        controllers=controllers),
+        controllers=controllers, roundtrip=roundtrip, roundtrip_create=roundtrip_create),
         every=every, jitter=jitter, count=count)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, out_dir=out_dir, prom_file=prom_file, publish=publish,

@@ -201,6 +201,9 @@ class ProbeOptions:
     connect_to: Mapping[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
     # --controllers: KRaft controller listeners to ask for the quorum, as bootstrap.controllers (KIP-919).
     controllers: Sequence[BootstrapAddress] = ()
+    # --roundtrip TOPIC (None: not asked) and --roundtrip-create.
+    roundtrip: str | None = None
+    roundtrip_create: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -299,6 +302,7 @@ def probe_options(
     nameservers: Iterable[str] = (), timeout: str = "5s", deadline: str = "30s", vantage: str | None = None,
     identity: bool = True, tls_expiry_days: float = 30.0, compare_nameservers: Iterable[str] = (),
     resolve: Iterable[str] = (), connect_to: Iterable[str] = (), controllers: Iterable[str] = (),
+    roundtrip: str | None = None, roundtrip_create: bool = False,
 ) -> ProbeOptions:
     """The options of `kprobe probe` and `kprobe watch`, as typed.
 
@@ -316,6 +320,8 @@ def probe_options(
     names, ends = _remaps(resolve, connect_to)
     if not 0 <= tls_expiry_days <= 3650:
         raise UsageError(f"bad --tls-expiry-days {tls_expiry_days:g}: give a number of days from 0 to 3650")
+    _check_roundtrip(roundtrip, roundtrip_create, bootstrap=bool(addresses), nameservers=nameservers,
+                     remapped=bool(names or ends))
     return ProbeOptions(
         bootstraps=addresses,
         props=properties,
@@ -329,7 +335,27 @@ def probe_options(
         resolve=names,
         connect_to=ends,
         controllers=controller_addresses,
+        roundtrip=roundtrip,
+        roundtrip_create=roundtrip_create,
     )
+
+
+def _check_roundtrip(topic: str | None, create: bool, *, bootstrap: bool, nameservers: Iterable[str],
+                     remapped: bool) -> None:
+    """--roundtrip runs a real client, so only what a real client can honour goes with it."""
+    if topic is None:
+        if create:
+            raise UsageError("--roundtrip-create needs --roundtrip TOPIC: it creates that topic when it is missing")
+        return
+    if not topic or len(topic) > 249 or topic in (".", "..") or not re.fullmatch(r"[A-Za-z0-9._-]+", topic):
+        raise UsageError(f"bad --roundtrip {topic!r}: a topic name is 1-249 characters of letters, digits, "
+                         "'.', '_' and '-'")
+    if not bootstrap:
+        raise UsageError("--roundtrip needs -b: the round trip produces through the brokers, not the controllers")
+    if list(nameservers) or remapped:
+        raise UsageError("--roundtrip runs a real client, which resolves names through this host's system resolver: "
+                         "it cannot honour --nameserver, --resolve or --connect-to; leave those out (map names "
+                         "in /etc/hosts to try a mapping with the round trip)")
 
 
 def parse_controller_addresses(values: Iterable[str]) -> list[BootstrapAddress]:

@@ -39,6 +39,11 @@ TlsFailure = Literal["hostname_mismatch", "untrusted", "expired", "handshake_fai
 # `broker` (a broker listener: DescribeCluster for controllers is refused or absent), `unsupported` (a
 # controller without DescribeCluster for controllers: Kafka before 3.7, or metadata.version below 3.7),
 # `denied` (DescribeCluster on a controller needs ALTER on CLUSTER).
+# --roundtrip: the whole round trip, and each partition's. `unfinished`: the run's deadline came first, so
+# nothing is known (never called a failure); `not_run`: there was nothing to try (no bootstrap answered,
+# the topic does not exist, it could not be created).
+RoundtripStatus = Literal["ok", "failed", "unfinished", "not_run"]
+PartitionRoundtripStatus = Literal["ok", "produce_failed", "consume_failed", "unfinished"]
 ControllerStatus = Literal["ok", "dns_failed", "refused", "timeout", "auth_failed", "broker", "unsupported",
                            "denied", "error"]
 
@@ -310,6 +315,37 @@ class ControllerBootstrapResult:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PartitionRoundtrip:
+    """One partition of --roundtrip: a record produced to it by a real client, and read back."""
+
+    partition: int
+    # The leader when the round trip began, from the bootstrap's metadata: whose endpoint the client used.
+    leader: int | None
+    status: PartitionRoundtripStatus
+    offset: int | None = None
+    produce_ms: float | None = None
+    roundtrip_ms: float | None = None
+    error: str | None = None
+    # The broker answered with an error (authorization, replicas, ...): the endpoint worked, the request not.
+    broker_error: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Roundtrip:
+    """--roundtrip TOPIC: what a real client (librdkafka) did from here, to set beside the prediction."""
+
+    topic: str
+    client: str
+    status: RoundtripStatus
+    partitions: tuple[PartitionRoundtrip, ...] = ()
+    created: bool = False
+    error: str | None = None
+    # Set when the topic does not exist and --roundtrip-create was not given: bad input, said in one line.
+    topic_missing: bool = False
+    ms: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     """A diagnosis: what a client will experience and which setting to change."""
 
@@ -350,6 +386,8 @@ class Report:
     # --controllers: each address's answer and each advertised controller endpoint as checked (None: not asked).
     controllers: tuple[ControllerBootstrapResult, ...] | None = None
     controller_endpoints: tuple[EndpointResult, ...] = ()
+    # --roundtrip (None: not asked).
+    roundtrip: Roundtrip | None = None
 
     @property
     def reachable(self) -> int:

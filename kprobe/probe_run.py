@@ -28,6 +28,7 @@ from kprobe.models import (
     Endpoint,
     EndpointResult,
     Report,
+    Roundtrip,
     RunStatus,
     Vantage,
 )
@@ -66,6 +67,9 @@ class ProbeRun:
         self.bootstraps: list[BootstrapResult] | None = None
         self.endpoints: list[Endpoint] = []
         self.results: list[EndpointResult] | None = None
+        # --roundtrip: filled in after the checks, on what is left of the deadline.
+        self.roundtrip: Roundtrip | None = None
+        self.run_id = str(uuid.uuid4())
         self.interrupted = False
         self.on_phase: Callable[[str], None] | None = None
         # Called (from worker threads) as each bootstrap's answer or failure is in: a progress bar counts them.
@@ -112,6 +116,12 @@ class ProbeRun:
         if controller_thread is not None:
             self._phase("checking the KRaft controllers")
             controller_thread.join(max(0.0, ctx.deadline - time.monotonic()) + 1.0)
+        if opts.roundtrip is not None:
+            from kprobe.probe.roundtrip import round_trip
+
+            self._phase(f"producing to and consuming from every partition of {opts.roundtrip}")
+            self.roundtrip = round_trip(opts.roundtrip, opts.roundtrip_create, opts.bootstraps, self.bootstraps, ctx,
+                                        run_id=self.run_id, vantage=opts.vantage or socket.gethostname())
         for r in self.results:
             _LOG.debug("endpoint %s (node %d): dns %s %s, tcp %s -> %s", r.endpoint.hostport, r.endpoint.node_id,
                        r.dns.status, ",".join(r.dns.addresses) or "-",
@@ -169,7 +179,12 @@ class ProbeRun:
             results = [EndpointResult(endpoint=e, dns=replace(pending, host=e.host), tcp=(), status="unchecked")
                        for e in self.endpoints]
         controllers, controller_endpoints = self._controller_results()
-        findings = diagnose(bootstraps, results, controllers or (), controller_endpoints)
+        roundtrip = self.roundtrip
+        if opts.roundtrip is not None and roundtrip is None:
+            roundtrip = Roundtrip(topic=opts.roundtrip, client="librdkafka", status="unfinished",
+                                  error="interrupted before the round trip ended" if self.interrupted
+                                  else "the run ended before the round trip")
+        findings = diagnose(bootstraps, results, controllers or (), controller_endpoints, roundtrip)
         # A deadline is not an interruption: what did not answer by then is a timeout or unchecked,
         # and the verdict stands on what is known (what is unchecked is never called ok).
         status: RunStatus
@@ -178,7 +193,9 @@ class ProbeRun:
         elif not any(b.status == "ok" for b in bootstraps) and not any(c.status == "ok" for c in controllers or ()):
             status = "failed"
         elif (any(f.severity == ERROR or f.code == "RUN_INCOMPLETE" for f in findings)
-              or any(r.status not in CLIENTS_CONNECT for r in (*results, *controller_endpoints))):
+              or any(r.status not in CLIENTS_CONNECT for r in (*results, *controller_endpoints))
+              # A round trip asked for and not made whole is a gap, whatever the verdict says.
+              or (roundtrip is not None and roundtrip.status != "ok")):
             status = "gap"
         else:
             status = "ok"
@@ -186,7 +203,7 @@ class ProbeRun:
         vantage = Vantage(name=opts.vantage or hostname, hostname=hostname, resolver_kind=resolver.kind,
                           nameservers=tuple(f"{ip}:{port}" for ip, port in opts.nameservers))
         return Report(
-            id=str(uuid.uuid4()),
+            id=self.run_id,
             started_at=self.started_at,
             finished_at=now_rfc3339(),
             vantage=vantage,
@@ -198,13 +215,15 @@ class ProbeRun:
             deadline_reached=not self.interrupted and time.monotonic() >= self.ctx.deadline,
             controllers=controllers,
             controller_endpoints=controller_endpoints,
+            roundtrip=roundtrip,
             settings={"timeout_s": opts.timeout, "deadline_s": opts.deadline, "identity": opts.identity,
                       "tls_expiry_days": opts.tls_expiry_days, "properties": redact(opts.props),
                       "compare_nameservers": [f"{ip}:{port}" for ip, port in opts.compare_nameservers],
                       # The "what if" mappings, so a report read later says what its verdict assumed.
                       "resolve": dict(opts.resolve),
                       "connect_to": {format_hostport(*k): format_hostport(*v) for k, v in opts.connect_to.items()},
-                      "controllers": [c.hostport for c in opts.controllers]},
+                      "controllers": [c.hostport for c in opts.controllers],
+                      "roundtrip": opts.roundtrip, "roundtrip_create": opts.roundtrip_create},
         )
 
 

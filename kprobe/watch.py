@@ -21,7 +21,7 @@ from types import FrameType
 
 from kprobe.config import ProbeOptions, Schedule
 from kprobe.deliver import Outputs, deliver
-from kprobe.errors import EXIT_INTERRUPTED, KprobeError
+from kprobe.errors import EXIT_INTERRUPTED, KprobeError, UsageError
 from kprobe.models import Report
 from kprobe.probe_run import ProbeRun, RunThread
 
@@ -33,8 +33,19 @@ def _summary(report: Report, number: int) -> str:
     errors = sum(1 for f in report.findings if f.severity == "error")
     return (f"run {number} {report.started_at} {report.status}: "
             f"{sum(1 for b in report.bootstraps if b.status == 'ok')}/{len(report.bootstraps)} bootstraps, "
-            f"{report.usable}/{len(report.endpoints)} endpoints usable, {errors} errors, "
+            f"{report.usable}/{len(report.endpoints)} endpoints usable, {_roundtrip(report)}{errors} errors, "
             f"{report.duration_ms / 1000:.2f}s")
+
+
+def _roundtrip(report: Report) -> str:
+    """The summary's words on --roundtrip: how many partitions made it, or why none was tried."""
+    rt = report.roundtrip
+    if rt is None:
+        return ""
+    if rt.status == "not_run":
+        return "roundtrip not run, "
+    ok = sum(1 for p in rt.partitions if p.status == "ok")
+    return f"roundtrip {ok}/{len(rt.partitions)} partitions ok, "
 
 
 def _stdout_text(report: Report, number: int, fmt: str) -> str:
@@ -79,6 +90,10 @@ def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule) -> in
         report = _one_run(options, stop)
         if report is None:
             break  # abandoned on a signal: nothing written
+        if done == 0 and report.roundtrip is not None and report.roundtrip.topic_missing:
+            # A canary set up on a topic that is not there is a set-up error: say so now, as probe does. Later
+            # (the topic deleted under a running watch) each run reports it, and the watch goes on.
+            raise UsageError(f"--roundtrip: {report.roundtrip.error}")
         done += 1
         _deliver_run(report, outputs, done, options.timeout)
         _LOG.debug("run %d took %.2fs, peak RSS %.1f MB", done, time.monotonic() - started, _rss_mb())

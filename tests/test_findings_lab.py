@@ -85,8 +85,10 @@ def test_crossed_endpoint_answers_as_another_broker(three_lab):
 def test_twin_endpoint_is_a_duplicate(three_lab):
     code, data, _ = probe_json("-b", three_lab.real_endpoint("TWIN", 1))
     assert code == 1
-    assert ("DUPLICATE_ENDPOINT", 0) in found(data)
+    # Held against broker 2, who does not answer there: broker 0's own endpoint stays usable, as clients find it.
+    assert ("DUPLICATE_ENDPOINT", 2) in found(data)
     assert ("ENDPOINT_WRONG_BROKER", 2) in found(data)
+    assert data["summary"]["usable"] == 2
     assert "ENDPOINT_ADVERTISES_DIFFERENTLY" not in codes(data)  # same listener, same set
 
 

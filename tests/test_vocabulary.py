@@ -34,6 +34,8 @@ DEFS = SCHEMA["$defs"]
     (models.RunStatus, SCHEMA["properties"]["summary"]["properties"]["status"]["enum"]),
     (models.ResolverKind, SCHEMA["properties"]["vantage"]["properties"]["resolver"]["properties"]["kind"]["enum"]),
     (models.ControllerStatus, DEFS["controller_bootstrap"]["properties"]["status"]["enum"]),
+    (models.RoundtripStatus, SCHEMA["properties"]["roundtrip"]["properties"]["status"]["enum"]),
+    (models.PartitionRoundtripStatus, DEFS["roundtrip_partition"]["properties"]["status"]["enum"]),
 ], ids=lambda v: getattr(v, "__name__", None) or "")
 def test_literal_matches_schema_enum(literal, enum):
     assert list(get_args(literal)) == list(enum)

@@ -19,7 +19,8 @@ INFO: Severity = "info"
 # Errors first: the order findings are listed in, in every output.
 SEVERITY_ORDER: dict[Severity, int] = {ERROR: 0, WARNING: 1, INFO: 2}
 
-Stage = Literal["bootstrap", "advertised", "identity", "consistency", "tls", "dns", "run", "controllers", "shapes"]
+Stage = Literal["bootstrap", "advertised", "identity", "consistency", "tls", "dns", "run", "controllers", "shapes",
+                "roundtrip"]
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,13 @@ CATALOGUE: dict[str, Kind] = {
     "CONTROLLER_ENDPOINT_WRONG_NODE": Kind(
         "controllers", (ERROR,), "Something other than the advertised controller answers at a controller endpoint",
         "Admin requests meant for that controller go to another node, a broker or no Kafka at all, and fail."),
+    "ROUNDTRIP_DISAGREES": Kind(
+        "roundtrip", (ERROR, WARNING), "--roundtrip and kprobe's verdict disagree on a broker",
+        "Error: clients fail where kprobe said they would work. Warning: a real client worked where kprobe "
+        "said it would fail."),
+    "ROUNDTRIP_FAILED": Kind(
+        "roundtrip", (ERROR,), "A broker answered --roundtrip's produce or fetch with an error",
+        "The endpoint works, the request does not: an authorization error, too few in-sync replicas."),
 }
 
 

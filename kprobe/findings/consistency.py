@@ -61,19 +61,26 @@ def consistency_findings(bootstraps: Sequence[BootstrapResult], endpoints: Seque
                 node_id=twice[0], bootstrap=b.address))
     out.extend(listener_not_found(answered))
     owners: dict[tuple[str, int], set[int]] = defaultdict(set)
+    answering: dict[tuple[str, int], set[int]] = defaultdict(set)
     for r in endpoints:
-        owners[(r.endpoint.host.lower(), r.endpoint.port)].add(r.endpoint.node_id)
+        key = (r.endpoint.host.lower(), r.endpoint.port)
+        owners[key].add(r.endpoint.node_id)
+        if r.identity is not None and r.identity.status == "match":
+            answering[key].add(r.endpoint.node_id)
     for (host, port), owner_ids in sorted(owners.items()):
         if len(owner_ids) > 1:
             ids = sorted(owner_ids)
             where = format_hostport(host, port)
+            # The finding belongs to a broker that does not answer there: the one the identity check found
+            # answering serves its own partitions (real clients do), so its endpoint stays usable.
+            others = [i for i in ids if i not in answering[(host, port)]] or ids
             out.append(finding(
                 "DUPLICATE_ENDPOINT", ERROR,
                 f"Brokers {', '.join(str(i) for i in sorted(ids))} all advertise {where}. Only one broker can "
                 "answer there: clients send the others' requests to it and fail with NOT_LEADER_OR_FOLLOWER.",
                 f"Give each broker its own advertised endpoint (advertised.listeners of brokers "
                 f"{', '.join(str(i) for i in sorted(ids))}).",
-                node_id=min(ids), endpoint=where))
+                node_id=min(others), endpoint=where))
     return out
 
 

@@ -16,19 +16,22 @@ from kprobe.findings.consistency import consistency_findings
 from kprobe.findings.controllers import controllers_findings
 from kprobe.findings.dns import dns_view_findings
 from kprobe.findings.identity import identity_findings
+from kprobe.findings.roundtrip import roundtrip_findings
 from kprobe.findings.shapes import shape_findings
 from kprobe.findings.tls import tls_findings
-from kprobe.models import BootstrapResult, ControllerBootstrapResult, EndpointResult, Finding
+from kprobe.models import BootstrapResult, ControllerBootstrapResult, EndpointResult, Finding, Roundtrip
 
 
 def diagnose(
     bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult],
     controllers: Sequence[ControllerBootstrapResult] = (), controller_endpoints: Sequence[EndpointResult] = (),
+    roundtrip: Roundtrip | None = None,
 ) -> list[Finding]:
     """All findings of one probe, errors first, in a stable order.
 
     `controllers` and `controller_endpoints` are what --controllers found (KIP-919's admin path);
-    the run-level findings (incomplete, remapped, identity not checked) cover them too.
+    the run-level findings (incomplete, remapped, identity not checked) cover them too. `roundtrip`
+    (--roundtrip) is judged last, against the verdict every other rule gave.
     """
     by_address = {b.address: b for b in bootstraps}
     findings: list[Finding] = []
@@ -44,8 +47,9 @@ def diagnose(
         findings.extend(dns_view_findings(result))
     findings.extend(shape_findings(bootstraps, endpoints))
     findings.extend(controllers_findings(controllers, controller_endpoints))
+    findings.extend(roundtrip_findings(roundtrip, endpoints, findings))
     every = (*endpoints, *controller_endpoints)
-    findings.extend(_incomplete(every))
+    findings.extend(_incomplete(every, roundtrip))
     findings.extend(_remapped(every))
     unchecked = sorted({r.identity.detail or "" for r in every if r.identity and r.identity.status == "unchecked"
                         and not r.identity.unfinished and not r.identity.kraft_controller})
@@ -60,12 +64,15 @@ def diagnose(
     return findings
 
 
-def _incomplete(endpoints: Sequence[EndpointResult]) -> list[Finding]:
+def _incomplete(endpoints: Sequence[EndpointResult], roundtrip: Roundtrip | None = None) -> list[Finding]:
     """RUN_INCOMPLETE: what the run's end cut off is unknown, and a report must say so, never pass it for ok."""
     not_checked = [r.endpoint.hostport for r in endpoints if r.status == "unchecked"]
     tls_cut = [r.endpoint.hostport for r in endpoints if r.tls is not None and r.tls.unfinished]
     identity_cut = [r.endpoint.hostport for r in endpoints if r.identity is not None and r.identity.unfinished]
-    if not not_checked and not tls_cut and not identity_cut:
+    trip_cut = [str(p.partition) for p in roundtrip.partitions if p.status == "unfinished"] if roundtrip else []
+    if roundtrip is not None and roundtrip.status == "unfinished" and not roundtrip.partitions:
+        trip_cut = ["all"]  # the run ended before the round trip began
+    if not not_checked and not tls_cut and not identity_cut and not trip_cut:
         return []
     parts = []
     if not_checked:
@@ -80,6 +87,11 @@ def _incomplete(endpoints: Sequence[EndpointResult]) -> list[Finding]:
         parts.append(f"The run's deadline came before kprobe learnt which broker answers at {len(identity_cut)} "
                      f"endpoint(s): {', '.join(identity_cut)}. A rule that leads them to the wrong broker would go "
                      "unseen.")
+    if trip_cut and roundtrip is not None:
+        which = ("every partition" if trip_cut == ["all"] else f"{len(trip_cut)} partition(s): "
+                 + ", ".join(trip_cut[:20]) + (" ..." if len(trip_cut) > 20 else ""))
+        parts.append(f"The run ended before the round trip on topic {roundtrip.topic!r} did, for {which}. Whether "
+                     "a client gets through there is not known yet.")
     return [finding(
         "RUN_INCOMPLETE", WARNING, " ".join(parts),
         "Run again with a longer --deadline (at least the metadata time plus one --timeout), or with fewer "

@@ -11,7 +11,15 @@ from importlib import resources
 from typing import Any
 
 from kprobe import __version__
-from kprobe.models import BootstrapResult, ControllerBootstrapResult, DnsResult, EndpointResult, Finding, Report
+from kprobe.models import (
+    BootstrapResult,
+    ControllerBootstrapResult,
+    DnsResult,
+    EndpointResult,
+    Finding,
+    Report,
+    Roundtrip,
+)
 
 SCHEMA_ID = "kprobe.report/v1"
 
@@ -128,6 +136,17 @@ def _finding(f: Finding) -> dict[str, Any]:
     }
 
 
+def _roundtrip(rt: Roundtrip) -> dict[str, Any]:
+    """--roundtrip's outcome (additive in v1)."""
+    return {
+        "topic": rt.topic, "client": rt.client, "status": rt.status, "created": rt.created, "error": rt.error,
+        "topic_missing": rt.topic_missing, "ms": _round(rt.ms),
+        "partitions": [{"partition": p.partition, "leader": p.leader, "status": p.status, "offset": p.offset,
+                        "produce_ms": _round(p.produce_ms), "roundtrip_ms": _round(p.roundtrip_ms),
+                        "error": p.error, "broker_error": p.broker_error} for p in rt.partitions],
+    }
+
+
 def to_dict(report: Report) -> dict[str, Any]:
     """The report as plain JSON-ready data."""
     severities = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
@@ -156,6 +175,8 @@ def to_dict(report: Report) -> dict[str, Any]:
             "bootstraps": [_controller(c) for c in report.controllers],
             "endpoints": [endpoint_dict(r) for r in report.controller_endpoints],
         },
+        # Additive in v1: --roundtrip, a real client's produce and consume on every partition; null when not asked.
+        "roundtrip": None if report.roundtrip is None else _roundtrip(report.roundtrip),
         "summary": {
             "status": report.status,
             "bootstraps": len(report.bootstraps),

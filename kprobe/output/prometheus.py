@@ -121,6 +121,23 @@ def render(report: Report) -> str:
             if e.remap is not None:
                 controller_labels["remapped_to"] = e.remap.hostport
             sample("kprobe_controller_endpoint_up", controller_labels, endpoint_up(r))
+    if report.roundtrip is not None:
+        # Only with --roundtrip: the canary's own series, per partition so an alert names the failing ones.
+        rt = report.roundtrip
+        family("kprobe_roundtrip_success", "1 if --roundtrip produced to and read back from every partition of the "
+               "topic from this vantage (a real client, librdkafka), else 0.")
+        sample("kprobe_roundtrip_success", {"topic": rt.topic, "vantage": vantage}, 1 if rt.status == "ok" else 0)
+        family("kprobe_roundtrip_partition_ok", "1 if --roundtrip's record to this partition was acknowledged and "
+               "read back; leader is the broker the bootstrap named when the round trip began.")
+        for p in rt.partitions:
+            sample("kprobe_roundtrip_partition_ok", {"topic": rt.topic, "partition": p.partition,
+                                                     "leader": "" if p.leader is None else p.leader,
+                                                     "vantage": vantage}, 1 if p.status == "ok" else 0)
+        family("kprobe_roundtrip_partition_seconds", "From produce to the record read back (partitions that made it).")
+        for p in rt.partitions:
+            if p.status == "ok" and p.roundtrip_ms is not None:
+                sample("kprobe_roundtrip_partition_seconds", {"topic": rt.topic, "partition": p.partition,
+                                                              "vantage": vantage}, p.roundtrip_ms / 1000)
     family("kprobe_dns_lookup_seconds", "Time to resolve the advertised host.")
     for host, ms in {r.endpoint.host: r.dns.ms for r in report.endpoints if r.dns.ms is not None}.items():
         sample("kprobe_dns_lookup_seconds", {"host": host, "vantage": vantage}, (ms or 0) / 1000)

@@ -17,6 +17,7 @@ from kprobe.models import (
     EndpointResult,
     Finding,
     Report,
+    Roundtrip,
     TcpResult,
     is_usable,
 )
@@ -159,6 +160,47 @@ def _controllers_summary(report: Report) -> str:
             f"{report.usable_controllers}/{len(report.controller_endpoints)} controller endpoints usable, ")
 
 
+_TRIP_COLOR = {"ok": "green", "produce_failed": "red", "consume_failed": "red", "unfinished": "yellow",
+               "failed": "red", "not_run": "red"}
+# Past this many partitions, the table lists only those that did not make it.
+_TRIP_ROWS = 24
+
+
+def _roundtrip_lines(rt: Roundtrip, style: _Style) -> list[str]:
+    """--roundtrip: one line of outcome, then a row per partition (per failed one on a big topic)."""
+    created = ", created by this run" if rt.created else ""
+    head = f"Round trip on topic {safe(rt.topic)} through {safe(rt.client)}{created}:"
+    if rt.status == "not_run" or (not rt.partitions and rt.error):
+        return [style(head, "bold"), f"  {style(rt.status.replace('_', ' '), 'red')}: {safe(rt.error or '')}", ""]
+    ok = [p for p in rt.partitions if p.status == "ok"]
+    slowest = max((p.roundtrip_ms or 0.0 for p in ok), default=None)
+    lines = [style(head, "bold"),
+             f"  {len(ok)}/{len(rt.partitions)} partitions produced and read back"
+             + (f", slowest {_ms(slowest)}" if slowest is not None else "") + f" ({_ms(rt.ms)} in all)"]
+    shown = rt.partitions if len(rt.partitions) <= _TRIP_ROWS else [p for p in rt.partitions if p.status != "ok"]
+    if shown:
+        header = ("PARTITION", "LEADER", "PRODUCED", "READ BACK", "RESULT")
+        rows = [(str(p.partition), "-" if p.leader is None else str(p.leader), _ms(p.produce_ms), _ms(p.roundtrip_ms),
+                 p.status.replace("_", " ")) for p in shown]
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        lines.append("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)).rstrip())
+        for p, row in zip(shown, rows, strict=False):
+            cells = "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=False))
+            why = f": {safe(p.error, limit=300)}" if p.error else ""
+            lines.append(f"  {cells}  {style(row[-1], _TRIP_COLOR.get(p.status))}{why}")
+    lines.append("")
+    return lines
+
+
+def _roundtrip_summary(report: Report) -> str:
+    rt = report.roundtrip
+    if rt is None:
+        return ""
+    if rt.status == "not_run":
+        return "round trip not run, "
+    return f"{sum(1 for p in rt.partitions if p.status == 'ok')}/{len(rt.partitions)} partitions round-tripped, "
+
+
 def render(report: Report, *, color: bool = False, width: int = 100) -> str:
     """The whole text report."""
     style = _Style(color)
@@ -177,6 +219,8 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
         lines.append(style(f"Advertised controller endpoints, from {safe(v.name)} ({resolver}):", "bold"))
         lines.extend(_endpoint_table(report.controller_endpoints, report.findings, style))
         lines.append("")
+    if report.roundtrip is not None:
+        lines.extend(_roundtrip_lines(report.roundtrip, style))
     if report.findings:
         lines.append(style("Findings:", "bold"))
         for f in report.findings:
@@ -194,6 +238,7 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
     summary = (
         f"{report.status.upper()}: {answered}/{len(report.bootstraps)} bootstraps answered, "
         f"{report.usable}/{total} advertised endpoints usable from here, {_controllers_summary(report)}"
+        f"{_roundtrip_summary(report)}"
         f"{errors} errors, {warnings} warnings ({_ms(report.duration_ms)}"
         + (", deadline reached)" if report.deadline_reached else ")")
     )

@@ -39,6 +39,7 @@ from kprobe.models import (
     PartitionInfo,
     Protocol,
     Remap,
+    Roundtrip,
     TcpResult,
     TcpStatus,
     TlsFailure,
@@ -191,15 +192,17 @@ class Case:
     # --controllers: each address's answer and each advertised controller endpoint (KIP-919's admin path).
     controllers: tuple[ControllerBootstrapResult, ...] = ()
     controller_endpoints: tuple[EndpointResult, ...] = ()
+    # --roundtrip: what the real client did, to be set beside the verdict.
+    roundtrip: Roundtrip | None = None
 
 
 def case(name: str, bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult],
          expect: Sequence[Expected], *, says: Sequence[Phrase] = (), never_says: Sequence[Phrase] = (),
          xfail: str | None = None, controllers: Sequence[ControllerBootstrapResult] = (),
-         controller_endpoints: Sequence[EndpointResult] = ()) -> Case:
+         controller_endpoints: Sequence[EndpointResult] = (), roundtrip: Roundtrip | None = None) -> Case:
     """A Case from lists, so rows read without tuple noise."""
     return Case(name, tuple(bootstraps), tuple(endpoints), tuple(expect), tuple(says), tuple(never_says), xfail,
-                tuple(controllers), tuple(controller_endpoints))
+                tuple(controllers), tuple(controller_endpoints), roundtrip)
 
 
 def params(cases: Sequence[Case]) -> list[object]:
@@ -219,7 +222,7 @@ def check(c: Case) -> list[Finding]:
     Messages are built here rather than left to assertion rewriting: this module is a helper,
     not a test module, and a failing row must say what was missing and what was extra.
     """
-    found = diagnose(c.bootstraps, c.endpoints, c.controllers, c.controller_endpoints)
+    found = diagnose(c.bootstraps, c.endpoints, c.controllers, c.controller_endpoints, c.roundtrip)
     got = Counter((f.code, f.severity, f.node_id, f.endpoint) for f in found)
     want = Counter(c.expect)
     if got != want:

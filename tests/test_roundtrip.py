@@ -1,0 +1,204 @@
+"""--roundtrip on real brokers: a real client's produce and consume set beside kprobe's verdict.
+
+The three-brokers lab gives a healthy listener (CLIENT), one where broker 2 advertises a black hole
+(BLACKHOLED) and one where an HTTP server answers for broker 2 (IMPOSTOR); the sasl lab gives an
+authorizer, so a principal that may describe a topic and not write to it meets a broker's refusal.
+Every record kprobe writes is marked (key and run header): the tests read them back to check.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from report_check import validate
+
+pytestmark = pytest.mark.labs("three-brokers")
+
+
+def kprobe(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def probe_json(*args: str) -> tuple[int, dict]:
+    done = kprobe("probe", "--json", *args)
+    data = json.loads(done.stdout)
+    validate(data)
+    return done.returncode, data
+
+
+@pytest.fixture(scope="module")
+def canary(three_lab) -> tuple[str, dict]:
+    """A topic --roundtrip-create makes (one partition per broker), and the JSON of the run that made it."""
+    topic = f"canary-{uuid.uuid4().hex[:8]}"
+    code, data = probe_json("-b", three_lab.bootstrap("CLIENT"), "--roundtrip", topic, "--roundtrip-create")
+    assert code == 0, (data["findings"], data["roundtrip"])
+    return topic, data
+
+
+def test_create_then_every_partition_round_trips(canary, three_lab):
+    topic, data = canary
+    rt = data["roundtrip"]
+    assert rt["created"] is True and rt["status"] == "ok" and rt["client"].startswith("librdkafka ")
+    assert sorted(p["partition"] for p in rt["partitions"]) == [0, 1, 2]
+    assert sorted(p["leader"] for p in rt["partitions"]) == [0, 1, 2]  # one partition led by each broker
+    assert all(p["status"] == "ok" and p["roundtrip_ms"] >= p["produce_ms"] > 0 for p in rt["partitions"])
+    assert data["summary"]["status"] == "ok" and data["findings"] == []
+    # Again, on the topic as it now is: not created twice, and the text says the same in words.
+    text = kprobe("probe", "-b", three_lab.bootstrap("CLIENT"), "--roundtrip", topic)
+    assert text.returncode == 0, text.stdout
+    assert f"Round trip on topic {topic} through librdkafka" in text.stdout
+    assert "3/3 partitions produced and read back" in text.stdout
+    assert "3/3 partitions round-tripped" in text.stdout.splitlines()[-1]
+    assert "created by this run" not in text.stdout
+
+
+def test_records_are_marked_as_kprobes(canary, three_lab):
+    """A consumer of a shared canary topic must be able to tell kprobe's records and skip them."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic, data = canary
+    consumer = Consumer({"bootstrap.servers": three_lab.bootstrap("CLIENT"), "group.id": "t-" + uuid.uuid4().hex,
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p["partition"], p["offset"]) for p in data["roundtrip"]["partitions"]])
+        seen = {}
+        end = time.monotonic() + 20
+        while len(seen) < 3 and time.monotonic() < end:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.setdefault(msg.partition(), msg)  # the record at the offset kprobe reported, not a later run's
+    finally:
+        consumer.close()
+    assert sorted(seen) == [0, 1, 2]
+    for partition, msg in seen.items():
+        headers = dict(msg.headers())
+        assert msg.key() == b"kprobe-roundtrip"
+        assert headers["kprobe-run"] == data["id"].encode()
+        assert json.loads(msg.value()) == {"kprobe": "roundtrip", "run": data["id"], "partition": partition}
+
+
+def test_partial_cluster_names_the_failing_partition_and_agrees(canary, three_lab):
+    """Broker 2 advertises a black hole: its partition fails, the others work, and the verdict already said so."""
+    topic, _ = canary
+    started = time.monotonic()
+    code, data = probe_json("-b", three_lab.real_endpoint("BLACKHOLED", 0), "--timeout", "2", "--roundtrip", topic)
+    assert code == 1
+    by_partition = {p["leader"]: p for p in data["roundtrip"]["partitions"]}
+    assert by_partition[2]["status"] == "produce_failed"
+    assert "Message timed out" in by_partition[2]["error"] and "broker 2 at 127.0.0.34:" in by_partition[2]["error"]
+    assert by_partition[0]["status"] == by_partition[1]["status"] == "ok"
+    assert data["roundtrip"]["status"] == "failed"
+    codes = {(f["code"], f["node_id"]) for f in data["findings"]}
+    assert ("ADVERTISED_TIMEOUT", 2) in codes
+    assert not any(code.startswith("ROUNDTRIP_") for code, _ in codes)  # agreement: nothing to add
+    # One --timeout for the probe's connect and one for the failing partition; the working ones do not wait.
+    assert time.monotonic() - started < 2 + 2 + 6
+
+
+def test_deadline_shorter_than_the_round_trip_leaves_partitions_unfinished(canary, three_lab):
+    """An HTTP server answers for broker 2: librdkafka retries until its message timeout, which the deadline cuts."""
+    topic, _ = canary
+    started = time.monotonic()
+    code, data = probe_json("-b", three_lab.real_endpoint("IMPOSTOR", 0), "--timeout", "10", "--deadline", "3",
+                            "--roundtrip", topic)
+    elapsed = time.monotonic() - started
+    assert code == 1
+    rt = data["roundtrip"]
+    by_leader = {p["leader"]: p for p in rt["partitions"]}
+    assert by_leader[2]["status"] == "unfinished", by_leader[2]
+    assert "deadline" in by_leader[2]["error"]
+    assert by_leader[0]["status"] == by_leader[1]["status"] == "ok"
+    assert rt["status"] == "unfinished"
+    incomplete = [f for f in data["findings"] if f["code"] == "RUN_INCOMPLETE"]
+    assert incomplete and f"round trip on topic '{topic}'" in incomplete[0]["message"]
+    assert ("ENDPOINT_NOT_KAFKA", 2) in {(f["code"], f["node_id"]) for f in data["findings"]}
+    assert data["duration_ms"] < 3000 + 500 and elapsed < 3 + 8  # the deadline holds (plus interpreter start)
+
+
+def test_missing_topic_is_one_line_and_exit_2(three_lab):
+    done = kprobe("probe", "-b", three_lab.bootstrap("CLIENT"), "--roundtrip", "no-such-topic-" + uuid.uuid4().hex[:6])
+    assert done.returncode == 2
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("kprobe: error: --roundtrip: topic 'no-such-topic-") and "--roundtrip-create" in line
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--roundtrip", "bad topic"], "bad --roundtrip 'bad topic'"),
+    (["--roundtrip-create"], "--roundtrip-create needs --roundtrip TOPIC"),
+    (["--roundtrip", "t", "--nameserver", "127.0.0.1"], "cannot honour --nameserver, --resolve or --connect-to"),
+    (["--roundtrip", "t", "--resolve", "kafka0=127.0.0.31"], "cannot honour --nameserver, --resolve or --connect-to"),
+])
+def test_bad_roundtrip_options_are_one_line(args, says):
+    done = kprobe("probe", "-b", "127.0.0.1:1", *args, timeout=30)
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert says in line
+
+
+def test_watch_takes_the_round_trip_as_a_canary(canary, three_lab):
+    topic, _ = canary
+    done = kprobe("watch", "-b", three_lab.bootstrap("CLIENT"), "--every", "1s", "--count", "2", "--roundtrip", topic)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and all("roundtrip 3/3 partitions ok" in line and " ok:" in line for line in lines)
+    prom = kprobe("probe", "-b", three_lab.bootstrap("CLIENT"), "--roundtrip", topic, "--format", "prometheus")
+    assert f'kprobe_roundtrip_success{{topic="{topic}",vantage=' in prom.stdout
+    ok = [ln for ln in prom.stdout.splitlines() if ln.startswith("kprobe_roundtrip_partition_ok{")]
+    assert len(ok) == 3 and all(ln.endswith(" 1") for ln in ok)
+
+
+@pytest.mark.labs("sasl")
+def test_over_sasl_a_broker_refusal_is_its_own_finding_and_no_secret_leaks(sasl_lab):
+    """alice creates the topic and lets bob describe it, not write: bob's produce meets the broker's refusal."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    topic = f"sasl-canary-{uuid.uuid4().hex[:8]}"
+    alice, bob = sasl_lab.passwords["alice"], sasl_lab.passwords["bob"]
+
+    def sasl(user: str, password: str) -> list[str]:
+        return ["-b", sasl_lab.bootstrap("SASL_PLAIN"), "-X", "security.protocol=SASL_PLAINTEXT", "-X",
+                "sasl.mechanism=PLAIN", "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
+
+    made = kprobe("probe", "--json", *sasl("alice", alice), "--roundtrip", topic, "--roundtrip-create")
+    assert made.returncode == 0, made.stdout[-2000:]
+    assert alice not in made.stdout + made.stderr
+    assert json.loads(made.stdout)["roundtrip"]["status"] == "ok"
+    # bob may not even describe it yet: to him the topic is not there.
+    hidden = kprobe("probe", *sasl("bob", bob), "--roundtrip", topic)
+    assert hidden.returncode == 2 and "may not describe it" in hidden.stderr and bob not in hidden.stderr
+    admin = AdminClient({"bootstrap.servers": sasl_lab.bootstrap("SASL_PLAIN"), "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": alice})
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:bob", "*",
+                         AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    admin.create_acls([binding])[binding].result(30)
+    deadline = time.monotonic() + 30
+    while True:  # the ACL reaches the broker's authorizer through the metadata log, a moment later
+        done = kprobe("probe", "--json", *sasl("bob", bob), "--roundtrip", topic, "--timeout", "3")
+        if done.returncode != 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert bob not in done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    validate(data)
+    assert done.returncode == 1
+    [partition] = data["roundtrip"]["partitions"]
+    assert partition["status"] == "produce_failed" and partition["broker_error"] is True
+    assert "authorization" in partition["error"].lower()
+    [failed] = [f for f in data["findings"] if f["code"] == "ROUNDTRIP_FAILED"]
+    assert failed["severity"] == "error" and "Write and Read" in failed["fix"]
+    assert "ROUNDTRIP_DISAGREES" not in {f["code"] for f in data["findings"]}
+    assert data["settings"]["properties"]["sasl.password"] == "[redacted]"
