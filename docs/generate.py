@@ -120,6 +120,7 @@ def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -
     text = re.sub(r"[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4} GMT", "<date>", text)
     text = re.sub(r"-?\d+(\.\d+)? days left", "<days> days left", text)
     text = re.sub(r"\(_ssl\.c:\d+\)", "(_ssl.c)", text)  # CPython's source line: moves between versions
+    text = re.sub(r"librdkafka \d+\.\d+\.\d+\S*", "librdkafka <version>", text)  # moves with confluent-kafka
     return text.replace("1.0ms", "…    ")  # same width: tables stay aligned
 
 

@@ -87,18 +87,22 @@ def test_partial_cluster_names_the_failing_partition_and_agrees(canary, three_la
     """Broker 2 advertises a black hole: its partition fails, the others work, and the verdict already said so."""
     topic, _ = canary
     started = time.monotonic()
-    code, data = probe_json("-b", three_lab.real_endpoint("BLACKHOLED", 0), "--timeout", "2", "--roundtrip", topic)
+    code, data = probe_json("-b", three_lab.real_endpoint("BLACKHOLED", 0), "--timeout", "2", "--deadline", "5",
+                            "--roundtrip", topic)
     assert code == 1
     by_partition = {p["leader"]: p for p in data["roundtrip"]["partitions"]}
     assert by_partition[2]["status"] == "produce_failed"
-    assert "Message timed out" in by_partition[2]["error"] and "broker 2 at 127.0.0.34:" in by_partition[2]["error"]
+    # librdkafka's own timeout, or the deadline first (it scans for timed-out records once a second).
+    assert any(why in by_partition[2]["error"] for why in ("Message timed out", "no acknowledgement before the run's"))
+    assert "broker 2 at 127.0.0.34:" in by_partition[2]["error"]
     assert by_partition[0]["status"] == by_partition[1]["status"] == "ok"
     assert data["roundtrip"]["status"] == "failed"
     codes = {(f["code"], f["node_id"]) for f in data["findings"]}
     assert ("ADVERTISED_TIMEOUT", 2) in codes
     assert not any(code.startswith("ROUNDTRIP_") for code, _ in codes)  # agreement: nothing to add
-    # One --timeout for the probe's connect and one for the failing partition; the working ones do not wait.
-    assert time.monotonic() - started < 2 + 2 + 6
+    # The failing partition waits out the deadline, as a patient client would; the working ones do not wait.
+    assert by_partition[0]["roundtrip_ms"] < 2000 and by_partition[1]["roundtrip_ms"] < 2000
+    assert data["duration_ms"] < 5000 + 500 and time.monotonic() - started < 5 + 8
 
 
 def test_deadline_shorter_than_the_round_trip_leaves_partitions_unfinished(canary, three_lab):
@@ -111,7 +115,7 @@ def test_deadline_shorter_than_the_round_trip_leaves_partitions_unfinished(canar
     assert code == 1
     rt = data["roundtrip"]
     by_leader = {p["leader"]: p for p in rt["partitions"]}
-    assert by_leader[2]["status"] == "unfinished", by_leader[2]
+    assert by_leader[2]["status"] == "unfinished", json.dumps(by_leader[2])
     assert "deadline" in by_leader[2]["error"]
     assert by_leader[0]["status"] == by_leader[1]["status"] == "ok"
     assert rt["status"] == "unfinished"

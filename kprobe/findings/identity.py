@@ -29,7 +29,9 @@ def identity_findings(result: EndpointResult, bootstraps: dict[str, BootstrapRes
             "ENDPOINT_IS_CONTROLLER", ERROR,
             f"Broker {ep.node_id} advertises {where} to clients, but a KRaft controller listener answers there"
             f"{node}, at {ident.address}: it offers no Metadata, Produce or Fetch for clients, so every client "
-            f"request to broker {ep.node_id} fails (Java: \"The node does not support METADATA\", KAFKA-16612).",
+            f"request to broker {ep.node_id} fails (Java: \"The node does not support METADATA\", KAFKA-16612). "
+            "Clients also send metadata requests there, so records for other brokers' partitions can fail too "
+            "(the Java producer with UnsupportedVersionException, librdkafka with timeouts).",
             f"Fix broker {ep.node_id}'s advertised.listeners so the client listener advertises the broker's own "
             "host:port, not a controller's (controller.listener.names belong to the quorum; never list a controller "
             "listener in a broker's advertised.listeners).",

@@ -9,9 +9,9 @@ deadline cutting the round trip (RUN_INCOMPLETE, never a failure).
 from __future__ import annotations
 
 import pytest
-from observations import Case, answers_as, boot, case, check, endpoint, is_node, params
+from observations import Case, answers_as, boot, brokers, case, check, endpoint, is_node, params
 
-from kprobe.models import PartitionRoundtrip, Roundtrip
+from kprobe.models import Identity, PartitionRoundtrip, Roundtrip
 
 THREE = [(0, "192.0.2.10", 9092), (1, "192.0.2.11", 9092), (2, "192.0.2.12", 9092)]
 BOOT = boot("192.0.2.10:9092", connected_to="192.0.2.10", advertises=THREE, node_id=0)
@@ -69,6 +69,19 @@ CASES: list[Case] = [
               ("ROUNDTRIP_DISAGREES", 2, "message", "read back from partition(s) 2")],
     ),
     case(
+        # Broker 2 advertises, through this listener, broker 0's endpoint on another listener: the metadata a
+        # client gets there advertises broker 2 well, so its record may get through after a refresh. Luck,
+        # which ENDPOINT_ADVERTISES_DIFFERENTLY already explains: not a contradicted verdict.
+        "flipping-metadata-success-is-luck-not-disagreement", [BOOT],
+        [*HEALTHY[:2], endpoint(2, "192.0.2.10", 9094, "192.0.2.10:9092", identity=Identity(
+            status="mismatch", node_id=0, address="192.0.2.10", ms=4.0,
+            advertised=brokers((0, "192.0.2.10", 9094), (1, "192.0.2.11", 9094), (2, "192.0.2.12", 9094))))],
+        [("ENDPOINT_WRONG_BROKER", "error", 2, "192.0.2.10:9094"),
+         ("ENDPOINT_ADVERTISES_DIFFERENTLY", "warning", 2, "192.0.2.10:9094"),
+         ("PORT_DIFFERS_FROM_BOOTSTRAP", "info", 2, "192.0.2.10:9094")],
+        roundtrip=trip(ok(0, 0), ok(1, 1), ok(2, 2)),
+    ),
+    case(
         # The endpoint works; the broker said no. Not a wrong verdict, but clients fail all the same.
         "broker-refuses-the-request", [BOOT], HEALTHY, [("ROUNDTRIP_FAILED", "error", 1, "192.0.2.11:9092")],
         roundtrip=trip(ok(0, 0), refused(1, 1), ok(2, 2), status="failed"),
@@ -96,6 +109,15 @@ CASES: list[Case] = [
          HEALTHY[1], endpoint(2, "192.0.2.10", 9092, "192.0.2.10:9092", identity=answers_as(0, "192.0.2.10", THREE))],
         [("DUPLICATE_ENDPOINT", "error", 2, "192.0.2.10:9092"), ("ENDPOINT_WRONG_BROKER", "error", 2, "192.0.2.10:9092")],
         roundtrip=trip(ok(0, 0), ok(1, 1), lost(2, 2), status="failed"),
+    ),
+    case(
+        # Broker 0 advertises a controller's endpoint: clients send metadata requests there too, and a record for
+        # broker 1's partition can time out. The error on broker 0 explains it: not a contradicted verdict.
+        "controller-leak-spills-to-another-broker", [BOOT],
+        [endpoint(0, "192.0.2.10", 9092, "192.0.2.10:9092", identity=Identity(
+            status="unchecked", node_id=9, address="192.0.2.10", kraft_controller=True)), *HEALTHY[1:]],
+        [("ENDPOINT_IS_CONTROLLER", "error", 0, "192.0.2.10:9092")],
+        roundtrip=trip(lost(0, 0), lost(1, 1), ok(2, 2), status="failed"),
     ),
     case(
         "deadline-cuts-the-round-trip", [BOOT], HEALTHY, [("RUN_INCOMPLETE", "warning", None, None)],

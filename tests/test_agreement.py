@@ -1,0 +1,260 @@
+"""kprobe's verdict against real clients, for every lab scenario and each of its vantages (issue 20, item 4).
+
+For each case kprobe probes, and Apache Kafka's Java client and librdkafka each produce one record to
+every partition of a topic whose partitions are led one per broker and read them back. All three run
+as child processes of one private mount namespace (tests/system_network.py) whose /etc/hosts holds the
+vantage's DNS view, so they resolve every name through the same system resolver and nothing leaves
+loopback. A case agrees when:
+
+- kprobe exits 0 exactly when both clients get every record back, and
+- the brokers kprobe's error findings name are exactly the leaders of the partitions each client lost
+  (every broker when an error concerns the whole run, a failed bootstrap for one), and
+- kprobe's own --roundtrip loses what the librdkafka client lost and never finds the verdict contradicted.
+
+Left out, and where each is proven instead: the dual-stack name whose IPv6 address drops packets (its
+librdkafka verdict depends on the set-up timeout: tests/test_dual_stack.py runs it with both clients),
+and OAUTHBEARER through an OIDC token endpoint (kprobe's side is tests/test_oauth.py; the Java client's
+HTTPS trust and allowed-URL settings for the lab's endpoint are not staged here). The unsecured-JWT
+OAUTHBEARER listener is in.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import start_once
+from real_clients import Outcome, java_round_trip, librdkafka_round_trip
+from report_check import validate
+from system_network import kprobe, system_network
+
+
+@dataclass
+class Case:
+    """One vantage on one listener, with the client settings both clients and kprobe share."""
+
+    view: str
+    name: str
+    bootstrap: str
+    props: dict[str, str] = field(default_factory=dict)  # librdkafka's names (kprobe takes them too)
+    java: dict[str, str] = field(default_factory=dict)  # the Java client's names for the same settings
+    # Long enough for a working client on a busy two-CPU machine, short enough that a failing one costs little.
+    budget_ms: int = 5000
+
+
+def _hosts(view: dict[str, tuple[str, ...]]) -> list[str]:
+    lines = [f"{address} {name}" for name, addresses in view.items() for address in addresses]
+    return lines if any(line.endswith(" localhost") for line in lines) else ["127.0.0.1 localhost", *lines]
+
+
+def _tls(lab: Any) -> tuple[dict[str, str], dict[str, str]]:
+    return ({"security.protocol": "SSL", "ssl.ca.location": lab.ca_file},
+            {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": lab.ca_file})
+
+
+def _sasl(protocol: str, mechanism: str, user: str, password: str) -> tuple[dict[str, str], dict[str, str]]:
+    module = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule"}.get(
+        mechanism, "org.apache.kafka.common.security.scram.ScramLoginModule")
+    return ({"security.protocol": protocol, "sasl.mechanism": mechanism, "sasl.username": user,
+             "sasl.password": password},
+            {"security.protocol": protocol, "sasl.mechanism": mechanism,
+             "sasl.jaas.config": f'{module} required username="{user}" password="{password}";'})
+
+
+def _merge(*pairs: tuple[dict[str, str], dict[str, str]]) -> tuple[dict[str, str], dict[str, str]]:
+    rd: dict[str, str] = {}
+    java: dict[str, str] = {}
+    for a, b in pairs:
+        rd.update(a)
+        java.update(b)
+    return rd, java
+
+
+def cases_for(scenario: str, lab: Any) -> list[Case]:
+    """Every (vantage, listener) of the scenario that a client is pointed at, with its settings."""
+    views = list(lab.scenario.views)
+    out: list[Case] = []
+
+    def each_view(name: str, bootstrap: str, settings: tuple[dict[str, str], dict[str, str]] = ({}, {}),
+                  only: list[str] | None = None) -> None:
+        for view in only or views:
+            out.append(Case(view, name, bootstrap, dict(settings[0]), dict(settings[1])))
+
+    if scenario == "listeners":
+        for listener in ("LISTENER_BOB", "LISTENER_FRED", "LISTENER_ALICE"):
+            each_view(listener, lab.real_endpoint(listener))
+    elif scenario == "cloud":
+        for listener in ("INTERNAL", "EXTERNAL"):
+            each_view(listener, lab.bootstrap(listener))
+    elif scenario == "three-brokers":
+        for listener in ("CLIENT", "BLACKHOLED", "DARK", "CROSSED", "TWIN", "IMPOSTOR", "PARTIAL"):
+            each_view(listener, lab.real_endpoint(listener, 0))
+    elif scenario == "tls":
+        for listener in ("SSL_GOOD", "SSL_INTERNAL_NAME", "SSL_EXPIRING", "SSL_OTHER_CA", "SSL_FORWARD",
+                         "SSL_TO_PLAIN", "SSL_IP_AS_DNS"):
+            each_view(listener, lab.bootstrap(listener), _tls(lab))
+    elif scenario == "sasl":
+        alice = lab.passwords["alice"]
+        each_view("SASL_PLAIN", lab.bootstrap("SASL_PLAIN"), _sasl("SASL_PLAINTEXT", "PLAIN", "alice", alice))
+        each_view("SASL_SCRAM", lab.bootstrap("SASL_SCRAM"),
+                  _sasl("SASL_PLAINTEXT", "SCRAM-SHA-256", "alice", alice))
+        ssl_rd, ssl_java = _tls(lab)
+        each_view("SASL_SSL_PLAIN", lab.bootstrap("SASL_SSL_PLAIN"),
+                  _merge(({k: v for k, v in ssl_rd.items() if k != "security.protocol"},
+                          {k: v for k, v in ssl_java.items() if k != "security.protocol"}),
+                         _sasl("SASL_SSL", "PLAIN", "alice", alice)))
+    elif scenario == "scram":
+        user = next(iter(lab.passwords))
+        for listener in ("SCRAM_GOOD", "SCRAM_BROKEN"):
+            each_view(listener, lab.bootstrap(listener),
+                      _sasl("SASL_PLAINTEXT", "SCRAM-SHA-512", user, lab.passwords[user]))
+    elif scenario == "oauth":
+        each_view("OAUTH_UNSECURED", lab.bootstrap("OAUTH_UNSECURED"), (
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+             "enable.sasl.oauthbearer.unsecure.jwt": "true", "sasl.oauthbearer.config": "principal=alice"},
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+             "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                                 'unsecuredLoginStringClaim_sub="alice";'}))
+    elif scenario == "sni-ingress":
+        for listener in ("INGRESS", "ROUTE_MISSING"):
+            each_view(listener, lab.bootstrap(listener), _tls(lab))
+    elif scenario == "controllers":
+        for listener in ("CLIENT", "CONTROLLER_LEAK"):
+            each_view(listener, lab.real_endpoint(listener, 1))
+    elif scenario == "dual-stack":
+        for listener in ("DUAL", "LOCALHOST"):
+            each_view(listener, lab.real_endpoint(listener))
+        for case in out:
+            # librdkafka tries the addresses in turn and backs off between refusals (reconnect.backoff.ms,
+            # doubling): it gets through, as its default 300 s message timeout allows, but not always in 5 s.
+            case.budget_ms = 15000
+    elif scenario == "port-forward":
+        each_view("PLAIN through the bootstrap service", lab.bootstrap("PLAIN"), only=["cluster"])
+        each_view("PLAIN through one port-forward", lab.forwards.endpoint("pod0"), only=["laptop"])
+    elif scenario == "nodeport":
+        for listener in ("NODEPORT", "NODEPORT_INTERNAL"):
+            each_view(listener, lab.bootstrap(listener))
+    else:
+        raise AssertionError(f"no agreement cases for scenario {scenario}")
+    return out
+
+
+# Run inside the namespace, with every view's names in its hosts file: a broker's inter-broker listener may
+# advertise a name only one network resolves (the cloud lab's VPC name), and an admin client follows it.
+_CREATE_TOPIC = r"""
+import json, sys
+from confluent_kafka.admin import AdminClient, NewTopic
+bootstrap, name, brokers = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+admin = AdminClient({"bootstrap.servers": bootstrap})
+new = NewTopic(name, num_partitions=len(brokers), replica_assignment=[[b] for b in brokers])
+admin.create_topics([new], request_timeout=30)[name].result(40)
+"""
+
+
+def _topic(lab: Any, brokers: list[int], prefix: list[str]) -> str:
+    """One partition led by each broker, made through the inter-broker listener (plaintext, a super user)."""
+    inter = next(name for name, rl in next(iter(lab.nodes.values())).listeners.items() if rl.spec.inter_broker)
+    name = f"agree-{uuid.uuid4().hex[:8]}"
+    subprocess.run([*prefix, sys.executable, "-c", _CREATE_TOPIC, lab.real_endpoint(inter, brokers[0]), name,
+                    json.dumps(brokers)], check=True, capture_output=True, timeout=90)
+    return name
+
+
+# Codes whose harm reaches past the broker they name, for some clients. Measured here:
+# - ENDPOINT_IS_CONTROLLER: clients send metadata requests to the controller broker 1 advertises; the Java
+#   producer then often fails every record (UnsupportedVersionException), librdkafka now and then the
+#   records of broker 2's partition (timeouts), where kprobe's verdict names broker 1 only.
+# - a broken endpoint (refused, dropped, not Kafka, the wrong certificate): the Java producer with a 5 s
+#   delivery.timeout.ms now and then lets records for healthy brokers' partitions expire too ("Expiring 1
+#   record(s) ... 5000 ms has passed since batch creation") while it retries the broken one; librdkafka
+#   never did. With the default 120 s they would go out: a slower client, not a wrong verdict.
+# For these, a client must lose at least the brokers kprobe names (it found every broken one), and may
+# lose more. librdkafka is held to exact agreement everywhere else, the Java client wherever no endpoint
+# is broken.
+SPILLS = {"ENDPOINT_IS_CONTROLLER": {"java", "librdkafka"}}
+
+
+SCENARIOS = ["listeners", "cloud", "three-brokers", "tls", "sasl", "scram", "oauth", "sni-ingress", "controllers",
+             "dual-stack", "port-forward", "nodeport"]
+
+
+@pytest.mark.parametrize("scenario", [pytest.param(s, marks=pytest.mark.labs(s)) for s in SCENARIOS])
+def test_verdict_agrees_with_real_clients(scenario: str, lab_factory, tmp_path: Path) -> None:
+    lab = start_once(lab_factory, scenario)
+    brokers = sorted(n.node_id for n in lab.nodes.values() if n.spec.role != "controller")
+    cases = cases_for(scenario, lab)
+    views = {view: _hosts(dict(records)) for view, records in lab.scenario.views.items()}
+    views["every"] = sorted({line for lines in views.values() for line in lines})
+    with system_network(tmp_path, {}, hosts=views["every"]) as ns:
+        prefixes = {}
+        for view, lines in views.items():
+            hosts = tmp_path / f"hosts-{view}"
+            hosts.write_text("".join(line + "\n" for line in lines))
+            prefixes[view] = [*ns[:-1], str(hosts)]  # the same namespace recipe, this view's hosts file
+        topic = _topic(lab, brokers, prefixes["every"])
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            runs = []
+            for case in cases:
+                prefix = prefixes[case.view]
+                props = [arg for k, v in case.props.items() for arg in ("-X", f"{k}={v}")]
+                runs.append((case,
+                             pool.submit(kprobe, prefix, "probe", "-b", case.bootstrap, *props, "--timeout", "2",
+                                         "--deadline", str(case.budget_ms // 1000 + 3), "--roundtrip", topic,
+                                         "--json"),
+                             pool.submit(java_round_trip, prefix, lab.classpath, tmp_path, case.bootstrap, topic,
+                                         len(brokers), budget_ms=case.budget_ms, props=case.java),
+                             pool.submit(librdkafka_round_trip, prefix, case.bootstrap, topic, len(brokers),
+                                         budget_ms=case.budget_ms, props=case.props)))
+            results = [(case, verdict.result(), java.result(), rd.result()) for case, verdict, java, rd in runs]
+    problems = []
+    table = []
+    for case, done, java, rd in results:
+        report = validate(json.loads(done.stdout))
+        errors = [f for f in report["findings"] if f["severity"] == "error" and not f["code"].startswith("ROUNDTRIP_")]
+        named = ({f["node_id"] for f in errors} - {None}) if not any(f["node_id"] is None for f in errors) \
+            else set(brokers)
+        if not report["bootstraps"] or all(b["status"] != "ok" for b in report["bootstraps"]):
+            named = set(brokers)  # no bootstrap answered: a client gets nowhere
+        label = f"{scenario}/{case.view}/{case.name}"
+        table.append(f"{label}: kprobe exit {done.returncode} naming {sorted(named)} "
+                     f"({', '.join(f['code'] for f in errors) or 'no errors'}); java {_lost(java, brokers)}, "
+                     f"librdkafka {_lost(rd, brokers)}")
+        # A broker whose endpoint belongs to a listener that advertises differently is reached or not by luck
+        # (the client's metadata flips between two views, ENDPOINT_ADVERTISES_DIFFERENTLY): kprobe names it, and
+        # its partitions are left out of the comparison either way.
+        luck = {f["node_id"] for f in report["findings"] if f["code"] == "ENDPOINT_ADVERTISES_DIFFERENTLY"}
+        expected = (named if done.returncode else set()) - luck
+        for client in (java, rd):
+            lost = set(_lost(client, brokers)) - luck
+            spills = (any(client.client in SPILLS.get(f["code"], ()) for f in errors)
+                      or (client.client == "java" and bool(errors))) and lost >= expected
+            if lost != expected and not spills:
+                problems.append(f"{label}: kprobe exit {done.returncode} naming {sorted(named)}, {client.client} lost "
+                                f"the partitions led by {sorted(lost)} ({client.error or 'no error'})")
+        # kprobe's own round trip (librdkafka, --timeout 2) loses what the librdkafka client lost, and never
+        # contradicts the verdict here: ROUNDTRIP_DISAGREES is for cases no lab scenario is.
+        trip = report["roundtrip"]
+        if trip["status"] != "not_run":
+            trip_lost = {brokers[p["partition"]] for p in trip["partitions"] if p["status"] != "ok"} - luck
+            trip_spills = any("librdkafka" in SPILLS.get(f["code"], ()) for f in errors)
+            if trip_lost != set(_lost(rd, brokers)) - luck and not (trip_spills and trip_lost >= expected):
+                problems.append(f"{label}: --roundtrip lost {sorted(trip_lost)}, the librdkafka client "
+                                f"{_lost(rd, brokers)}")
+        elif done.returncode != 3:
+            problems.append(f"{label}: --roundtrip not run ({trip['error']}) although a bootstrap answered")
+        if any(f["code"].startswith("ROUNDTRIP_") for f in report["findings"]):
+            problems.append(f"{label}: {[f['message'] for f in report['findings'] if f['code'].startswith('ROUNDTRIP')]}")
+    print("\n".join(table))  # shown with -s, or beside a failure
+    assert not problems, "\n".join([*problems, "", *table])
+
+
+def _lost(outcome: Outcome, brokers: list[int]) -> list[int]:
+    """The brokers whose partition's record did not come back (partition i is led by brokers[i])."""
+    return [b for i, b in enumerate(brokers) if i not in outcome.ok_partitions]
