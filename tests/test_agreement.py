@@ -199,14 +199,14 @@ def test_verdict_agrees_with_real_clients(scenario: str, lab_factory, tmp_path: 
             hosts.write_text("".join(line + "\n" for line in lines))
             prefixes[view] = [*ns[:-1], str(hosts)]  # the same namespace recipe, this view's hosts file
         topic = _topic(lab, brokers, prefixes["every"])
-        with ThreadPoolExecutor(max_workers=6) as pool:
+        with ThreadPoolExecutor(max_workers=9) as pool:
             runs = []
             for case in cases:
                 prefix = prefixes[case.view]
                 props = [arg for k, v in case.props.items() for arg in ("-X", f"{k}={v}")]
                 runs.append((case,
                              pool.submit(kprobe, prefix, "probe", "-b", case.bootstrap, *props, "--timeout", "2",
-                                         "--deadline", str(case.budget_ms // 1000 + 3), "--roundtrip", topic,
+                                         "--deadline", str(case.budget_ms // 1000 + 1), "--roundtrip", topic,
                                          "--json"),
                              pool.submit(java_round_trip, prefix, lab.classpath, tmp_path, case.bootstrap, topic,
                                          len(brokers), budget_ms=case.budget_ms, props=case.java),

@@ -48,6 +48,20 @@ def test_resolved_only_via_hosts_file(listeners_lab, tmp_path):
     assert [(f["code"], f["severity"]) for f in data["findings"]] == [("RESOLVED_ONLY_VIA_HOSTS_FILE", "warning")]
 
 
+def test_three_names_only_in_the_hosts_file_are_one_finding(nodeport_lab, tmp_path):
+    """Issue 20: one set-up (this machine's hosts file) to change, said once, listing every name."""
+    lab = nodeport_lab
+    with system_network(tmp_path, {}, hosts=["127.0.0.125 node-a.k8s.internal",
+                                             "127.0.0.126 node-b.k8s.internal"]) as prefix:
+        code, data = run(prefix, "-b", lab.bootstrap("NODEPORT_INTERNAL"))
+    assert code == 0, data["findings"]
+    [found] = [f for f in data["findings"] if f["code"] == "RESOLVED_ONLY_VIA_HOSTS_FILE"]
+    assert found["node_id"] is None and found["endpoint"] is None
+    assert found["message"].startswith("node-a.k8s.internal (broker 0), node-b.k8s.internal (broker 1), "
+                                       "node-b.k8s.internal (broker 2) resolve here only through the hosts file")
+    assert "Publish node-a.k8s.internal, node-b.k8s.internal in DNS" in found["fix"]
+
+
 def test_system_and_a_given_nameserver_disagree(listeners_lab, tmp_path):
     with system_network(tmp_path, {"kafka0": ("127.0.0.11",)}) as prefix:
         code, data = run(prefix, "-b", listeners_lab.real_endpoint("LISTENER_BOB"),

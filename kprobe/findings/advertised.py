@@ -135,12 +135,6 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
             f"Remove the records for {', '.join(t.address for t in bad_tcp)} from {ep.host}, or make the "
             "broker listen on them.")
 
-    if dns.in_hosts_file and dns.detail is not None and dns.detail.status != "ok" and not is_loopback_name(ep.host):
-        add("RESOLVED_ONLY_VIA_HOSTS_FILE", WARNING,
-            f"{ep.host} (broker {ep.node_id}) resolves here only through the hosts file; DNS says "
-            f"{dns.detail.status}. Clients on other machines will not resolve it.",
-            f"Publish {ep.host} in DNS, or make {listener} advertise a name DNS knows.")
-
     for src in ep.advertised_by:
         b = bootstraps.get(src)
         if b is None or b.connected_to is None:
@@ -228,3 +222,35 @@ def _proposal(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) ->
 def _protocol_of(b: BootstrapResult) -> str:
     """The bootstrap's security protocol, as the report records it (PLAINTEXT when unsaid)."""
     return b.protocol or "PLAINTEXT"
+
+
+def _hosts_file_only(result: EndpointResult) -> bool:
+    dns = result.dns
+    return (dns.in_hosts_file and dns.detail is not None and dns.detail.status != "ok"
+            and not is_loopback_name(result.endpoint.host))
+
+
+def hosts_file_finding(endpoints: Sequence[EndpointResult]) -> list[Finding]:
+    """RESOLVED_ONLY_VIA_HOSTS_FILE, once for every name it concerns: one cause, one fix, however many brokers.
+
+    Three brokers named in this machine's hosts file are one set-up to change, not three problems:
+    a finding per endpoint said the same thing three times (issue 20). A single endpoint keeps its
+    node and endpoint; several are listed in the message.
+    """
+    hit = [r for r in endpoints if _hosts_file_only(r)]
+    if not hit:
+        return []
+    names = sorted({r.endpoint.host for r in hit})
+    statuses = sorted({r.dns.detail.status for r in hit if r.dns.detail is not None})
+    listeners = sorted({_listener_hint(r) for r in hit})
+    who = ", ".join(f"{r.endpoint.host} (broker {r.endpoint.node_id})" for r in
+                    sorted(hit, key=lambda r: (r.endpoint.node_id, r.endpoint.host)))
+    one = len(hit) == 1
+    return [finding(
+        "RESOLVED_ONLY_VIA_HOSTS_FILE", WARNING,
+        f"{who} {'resolves' if one else 'resolve'} here only through the hosts file; DNS says "
+        f"{'/'.join(statuses)}. Clients on other machines will not resolve {'it' if one else 'them'}.",
+        f"Publish {', '.join(names)} in DNS, or make {' and '.join(listeners)} advertise "
+        f"{'a name' if one else 'names'} DNS knows.",
+        node_id=hit[0].endpoint.node_id if one else None, endpoint=hit[0].endpoint.hostport if one else None,
+        bootstrap=source_of(hit[0]))]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kprobe.findings.advertised import advertised_findings
+from kprobe.findings.advertised import advertised_findings, hosts_file_finding
 from kprobe.findings.bootstrap import bootstrap_finding
 from kprobe.findings.catalogue import INFO, SEVERITY_ORDER, WARNING, finding
 from kprobe.findings.consistency import consistency_findings
@@ -45,6 +45,7 @@ def diagnose(
         findings.extend(identity_findings(result, by_address))
         findings.extend(tls_findings(result))
         findings.extend(dns_view_findings(result))
+    findings.extend(hosts_file_finding(endpoints))
     findings.extend(shape_findings(bootstraps, endpoints))
     findings.extend(controllers_findings(controllers, controller_endpoints))
     findings.extend(roundtrip_findings(roundtrip, endpoints, findings))

@@ -360,6 +360,19 @@ CASES: list[Case] = [
               ("RESOLVED_ONLY_VIA_HOSTS_FILE", 0, "fix", "Publish kafka0 in DNS")],
     ),
     case(
+        # Issue 20: three brokers in this machine's hosts file are one set-up to change, said once.
+        "three-brokers-in-the-hosts-file-only-are-one-finding",
+        [boot("192.0.2.20:29092", connected_to="192.0.2.20",
+              advertises=[(0, "kafka0", 29092), (1, "kafka1", 29092), (2, "kafka2", 29092)])],
+        [endpoint(n, f"kafka{n}", 29092, "192.0.2.20:29092",
+                  dns=resolved(f"kafka{n}", f"192.0.2.{20 + n}", in_hosts_file=True,
+                               detail=failed(f"kafka{n}", "nxdomain", source="dns"))) for n in range(3)],
+        [("RESOLVED_ONLY_VIA_HOSTS_FILE", "warning", None, None)],
+        says=[("RESOLVED_ONLY_VIA_HOSTS_FILE", None, "message",
+               "kafka0 (broker 0), kafka1 (broker 1), kafka2 (broker 2) resolve here only through the hosts file"),
+              ("RESOLVED_ONLY_VIA_HOSTS_FILE", None, "fix", "Publish kafka0, kafka1, kafka2 in DNS")],
+    ),
+    case(
         "name-in-the-hosts-file-that-dns-also-knows",
         [boot("192.0.2.20:29092", connected_to="192.0.2.20", advertises=[(0, "kafka0.example.com", 29092)])],
         [endpoint(0, "kafka0.example.com", 29092, "192.0.2.20:29092",
