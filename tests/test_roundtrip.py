@@ -206,3 +206,14 @@ def test_over_sasl_a_broker_refusal_is_its_own_finding_and_no_secret_leaks(sasl_
     assert failed["severity"] == "error" and "Write and Read" in failed["fix"]
     assert "ROUNDTRIP_DISAGREES" not in {f["code"] for f in data["findings"]}
     assert data["settings"]["properties"]["sasl.password"] == "[redacted]"
+
+
+def test_settings_librdkafka_refuses_are_not_run_not_a_disagreement(canary, three_lab):
+    """A property librdkafka rejects (or a mechanism it lacks, AWS_MSK_IAM) tries no record: nothing to compare."""
+    topic, _ = canary
+    code, data = probe_json("-b", three_lab.bootstrap("CLIENT"), "-X", "compression.type=bogus", "--roundtrip", topic)
+    assert code == 1  # a round trip asked for and not made is a gap
+    rt = data["roundtrip"]
+    assert rt["status"] == "not_run" and rt["partitions"] == []
+    assert rt["error"].startswith("librdkafka refused the settings:") and "compression.type" in rt["error"]
+    assert not any(f["code"].startswith("ROUNDTRIP_") for f in data["findings"])

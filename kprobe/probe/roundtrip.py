@@ -43,6 +43,10 @@ _MIN_BUDGET = 0.2
 _BROKER_LINE = re.compile(r"(?:^|\s)\S+/(\d+): (.+)$")
 
 
+class _NotRun(Exception):
+    """The round trip could not be tried at all; the message says why."""
+
+
 @dataclass
 class _Trip:
     """The state one round trip builds up; what is in it when the deadline comes is what is reported."""
@@ -98,7 +102,10 @@ def round_trip(topic_name: str, create: bool, addresses: Sequence[BootstrapAddre
     advertised = {br.node_id: format_hostport(br.host, br.port) for res in reversed(answered) for br in res.brokers}
     trip = _Trip(topic_name, {p.partition: (p.leader if p.leader >= 0 else None) for p in topic.partitions},
                  advertised)
-    result = _run(trip, addresses, ctx, run_id=run_id, vantage=vantage)
+    try:
+        result = _run(trip, addresses, ctx, run_id=run_id, vantage=vantage)
+    except _NotRun as exc:
+        return not_run(str(exc), created=created)
     return Roundtrip(topic=topic_name, client=client, status=_overall(result), partitions=result, created=created,
                      ms=(time.monotonic() - started) * 1000)
 
@@ -214,10 +221,9 @@ def _run(trip: _Trip, addresses: Sequence[BootstrapAddress], ctx: RunContext, *,
                              "fetch.wait.max.ms": 50, "enable.partition.eof": False})
     except KafkaException as exc:
         err = exc.args[0] if exc.args else exc
-        text = err.str() if hasattr(err, "str") else str(err)
-        return tuple(PartitionRoundtrip(partition=p, leader=leader, status="produce_failed",
-                                        error=f"librdkafka refused the settings: {text}")
-                     for p, leader in sorted(trip.leaders.items()))
+        # Not the cluster's doing (a mechanism librdkafka lacks, AWS_MSK_IAM, or a bad property): no record
+        # was tried, so nothing is set beside the verdict.
+        raise _NotRun(f"librdkafka refused the settings: {err.str() if hasattr(err, 'str') else err}") from None
     headers: list[tuple[str, str | bytes | None]] = [(RUN_HEADER, run_id.encode()),
                                                      ("kprobe-vantage", vantage.encode("utf-8", "replace"))]
     trip.started = time.monotonic()
