@@ -45,8 +45,7 @@ def shape_findings(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[En
     by_address = {b.address: b for b in bootstraps}
     out = _port_forward(bootstraps, endpoints)
     out.extend(_shared_address(endpoints, operator))
-    for result in endpoints:
-        out.extend(_private_address(result, by_address, operator))
+    out.extend(_private_addresses(endpoints, by_address, operator))
     return out
 
 
@@ -240,9 +239,8 @@ def _shared_address(endpoints: Sequence[EndpointResult], operator: ClusterName |
 
 # -- ADVERTISED_PRIVATE_ADDRESS ---------------------------------------------------------------------------
 
-def _private_address(result: EndpointResult, bootstraps: dict[str, BootstrapResult],
-                     operator: ClusterName | None) -> list[Finding]:
-    """An advertised address in a private, CGNAT or link-local range that does not connect from here.
+def _private_class(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[str] | None:
+    """The private, CGNAT or link-local classes of an advertised address that does not connect from here.
 
     Only where every address failed to connect without an answer (a timeout or no route: a refusal means
     the address is reached), and only when the bootstrap was reached at an address of another class: a
@@ -250,28 +248,48 @@ def _private_address(result: EndpointResult, bootstraps: dict[str, BootstrapResu
     """
     ep = result.endpoint
     if ep.remap is not None or result.status != "unreachable" or not result.tcp:
-        return []
+        return None
     if any(t.status not in ("timeout", "unreachable") for t in result.tcp):
-        return []
+        return None
     classes = {address_class(t.address) for t in result.tcp}
     if not classes <= set(_RANGES):
-        return []
+        return None
     reached = {address_class(b.connected_to) for src in ep.advertised_by
                if (b := bootstraps.get(src)) is not None and b.connected_to is not None}
     if classes & reached:
+        return None
+    return sorted(c for c in classes if c is not None)
+
+
+def _private_addresses(endpoints: Sequence[EndpointResult], bootstraps: dict[str, BootstrapResult],
+                       operator: ClusterName | None) -> list[Finding]:
+    """ADVERTISED_PRIVATE_ADDRESS, once for every broker it concerns: node ports advertising the nodes'
+    internal addresses are one setting for the whole cluster, not a problem per broker (issue 20).
+    """
+    hit = [(r, kinds) for r in endpoints if (kinds := _private_class(r, bootstraps)) is not None]
+    if not hit:
         return []
-    kinds = sorted(c for c in classes if c is not None)
-    addresses = ", ".join(t.address for t in result.tcp)
-    shown = ep.host if ep.host == addresses else f"{ep.host} ({addresses})"
+    kinds = sorted({k for _, ks in hit for k in ks})
     ranges = "; and ".join(_RANGES[k] for k in kinds)
-    message = (f"Broker {ep.node_id} advertises {shown} on port {ep.port}, in {ranges}, "
-               "and connections to it fail from here. That is why the connect fails: this vantage is outside that "
-               "network. In Kubernetes, the mark of a NodePort listener advertising the nodes' internal addresses, "
-               "or of an internal-only load balancer.")
+    shown = []
+    for r, _ in hit:
+        ep = r.endpoint
+        addresses = ", ".join(t.address for t in r.tcp)
+        where = ep.host if ep.host == addresses else f"{ep.host} ({addresses})"
+        shown.append(f"{where} on port {ep.port}")
+    every = ", ".join(t.address for r, _ in hit for t in r.tcp)
+    one = len(hit) == 1
+    who = (f"Broker {hit[0][0].endpoint.node_id} advertises {shown[0]}" if one else
+           f"Brokers {', '.join(str(r.endpoint.node_id) for r, _ in hit)} advertise {'; '.join(shown)}")
+    message = (f"{who}, in {ranges}, and connections to {'it' if one else 'them'} fail from here. That is why the "
+               "connect fails: this vantage is outside that network. In Kubernetes, the mark of a NodePort listener "
+               "advertising the nodes' internal addresses, or of an internal-only load balancer.")
     name = operator.operator if operator else None
     fix = (f"Advertise an address this network reaches: for node ports, {node_address_fix(name)}; for a load "
            "balancer, one that is not internal-only (the cloud's internal-load-balancer annotation removed). "
            "Outside Kubernetes, a listener for this network (advertised.listeners), or a route (VPN, peering) "
-           f"to {addresses}.")
-    return [finding("ADVERTISED_PRIVATE_ADDRESS", WARNING, message, fix, node_id=ep.node_id, endpoint=ep.hostport,
-                    bootstrap=source_of(result))]
+           f"to {every}.")
+    first = hit[0][0]
+    return [finding("ADVERTISED_PRIVATE_ADDRESS", WARNING, message, fix,
+                    node_id=first.endpoint.node_id if one else None,
+                    endpoint=first.endpoint.hostport if one else None, bootstrap=source_of(first))]
