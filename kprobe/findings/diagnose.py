@@ -18,7 +18,7 @@ from kprobe.findings.dns import dns_view_findings
 from kprobe.findings.identity import identity_findings
 from kprobe.findings.roundtrip import roundtrip_findings
 from kprobe.findings.shapes import shape_findings
-from kprobe.findings.tls import tls_findings
+from kprobe.findings.tls import expiring_once, tls_findings
 from kprobe.models import BootstrapResult, ControllerBootstrapResult, EndpointResult, Finding, Roundtrip
 
 
@@ -46,6 +46,7 @@ def diagnose(
         findings.extend(tls_findings(result))
         findings.extend(dns_view_findings(result))
     findings.extend(hosts_file_finding(endpoints))
+    findings.extend(expiring_once(endpoints))
     findings.extend(shape_findings(bootstraps, endpoints))
     findings.extend(controllers_findings(controllers, controller_endpoints))
     findings.extend(roundtrip_findings(roundtrip, endpoints, findings))

@@ -239,7 +239,7 @@ def _shared_address(endpoints: Sequence[EndpointResult], operator: ClusterName |
 
 # -- ADVERTISED_PRIVATE_ADDRESS ---------------------------------------------------------------------------
 
-def _private_class(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[str] | None:
+def _private_class(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[AddressClass] | None:
     """The private, CGNAT or link-local classes of an advertised address that does not connect from here.
 
     Only where every address failed to connect without an answer (a timeout or no route: a refusal means

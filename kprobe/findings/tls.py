@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Sequence
 
 from kprobe.findings.catalogue import ERROR, WARNING, finding
 from kprobe.findings.common import source_of
@@ -146,6 +147,8 @@ def tls_findings(result: EndpointResult) -> list[Finding]:
             node_id=ep.node_id, endpoint=where, bootstrap=src)]
     if tls.status == "expiring":
         severity = ERROR if (tls.days_left or 0) <= 0 else WARNING
+        if severity == WARNING:
+            return []  # said once per certificate, for every endpoint that presents it: expiring_once()
         return [finding(
             "TLS_EXPIRING", severity,
             f"The certificate at {where} (names {names}) expires {tls.not_after} ({tls.days_left} days left). "
@@ -154,3 +157,32 @@ def tls_findings(result: EndpointResult) -> list[Finding]:
             "restart) before it expires.",
             node_id=ep.node_id, endpoint=where, bootstrap=src)]
     return []
+
+
+def expiring_once(results: Sequence[EndpointResult]) -> list[Finding]:
+    """TLS_EXPIRING warnings, one per certificate: a cluster's brokers often share one (a wildcard).
+
+    Three endpoints presenting the certificate that expires Friday are one renewal to do (issue 20).
+    An expired certificate stays an error per endpoint: it makes that endpoint unusable, and an
+    error that names no endpoint could not say which.
+    """
+    groups: dict[tuple[str, tuple[str, ...]], list[EndpointResult]] = {}
+    for r in results:
+        tls = r.tls
+        if tls is not None and tls.status == "expiring" and (tls.days_left or 0) > 0:
+            groups.setdefault((str(tls.not_after), tuple(tls.names)), []).append(r)
+    out = []
+    for (not_after, names), hit in groups.items():
+        first = hit[0]
+        assert first.tls is not None
+        one = len(hit) == 1
+        where = ", ".join(r.endpoint.hostport for r in hit)
+        out.append(finding(
+            "TLS_EXPIRING", WARNING,
+            f"The certificate at {where} (names {', '.join(names) or 'no names'}) expires {not_after} "
+            f"({first.tls.days_left} days left). After that every client handshake fails.",
+            "Renew the broker certificate and reload it (dynamic ssl.keystore.location update, or a rolling "
+            "restart) before it expires.",
+            node_id=first.endpoint.node_id if one else None, endpoint=first.endpoint.hostport if one else None,
+            bootstrap=source_of(first)))
+    return out

@@ -130,6 +130,18 @@ CASES: list[Case] = [
         says=[("TLS_EXPIRING", 0, "message", "expires Nov 28 12:00:00 2026 GMT (4.5 days left)"),
               ("TLS_EXPIRING", 0, "fix", "Renew the broker certificate")],
     ),
+    case(
+        # Issue 20: three brokers presenting one wildcard certificate are one renewal, said once.
+        "three-brokers-share-one-expiring-certificate",
+        [boot("b0.kafka.example.com:9093", connected_to="192.0.2.30", node_id=0, protocol="SSL",
+              advertises=[(n, f"b{n}.kafka.example.com", 9093) for n in range(3)])],
+        [endpoint(n, f"b{n}.kafka.example.com", 9093, "b0.kafka.example.com:9093", dns=[f"192.0.2.{30 + n}"],
+                  tls=cert("expiring", address=f"192.0.2.{30 + n}", names=("*.kafka.example.com",),
+                           not_after="Nov 28 12:00:00 2026 GMT", days_left=4.5)) for n in range(3)],
+        [("TLS_EXPIRING", "warning", None, None)],
+        says=[("TLS_EXPIRING", None, "message", "The certificate at b0.kafka.example.com:9093, b1.kafka.example.com:9093, "
+               "b2.kafka.example.com:9093 (names *.kafka.example.com) expires Nov 28 12:00:00 2026 GMT")],
+    ),
     tls_case(
         "certificate-expired-two-days-ago",
         "broker.tls.kprobe.test", cert("expiring", not_after="Nov 21 12:00:00 2026 GMT", days_left=-2.0),
