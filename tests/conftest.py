@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 
 import hermetic_dns
@@ -219,3 +220,24 @@ def topic_on(lab: NativeLab, prefix: str, assignment: list[list[int]]) -> str:
     admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)])[name].result(30)
     del admin
     return name
+
+
+def restart_settled(lab: NativeLab, node_id: int, timeout: float = 60) -> None:
+    """Start a stopped broker again and wait until every partition has its leader and a full ISR.
+
+    A broker that serves clients has not yet caught up: until its replicas rejoin the ISR, a listing
+    shows "N partitions under-replicated", which a later test comparing with kcat (or counting
+    partitions) would take for its own result. A test that stops a broker leaves the lab as it found it.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    lab.start_node(node_id)
+    admin = AdminClient({"bootstrap.servers": lab.bootstrap("CLIENT", 0)})
+    deadline = time.monotonic() + timeout
+    while True:
+        partitions = [p for t in admin.list_topics(timeout=10).topics.values() for p in t.partitions.values()]
+        if all(p.leader >= 0 and sorted(p.isrs) == sorted(p.replicas) for p in partitions):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"broker {node_id} restarted, but partitions were still out of sync after {timeout} s")
+        time.sleep(0.2)

@@ -12,6 +12,7 @@ import threading
 import time
 
 import jsonschema
+from conftest import restart_settled
 from hostile_broker import Broker, HostileBroker, Script
 
 from kprobe.config import ProbeOptions, parse_address, parse_nameserver
@@ -79,7 +80,7 @@ def test_broker_killed_mid_probe(three_lab, monkeypatch):
         data, elapsed = run_in_process(three_lab.real_endpoint("BLACKHOLED", 0), note_connect_step_end, timeout=3,
                                        deadline=20)
     finally:
-        three_lab.start_node(1)
+        restart_settled(three_lab, 1)
     assert killed, "the probe never reached the identity step"
     # Pipelined: broker 1's identity check ran while broker 2's blackholed connect still waited.
     assert connects_done and killed[0] < connects_done[0] - 1, (killed, connects_done)

@@ -13,7 +13,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import signal_when, topic_on
+from conftest import restart_settled, signal_when, topic_on
 
 KCAT = shutil.which("kcat")
 # CI installs kcat (.ci/run): there, a missing kcat fails these tests instead of skipping them quietly.
@@ -255,7 +255,7 @@ def test_stopped_broker_shows_offline_and_under_replicated_partitions(three_lab,
         assert "partitions under-replicated: " in text
         assert [b["id"] for b in data["brokers"]] == [0, 1]
     finally:
-        three_lab.start_node(2)
+        restart_settled(three_lab, 2)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import signal_when
+from conftest import restart_settled, signal_when
 from report_check import validate
 
 from kprobe.config import ProbeOptions, parse_address, parse_nameserver
@@ -219,7 +219,7 @@ def test_stopped_broker_is_refused_and_exit_code_is_1(three_lab):
         assert ("BOOTSTRAP_UNREACHABLE", None) in found  # the -b pointing at broker 2 itself
         assert [b["status"] for b in data["bootstraps"]] == ["ok", "refused"]
     finally:
-        three_lab.start_node(2)
+        restart_settled(three_lab, 2)
 
 
 # -- no bootstrap answers -----------------------------------------------------------------------
