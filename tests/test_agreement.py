@@ -11,6 +11,7 @@ loopback. A case agrees when:
   (every broker when an error concerns the whole run, a failed bootstrap for one), and
 - kprobe's own --roundtrip loses what the librdkafka client lost and never finds the verdict contradicted.
 
+Every scenario but `collector` (the sink `watch --publish` writes to, no client shape of its own).
 Left out, and where each is proven instead: the dual-stack name whose IPv6 address drops packets (its
 librdkafka verdict depends on the set-up timeout: tests/test_dual_stack.py runs it with both clients),
 and OAUTHBEARER through an OIDC token endpoint (kprobe's side is tests/test_oauth.py; the Java client's

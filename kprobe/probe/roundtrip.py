@@ -273,7 +273,7 @@ def _exchange(trip: _Trip, producer: Any, consumer: Any, run_id: str, *, produce
         unacked = [p for p in trip.leaders if p not in trip.acked]
         reading = [p for p in assigned if p not in trip.read_back and p not in trip.consume_errors]
         if not reading and (not unacked or now >= produce_until + 0.2):
-            return  # every partition settled, or what is left has had its --timeout
+            return  # every partition settled, or the unacknowledged ones have had their wait
         if not assigned:
             producer.poll(0.02)
             continue
