@@ -344,6 +344,11 @@ class Roundtrip:
     topic_missing: bool = False
     ms: float | None = None
 
+    @property
+    def partitions_ok(self) -> int:
+        """Partitions whose record was acknowledged and read back: the count every summary shows."""
+        return sum(1 for p in self.partitions if p.status == "ok")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Finding:

@@ -44,8 +44,7 @@ def _roundtrip(report: Report) -> str:
         return ""
     if rt.status == "not_run":
         return "roundtrip not run, "
-    ok = sum(1 for p in rt.partitions if p.status == "ok")
-    return f"roundtrip {ok}/{len(rt.partitions)} partitions ok, "
+    return f"roundtrip {rt.partitions_ok}/{len(rt.partitions)} partitions ok, "
 
 
 def _stdout_text(report: Report, number: int, fmt: str) -> str:

@@ -55,9 +55,9 @@ def _hosts(view: dict[str, tuple[str, ...]]) -> list[str]:
     return lines if any(line.endswith(" localhost") for line in lines) else ["127.0.0.1 localhost", *lines]
 
 
-def _tls(lab: Any) -> tuple[dict[str, str], dict[str, str]]:
-    return ({"security.protocol": "SSL", "ssl.ca.location": lab.ca_file},
-            {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": lab.ca_file})
+def _tls(lab: Any, protocol: str = "SSL") -> tuple[dict[str, str], dict[str, str]]:
+    return ({"security.protocol": protocol, "ssl.ca.location": lab.ca_file},
+            {"security.protocol": protocol, "ssl.truststore.type": "PEM", "ssl.truststore.location": lab.ca_file})
 
 
 def _sasl(protocol: str, mechanism: str, user: str, password: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -106,11 +106,8 @@ def cases_for(scenario: str, lab: Any) -> list[Case]:
         each_view("SASL_PLAIN", lab.bootstrap("SASL_PLAIN"), _sasl("SASL_PLAINTEXT", "PLAIN", "alice", alice))
         each_view("SASL_SCRAM", lab.bootstrap("SASL_SCRAM"),
                   _sasl("SASL_PLAINTEXT", "SCRAM-SHA-256", "alice", alice))
-        ssl_rd, ssl_java = _tls(lab)
         each_view("SASL_SSL_PLAIN", lab.bootstrap("SASL_SSL_PLAIN"),
-                  _merge(({k: v for k, v in ssl_rd.items() if k != "security.protocol"},
-                          {k: v for k, v in ssl_java.items() if k != "security.protocol"}),
-                         _sasl("SASL_SSL", "PLAIN", "alice", alice)))
+                  _merge(_tls(lab, "SASL_SSL"), _sasl("SASL_SSL", "PLAIN", "alice", alice)))
     elif scenario == "scram":
         user = next(iter(lab.passwords))
         for listener in ("SCRAM_GOOD", "SCRAM_BROKEN"):

@@ -72,9 +72,9 @@ def _incomplete(endpoints: Sequence[EndpointResult], roundtrip: Roundtrip | None
     tls_cut = [r.endpoint.hostport for r in endpoints if r.tls is not None and r.tls.unfinished]
     identity_cut = [r.endpoint.hostport for r in endpoints if r.identity is not None and r.identity.unfinished]
     trip_cut = [str(p.partition) for p in roundtrip.partitions if p.status == "unfinished"] if roundtrip else []
-    if roundtrip is not None and roundtrip.status == "unfinished" and not roundtrip.partitions:
-        trip_cut = ["all"]  # the run ended before the round trip began
-    if not not_checked and not tls_cut and not identity_cut and not trip_cut:
+    # Unfinished with no partitions at all: the run ended before the round trip began.
+    trip_unstarted = roundtrip is not None and roundtrip.status == "unfinished" and not roundtrip.partitions
+    if not not_checked and not tls_cut and not identity_cut and not trip_cut and not trip_unstarted:
         return []
     parts = []
     if not_checked:
@@ -89,8 +89,8 @@ def _incomplete(endpoints: Sequence[EndpointResult], roundtrip: Roundtrip | None
         parts.append(f"The run's deadline came before kprobe learnt which broker answers at {len(identity_cut)} "
                      f"endpoint(s): {', '.join(identity_cut)}. A rule that leads them to the wrong broker would go "
                      "unseen.")
-    if trip_cut and roundtrip is not None:
-        which = ("every partition" if trip_cut == ["all"] else f"{len(trip_cut)} partition(s): "
+    if (trip_cut or trip_unstarted) and roundtrip is not None:
+        which = ("every partition" if trip_unstarted else f"{len(trip_cut)} partition(s): "
                  + ", ".join(trip_cut[:20]) + (" ..." if len(trip_cut) > 20 else ""))
         parts.append(f"The run ended before the round trip on topic {roundtrip.topic!r} did, for {which}. Whether "
                      "a client gets through there is not known yet.")

@@ -198,7 +198,7 @@ def _roundtrip_summary(report: Report) -> str:
         return ""
     if rt.status == "not_run":
         return "round trip not run, "
-    return f"{sum(1 for p in rt.partitions if p.status == 'ok')}/{len(rt.partitions)} partitions round-tripped, "
+    return f"{rt.partitions_ok}/{len(rt.partitions)} partitions round-tripped, "
 
 
 def render(report: Report, *, color: bool = False, width: int = 100) -> str:

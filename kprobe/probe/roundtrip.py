@@ -179,8 +179,7 @@ def _create(name: str, addresses: Sequence[BootstrapAddress], answered: Sequence
         err = exc.args[0] if exc.args else None
         if err is not None and hasattr(err, "code") and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return None  # made meanwhile by someone else: as good
-        text = err.str() if err is not None and hasattr(err, "str") else str(exc)
-        return f"could not create topic {name!r}: {text}"
+        return f"could not create topic {name!r}: {_describe(exc)[0]}"
     except Exception as exc:  # the future's own timeout (concurrent.futures.TimeoutError)
         return f"could not create topic {name!r} before the run's deadline ({type(exc).__name__})"
     return None
@@ -220,10 +219,9 @@ def _run(trip: _Trip, addresses: Sequence[BootstrapAddress], ctx: RunContext, *,
         consumer = Consumer({**conf, "group.id": f"kprobe-roundtrip-{run_id}", "enable.auto.commit": False,
                              "fetch.wait.max.ms": 50, "enable.partition.eof": False})
     except KafkaException as exc:
-        err = exc.args[0] if exc.args else exc
         # Not the cluster's doing (a mechanism librdkafka lacks, AWS_MSK_IAM, or a bad property): no record
         # was tried, so nothing is set beside the verdict.
-        raise _NotRun(f"librdkafka refused the settings: {err.str() if hasattr(err, 'str') else err}") from None
+        raise _NotRun(f"librdkafka refused the settings: {_describe(exc)[0]}") from None
     headers: list[tuple[str, str | bytes | None]] = [(RUN_HEADER, run_id.encode()),
                                                      ("kprobe-vantage", vantage.encode("utf-8", "replace"))]
     trip.started = time.monotonic()
@@ -335,7 +333,9 @@ def _timed_out(err: Any) -> bool:
 
 
 def _describe(err: Any) -> tuple[str, bool]:
-    """The client's words for a failed delivery, and whether the broker itself answered with the error."""
+    """The client's words for an error (a KafkaError, or the KafkaException around one), and whether the
+    broker itself answered with it.
+    """
     if hasattr(err, "str") and hasattr(err, "code"):
         return str(err.str()), err.code() > 0
     inner = err.args[0] if getattr(err, "args", None) else err
