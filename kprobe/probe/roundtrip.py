@@ -37,6 +37,12 @@ _LOG = logging.getLogger("kprobe.roundtrip")
 
 KEY = b"kprobe-roundtrip"
 RUN_HEADER = "kprobe-run"
+# How often the read-back consumer refreshes its topics' metadata (ms). librdkafka looks up the leaders
+# of an assigned partition only if its topic was known when the consumer's first connection came up, or
+# on its one-second scan of leaderless topics: a record acked just after that connection sat unread for
+# up to a second (1 run in 10 on the lab; librdkafka 2.16, seen with debug=metadata). The consumer is
+# kprobe's instrument, not the client under test, so it asks again sooner, unless the user's -X says.
+CONSUMER_REFRESH_MS = 200
 # Below this, a round trip cannot even connect: say the deadline came first rather than fail.
 _MIN_BUDGET = 0.2
 # librdkafka's lines name the broker as `host:port/ID: ...` (`/bootstrap` before its id is known).
@@ -217,7 +223,8 @@ def _run(trip: _Trip, addresses: Sequence[BootstrapAddress], ctx: RunContext, *,
         producer = Producer({**conf, "linger.ms": 0, "message.timeout.ms": max(1, int((produce_wait - 0.15) * 1000))})
         # Made now, not after the produce: it bootstraps and connects while the records travel.
         consumer = Consumer({**conf, "group.id": f"kprobe-roundtrip-{run_id}", "enable.auto.commit": False,
-                             "fetch.wait.max.ms": 50, "enable.partition.eof": False})
+                             "fetch.wait.max.ms": 50, "enable.partition.eof": False,
+                             "topic.metadata.refresh.interval.ms": CONSUMER_REFRESH_MS, **ctx.props})
     except KafkaException as exc:
         # Not the cluster's doing (a mechanism librdkafka lacks, AWS_MSK_IAM, or a bad property): no record
         # was tried, so nothing is set beside the verdict.
