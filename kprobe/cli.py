@@ -138,7 +138,11 @@ RoundtripCreateOpt = Annotated[
                                                   "(one partition per broker, the broker's replication factor).")
 ]
 FormatOpt = Annotated[
-    str | None, typer.Option("--format", help="text, json or prometheus (default text; json with --json).")
+    str | None, typer.Option("--format", help="text, json, prometheus or markdown (a summary for a ticket); "
+                             "default text, json with --json.")
+]
+WatchFormatOpt = Annotated[
+    str | None, typer.Option("--format", help="text (a summary line per run), json (JSON Lines) or prometheus.")
 ]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", "-J", help="Print the JSON report (same as --format json); indented on a terminal, one line when piped.")]
@@ -240,7 +244,7 @@ def watch(
     timeout: TimeoutOpt = "5s",
     deadline: DeadlineOpt = "30s",
     json_out: JsonOpt = False,
-    fmt: FormatOpt = None,
+    fmt: WatchFormatOpt = None,
     out_dir: OutDirOpt = None,
     prom_file: PromFileOpt = None,
     publish: PublishOpt = None,
@@ -265,7 +269,7 @@ def watch(
     one summary line (or JSON line) per run on stdout. SIGTERM ends it cleanly (exit 0).
     """
     from kprobe.config import probe_options, watch_options
-    from kprobe.deliver import outputs_from
+    from kprobe.deliver import WATCH_FORMATS, outputs_from
     from kprobe.watch import run_watch
 
     _setup_logging(verbose)
@@ -277,7 +281,7 @@ def watch(
         every=every, jitter=jitter, count=count)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, out_dir=out_dir, prom_file=prom_file, publish=publish,
-        publish_props=publish_property, spool=spool, spool_max=spool_max)
+        publish_props=publish_property, spool=spool, spool_max=spool_max, formats=WATCH_FORMATS)
     raise typer.Exit(run_watch(options, outputs, schedule))
 
 
@@ -359,6 +363,118 @@ def list_(
     if listing.status == "interrupted":
         sys.stderr.write("kprobe: interrupted\n")
     raise typer.Exit(STATUS_EXIT[listing.status])
+
+
+ReportPathsArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="Report files (.json, .jsonl, gzip too), directories written by --out, or - for standard "
+                   "input.", show_default=False),
+]
+SinceOpt = Annotated[str | None, typer.Option("--since", help="Only reports started at or after this time: RFC 3339, "
+                                              "a date, or how long ago (90m, 2h, 7d).")]
+UntilOpt = Annotated[str | None, typer.Option("--until", help="Only reports started before this time (as --since).")]
+ShowVantageOpt = Annotated[list[str], typer.Option("--vantage", help="Only reports from this vantage (repeatable).")]
+StatusOpt = Annotated[list[str], typer.Option("--status", help="Only reports with this verdict: ok, gap, failed or "
+                                              "interrupted (repeatable, or comma-separated).")]
+
+
+def _filters(since: str | None, until: str | None, vantage: list[str], status: list[str]) -> Any:
+    from kprobe.saved import Filters, parse_when
+
+    statuses = frozenset(word.strip().lower() for value in status for word in value.split(",") if word.strip())
+    bad = sorted(statuses - {"ok", "gap", "failed", "interrupted"})
+    if bad:
+        raise UsageError(f"bad --status {bad[0]!r}: use ok, gap, failed or interrupted")
+    return Filters(since=parse_when(since, "--since") if since else None,
+                   until=parse_when(until, "--until") if until else None,
+                   vantages=frozenset(vantage), statuses=statuses)
+
+
+def _say_skips(readers: list[Any]) -> None:
+    for reader in readers:
+        message = reader.skips.message()
+        if message:
+            from kprobe.output.sanitize import safe
+
+            sys.stderr.write(f"kprobe: {safe(message, limit=2000)}\n")
+
+
+@app.command()
+def show(
+    paths: ReportPathsArg = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="text (as the probe printed it), json, markdown or "
+                                            "prometheus (one report).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", "-J", help="Same as --format json.")] = False,
+    summary: Annotated[bool, typer.Option("--summary", help="One line per report: when, vantage, cluster, verdict "
+                                          "and the first finding.")] = False,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    vantage: ShowVantageOpt = [],  # noqa: B006
+    status: StatusOpt = [],  # noqa: B006
+    no_color: NoColorOpt = False,
+) -> None:
+    """Print saved reports as the live run printed them (or in another format), one after another.
+
+    Exit 0 when the reports were read, 2 when a path named is not a readable kprobe v1 report.
+    """
+    from kprobe.output.sanitize import use_color
+    from kprobe.show import SHOW_FORMATS, ShowOptions
+    from kprobe.show import show as show_reports
+
+    chosen = (fmt or ("json" if json_out else "text")).lower()
+    if chosen not in SHOW_FORMATS:
+        raise UsageError(f"bad --format {fmt!r}: use text, json, markdown or prometheus")
+    if json_out and chosen != "json":
+        raise UsageError("--json and --format disagree: give one of them")
+    if summary and chosen != "text":
+        raise UsageError("--summary prints one text line per report: leave out --format/--json")
+    filters = _filters(since, until, vantage, status)
+    options = ShowOptions(fmt=chosen, summary=summary, color=use_color(no_color), indent=sys.stdout.isatty())
+    shown, reader = show_reports(paths or ["-"], filters, options, sys.stdout)
+    _say_skips([reader])
+    if not shown:
+        if not reader.seen:
+            raise UsageError(f"no kprobe report in {' '.join(paths or ['-'])}")
+        sys.stderr.write(f"kprobe: none of the {reader.seen} reports matches the filters\n")
+
+
+@app.command()
+def diff(
+    a: Annotated[str, typer.Argument(help="The first report (a file, a directory written by --out, or -).",
+                                     show_default=False)],
+    b: Annotated[str, typer.Argument(help="The report to compare it with (a directory: the newest report of each "
+                                     "cluster is compared).", show_default=False)],
+    fmt: Annotated[str | None, typer.Option("--format", help="text, json or markdown.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", "-J", help="Same as --format json.")] = False,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    vantage: ShowVantageOpt = [],  # noqa: B006
+    status: StatusOpt = [],  # noqa: B006
+) -> None:
+    """What differs between two reports: two vantages, or before and after a change.
+
+    Exit 0 when the verdicts agree, 1 when they differ (as diff does), 2 on bad input.
+    """
+    from kprobe.output import diff as diff_output
+    from kprobe.show import DIFF_FORMATS, diff_reports
+
+    chosen = (fmt or ("json" if json_out else "text")).lower()
+    if chosen not in DIFF_FORMATS:
+        raise UsageError(f"bad --format {fmt!r}: use text, json or markdown")
+    if json_out and chosen != "json":
+        raise UsageError("--json and --format disagree: give one of them")
+    diffs, unpaired, readers = diff_reports(a, b, _filters(since, until, vantage, status))
+    _say_skips(readers)
+    if chosen == "json":
+        sys.stdout.write(diff_output.render_json(diffs, [u.__dict__ for u in unpaired]))
+    else:
+        text = diff_output.render_markdown(diffs) if chosen == "markdown" else diff_output.render_text(diffs)
+        sys.stdout.write(text)
+        from kprobe.output.sanitize import safe
+
+        for u in unpaired:
+            sys.stdout.write(f"Only in {u.side}: cluster {safe(u.cluster)} ({safe(u.source, limit=300)})\n")
+    raise typer.Exit(EXIT_GAP if unpaired or any(d.differs for d in diffs) else EXIT_OK)
 
 
 @app.command()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,9 +17,12 @@ from pathlib import Path
 
 from kprobe.errors import KprobeError, UsageError
 from kprobe.models import Report
+from kprobe.output.sanitize import use_color
 from kprobe.publish import DEFAULT_SPOOL_MAX, Target
 
-FORMATS = ("text", "json", "prometheus")
+FORMATS = ("text", "json", "prometheus", "markdown")
+# `watch` prints a summary line per run, not a report: a ticket's Markdown has no place there.
+WATCH_FORMATS = ("text", "json", "prometheus")
 _LOG = logging.getLogger("kprobe.deliver")
 
 
@@ -39,15 +41,11 @@ class Outputs:
     spool_max: int = DEFAULT_SPOOL_MAX
 
 
-def use_color(no_color: bool = False) -> bool:
-    """Colours only for a person at a terminal, and never against --no-color or NO_COLOR (no-color.org)."""
-    return not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
-
-
 def outputs_from(
     *, fmt: str | None = None, json_out: bool = False, no_color: bool = False, output: Path | None = None,
     out_dir: Path | None = None, prom_file: Path | None = None, publish: str | None = None,
     publish_props: Sequence[str] = (), spool: Path | None = None, spool_max: int = DEFAULT_SPOOL_MAX,
+    formats: Sequence[str] = FORMATS,
 ) -> Outputs:
     """The output options of `probe` and `watch`, checked together; UsageError for the first problem.
 
@@ -57,8 +55,8 @@ def outputs_from(
     from kprobe.config import parse_properties
 
     chosen = (fmt or ("json" if json_out else "text")).lower()
-    if chosen not in FORMATS:
-        raise UsageError(f"bad --format {fmt!r}: use text, json or prometheus")
+    if chosen not in formats:
+        raise UsageError(f"bad --format {fmt!r}: use {', '.join(formats[:-1])} or {formats[-1]}")
     if json_out and chosen != "json":
         raise UsageError("--json and --format disagree: give one of them")
     target = None
@@ -96,6 +94,10 @@ def render(report: Report, fmt: str, color: bool = False) -> str:
         from kprobe.output import prometheus
 
         return prometheus.render(report)
+    if fmt == "markdown":
+        from kprobe.output import markdown
+
+        return markdown.render(report)
     from kprobe.output import text
 
     return text.render(report, color=color)

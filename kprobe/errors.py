@@ -31,3 +31,7 @@ class LabError(KprobeError):
     """The lab could not start or stop; the message names the missing piece."""
 
     exit_code = EXIT_ERROR
+
+
+class BadReport(UsageError):
+    """A saved report that cannot be read: not a report, another major version, cut short, or broken."""

@@ -421,5 +421,19 @@ def is_usable(result: EndpointResult, findings: Sequence[Finding]) -> bool:
     if result.status not in CLIENTS_CONNECT:
         return False
     ep = result.endpoint
-    return not any(f.severity == "error" and f.endpoint == ep.hostport and f.node_id in (None, ep.node_id)
-                   for f in findings)
+    hostport, node = ep.hostport, ep.node_id
+    return not any(f.endpoint == hostport and f.severity == "error" and f.node_id in (None, node) for f in findings)
+
+
+def verdict(result: EndpointResult, findings: Sequence[Finding]) -> str:
+    """What a client can do at an endpoint, in one word: `usable`, `degraded`, or why not.
+
+    An endpoint that accepts connections and is named by an error (another broker answers, the
+    certificate fails) is `unusable`: the findings say why. The text table, Markdown and `kprobe
+    diff` all say it in this word, so two reports compare on what clients experience.
+    """
+    if result.status in CLIENTS_CONNECT:
+        if not is_usable(result, findings):
+            return "unusable"
+        return "usable" if result.status == "reachable" else result.status
+    return result.status

@@ -22,10 +22,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("kprobe.config",),  # user input -> validated options
     ("kprobe.probe",),  # the steps: bootstrap, endpoints, resolve, connect, identity, tls
     ("kprobe.findings",),  # pure rules over the steps' results
-    ("kprobe.probe_run", "kprobe.list_run"),  # the runs that string the steps together
+    ("kprobe.probe_run", "kprobe.list_run", "kprobe.compare"),  # the runs that string the steps together; diff
     ("kprobe.output",),  # formatters
     ("kprobe.publish",),
-    ("kprobe.deliver", "kprobe.progress"),
+    ("kprobe.deliver", "kprobe.progress", "kprobe.saved", "kprobe.show"),
     ("kprobe.watch",),
     ("kprobe.aggregate", "kprobe.lab", "kprobe.demo"),  # on top of the core, never beneath it
     ("kprobe.cli", "kprobe.__main__"),

@@ -48,6 +48,11 @@ def endpoint_up(result: EndpointResult) -> int:
     return 1 if result.status in CLIENTS_CONNECT else 0
 
 
+def _seconds(ms: float) -> float:
+    """Seconds from the milliseconds the JSON report keeps (3 decimals): a saved report gives the same value."""
+    return round(ms, 3) / 1000
+
+
 def _cluster_ids(report: Report) -> dict[str, str]:
     """Map each bootstrap address to the cluster id that bootstrap answered with ("" when none)."""
     return {b.address: (b.metadata.cluster_id or "") if b.metadata else "" for b in report.bootstraps}
@@ -79,7 +84,7 @@ def render(report: Report) -> str:
     family("kprobe_probe_success", "1 if the probe found no gap (status ok), else 0.")
     sample("kprobe_probe_success", {"vantage": vantage}, 1 if report.status == "ok" else 0)
     family("kprobe_probe_duration_seconds", "How long the whole probe took.")
-    sample("kprobe_probe_duration_seconds", {"vantage": vantage}, report.duration_ms / 1000)
+    sample("kprobe_probe_duration_seconds", {"vantage": vantage}, _seconds(report.duration_ms))
     family("kprobe_bootstrap_up", "1 if this bootstrap address answered with metadata.")
     for b in report.bootstraps:
         sample("kprobe_bootstrap_up", {"bootstrap": b.address, "cluster_id": clusters[b.address],
@@ -137,16 +142,16 @@ def render(report: Report) -> str:
         for p in rt.partitions:
             if p.status == "ok" and p.roundtrip_ms is not None:
                 sample("kprobe_roundtrip_partition_seconds", {"topic": rt.topic, "partition": p.partition,
-                                                              "vantage": vantage}, p.roundtrip_ms / 1000)
+                                                              "vantage": vantage}, _seconds(p.roundtrip_ms))
     family("kprobe_dns_lookup_seconds", "Time to resolve the advertised host.")
     for host, ms in {r.endpoint.host: r.dns.ms for r in report.endpoints if r.dns.ms is not None}.items():
-        sample("kprobe_dns_lookup_seconds", {"host": host, "vantage": vantage}, (ms or 0) / 1000)
+        sample("kprobe_dns_lookup_seconds", {"host": host, "vantage": vantage}, _seconds(ms or 0))
     family("kprobe_tcp_connect_seconds", "Time for a TCP connect to one resolved address (successful connects).")
     for r in report.endpoints:
         for t in r.tcp:
             if t.status == "ok" and t.ms is not None:
                 sample("kprobe_tcp_connect_seconds", {"host": r.endpoint.host, "port": r.endpoint.port,
-                                                      "address": t.address, "vantage": vantage}, t.ms / 1000)
+                                                      "address": t.address, "vantage": vantage}, _seconds(t.ms))
     family("kprobe_findings", "Findings of this run by code and severity.")
     for (code, severity), count in sorted(Counter((f.code, f.severity) for f in report.findings).items()):
         sample("kprobe_findings", {"code": code, "severity": severity, "vantage": vantage}, count)

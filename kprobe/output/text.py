@@ -11,7 +11,6 @@ import textwrap
 from collections.abc import Sequence
 
 from kprobe.models import (
-    CLIENTS_CONNECT,
     BootstrapResult,
     ControllerBootstrapResult,
     EndpointResult,
@@ -19,7 +18,7 @@ from kprobe.models import (
     Report,
     Roundtrip,
     TcpResult,
-    is_usable,
+    verdict,
 )
 from kprobe.output.sanitize import safe
 
@@ -41,8 +40,14 @@ class _Style:
 
 
 def _ms(value: float | None) -> str:
+    """A duration as people read it, from the value the JSON report keeps (ms to 3 decimals).
+
+    Rounded first as the report rounds it, so `kprobe show` of a saved report prints the same
+    digits as the live run: 0.04996 would be "0.0ms" live and "0.1ms" read back from 0.05.
+    """
     if value is None:
         return "-"
+    value = round(value, 3)
     return f"{value:.1f}ms" if value < 1000 else f"{value / 1000:.2f}s"
 
 
@@ -59,7 +64,8 @@ def _bootstrap_lines(b: BootstrapResult, style: _Style) -> list[str]:
     for broker in meta.brokers:
         mark = " (controller)" if broker.node_id == meta.controller_id else ""
         lines.append(f"  broker {broker.node_id} at {safe(broker.host)}:{broker.port}{mark}")
-    connected = f" at {b.connected_to}" if b.connected_to and b.connected_to != b.address.rsplit(':', 1)[0] else ""
+    dialled = b.connected_to and b.connected_to != b.address.rsplit(":", 1)[0]
+    connected = f" at {safe(b.connected_to)}" if dialled else ""
     lines.append(style(f" cluster {safe(meta.cluster_id)}, answered{connected} in {_ms(b.ms)}{via}", "dim"))
     lines.append("")
     return lines
@@ -72,7 +78,7 @@ def _tcp_cell(tcp: tuple[TcpResult, ...]) -> str:
         if t.status == "ok":
             return f"ok {_ms(t.ms)}"
         if t.status == "error" and t.error:  # which error: ECONNRESET says more than "error"
-            return f"error {t.error.split(':', 1)[0]}"
+            return f"error {safe(t.error.split(':', 1)[0])}"
         return t.status
 
     return ", ".join(cell(t) for t in tcp)
@@ -97,20 +103,9 @@ def _tls_cell(r: EndpointResult) -> str:
     return r.tls.status.replace("_", " ")
 
 
-def _verdict(r: EndpointResult, findings: Sequence[Finding]) -> str:
-    """What a client can do there: `usable`, or why not; TCP's own word stays in the TCP column.
-
-    An endpoint that accepts connections and is named by an error (another broker answers, the
-    certificate fails) is `unusable`: the findings say why.
-    """
-    if r.status in CLIENTS_CONNECT:
-        if not is_usable(r, findings):
-            return "unusable"
-        return "usable" if r.status == "reachable" else r.status
-    return r.status
-
-
-def _endpoint_table(results: tuple[EndpointResult, ...], findings: Sequence[Finding], style: _Style) -> list[str]:
+def endpoint_rows(results: Sequence[EndpointResult],
+                  findings: Sequence[Finding]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The endpoint table's header and rows, each cell already safe: the text and Markdown tables share them."""
     with_tls = any(r.tls is not None for r in results)
     header: tuple[str, ...] = ("NODE", "ENDPOINT", "DNS", "ADDRESSES", "TCP", "ANSWERS")
     header += ("TLS", "VERDICT") if with_tls else ("VERDICT",)
@@ -123,11 +118,16 @@ def _endpoint_table(results: tuple[EndpointResult, ...], findings: Sequence[Find
             # A remapped endpoint shows where it was dialled: its verdict holds only with the mapping.
             str(r.endpoint.node_id), safe(r.endpoint.hostport) + (
                 f" -> {safe(r.endpoint.remap.hostport)} ({r.endpoint.remap.option})" if r.endpoint.remap else ""), dns,
-            ", ".join(r.dns.addresses) or "-", _tcp_cell(r.tcp), _identity_cell(r),
+            ", ".join(safe(a) for a in r.dns.addresses) or "-", _tcp_cell(r.tcp), _identity_cell(r),
         )
-        verdict = _verdict(r, findings)
-        row += (_tls_cell(r), verdict) if with_tls else (verdict,)
+        verdict_word = verdict(r, findings)
+        row += (_tls_cell(r), verdict_word) if with_tls else (verdict_word,)
         rows.append(row)
+    return header, rows
+
+
+def _endpoint_table(results: tuple[EndpointResult, ...], findings: Sequence[Finding], style: _Style) -> list[str]:
+    header, rows = endpoint_rows(results, findings)
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = ["  " + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)).rstrip()]
     for row in rows:
@@ -208,7 +208,8 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
     for b in report.bootstraps:
         lines.extend(_bootstrap_lines(b, style))
     v = report.vantage
-    resolver = "the system resolver" if v.resolver_kind == "system" else "nameserver " + ", ".join(v.nameservers)
+    resolver = "the system resolver" if v.resolver_kind == "system" else "nameserver " + ", ".join(
+        safe(n) for n in v.nameservers)
     if report.endpoints:
         lines.append(style(f"Advertised endpoints, from {safe(v.name)} ({resolver}):", "bold"))
         lines.extend(_endpoint_table(report.endpoints, report.findings, style))
@@ -224,24 +225,28 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
     if report.findings:
         lines.append(style("Findings:", "bold"))
         for f in report.findings:
-            lines.append(f"  {style(f.severity.upper(), _SEVERITY_COLOR[f.severity])} {f.code}")
+            lines.append(f"  {style(f.severity.upper(), _SEVERITY_COLOR[f.severity])} {safe(f.code)}")
             for part, prefix in ((f.message, "    "), ("Fix: " + f.fix, "    ")):
                 lines.extend(textwrap.wrap(
                     safe(part, limit=4000), width=width, initial_indent=prefix, subsequent_indent=prefix + "  ",
                     break_on_hyphens=False, break_long_words=False,
                 ))
         lines.append("")
+    summary = summary_line(report)
+    lines.append(style(summary, _STATUS_COLOR.get(report.status)))
+    return "\n".join(lines) + "\n"
+
+
+def summary_line(report: Report) -> str:
+    """The last line: the run's verdict in counts, as `watch`, Markdown and `show --summary` repeat it."""
     total = len(report.endpoints)
     answered = sum(1 for b in report.bootstraps if b.status == "ok")
     errors = sum(1 for f in report.findings if f.severity == "error")
     warnings = sum(1 for f in report.findings if f.severity == "warning")
-    summary = (
+    return (
         f"{report.status.upper()}: {answered}/{len(report.bootstraps)} bootstraps answered, "
         f"{report.usable}/{total} advertised endpoints usable from here, {_controllers_summary(report)}"
         f"{_roundtrip_summary(report)}"
         f"{errors} errors, {warnings} warnings ({_ms(report.duration_ms)}"
         + (", deadline reached)" if report.deadline_reached else ")")
     )
-
-    lines.append(style(summary, _STATUS_COLOR.get(report.status)))
-    return "\n".join(lines) + "\n"

@@ -1,0 +1,162 @@
+"""Two reports set side by side: what `kprobe diff` says differs, as data for every format.
+
+The questions people bring are "why does it work from the office and not over the VPN?" and
+"did my listener change fix it?". Both are answered by the same comparison: the run's verdict,
+the cluster and broker set each side saw, each advertised endpoint's verdict from each side
+(the words of the text table: `usable`, `unresolvable`, ...), and the findings only one side has.
+Endpoints are paired by node and advertised `host:port`; one left over on each side for the same
+node has moved (a changed `advertised.listeners`). Timings never count as a difference: the same
+endpoint answering in 2 ms and in 3 ms is the same verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from kprobe.models import EndpointResult, Finding, Report, verdict
+
+Change = Literal["same", "changed", "moved", "only_a", "only_b"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Side:
+    """One report as the comparison names it."""
+
+    source: str
+    report: Report
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        """The cluster ids its bootstraps answered with, in order, each once."""
+        seen: list[str] = []
+        for b in self.report.bootstraps:
+            cid = b.metadata.cluster_id if b.metadata else None
+            if cid and cid not in seen:
+                seen.append(cid)
+        return tuple(seen)
+
+    @property
+    def brokers(self) -> tuple[int, ...]:
+        """The node ids its bootstraps advertised."""
+        return tuple(sorted({br.node_id for b in self.report.bootstraps for br in b.brokers}))
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndpointRow:
+    """One advertised endpoint (or one node's endpoint that moved) as each side saw it."""
+
+    node_id: int
+    endpoint_a: str | None
+    endpoint_b: str | None
+    verdict_a: str | None
+    verdict_b: str | None
+    addresses_a: tuple[str, ...] = ()
+    addresses_b: tuple[str, ...] = ()
+    change: Change = "same"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportDiff:
+    """Everything that differs between A and B; `differs` is what the exit code says."""
+
+    a: Side
+    b: Side
+    rows: tuple[EndpointRow, ...]
+    only_a: tuple[Finding, ...]
+    only_b: tuple[Finding, ...]
+
+    @property
+    def status_changed(self) -> bool:
+        """The runs' own verdicts (ok, gap, failed, interrupted) differ."""
+        return self.a.report.status != self.b.report.status
+
+    @property
+    def clusters_differ(self) -> bool:
+        """The bootstraps answered for different clusters (or one side got no answer)."""
+        return self.a.clusters != self.b.clusters
+
+    @property
+    def brokers_differ(self) -> bool:
+        """The sides were told of different broker sets."""
+        return self.a.brokers != self.b.brokers
+
+    @property
+    def changed_rows(self) -> tuple[EndpointRow, ...]:
+        """Endpoints whose verdict changed, that moved, or that only one side was told of."""
+        return tuple(r for r in self.rows if r.change != "same")
+
+    @property
+    def differs(self) -> bool:
+        """Whether anything in the comparison differs (exit 1, as `diff` exits)."""
+        return bool(self.status_changed or self.clusters_differ or self.brokers_differ or self.changed_rows
+                    or self.only_a or self.only_b)
+
+
+def _finding_key(f: Finding) -> tuple[object, ...]:
+    """What makes two findings the same one: their code, severity and what they name, not their words.
+
+    A message may quote a timing or a count that differs run to run; the code and what it names
+    (node, endpoint, bootstrap) do not, unless the verdict itself changed.
+    """
+    return (f.code, f.severity, f.node_id, f.endpoint, f.bootstrap)
+
+
+def _cell(r: EndpointResult) -> str:
+    return r.endpoint.hostport
+
+
+def compare(a: Side, b: Side) -> ReportDiff:
+    """The comparison of two reports (A before or beside B)."""
+    rows: list[EndpointRow] = []
+    left = list(a.report.endpoints)
+    right = list(b.report.endpoints)
+    by_key = {(r.endpoint.node_id, r.endpoint.hostport): r for r in right}
+    unmatched_a: list[EndpointResult] = []
+    matched_b: set[int] = set()
+    for ra in left:
+        rb = by_key.get((ra.endpoint.node_id, ra.endpoint.hostport))
+        if rb is None or id(rb) in matched_b:
+            unmatched_a.append(ra)
+            continue
+        matched_b.add(id(rb))
+        rows.append(_row(ra, rb, a.report.findings, b.report.findings))
+    unmatched_b = [rb for rb in right if id(rb) not in matched_b]
+    # One endpoint left on each side for the same node: the node's advertised endpoint moved.
+    for ra in list(unmatched_a):
+        same_node_a = [x for x in unmatched_a if x.endpoint.node_id == ra.endpoint.node_id]
+        same_node_b = [x for x in unmatched_b if x.endpoint.node_id == ra.endpoint.node_id]
+        if len(same_node_a) == 1 and len(same_node_b) == 1:
+            rb = same_node_b[0]
+            unmatched_a.remove(ra)
+            unmatched_b.remove(rb)
+            rows.append(_row(ra, rb, a.report.findings, b.report.findings, moved=True))
+    for ra in unmatched_a:
+        rows.append(EndpointRow(node_id=ra.endpoint.node_id, endpoint_a=_cell(ra), endpoint_b=None,
+                                verdict_a=verdict(ra, a.report.findings), verdict_b=None,
+                                addresses_a=ra.dns.addresses, change="only_a"))
+    for rb in unmatched_b:
+        rows.append(EndpointRow(node_id=rb.endpoint.node_id, endpoint_a=None, endpoint_b=_cell(rb), verdict_a=None,
+                                verdict_b=verdict(rb, b.report.findings), addresses_b=rb.dns.addresses,
+                                change="only_b"))
+    rows.sort(key=lambda r: (r.node_id, r.endpoint_a or r.endpoint_b or ""))
+    keys_a = {_finding_key(f) for f in a.report.findings}
+    keys_b = {_finding_key(f) for f in b.report.findings}
+    return ReportDiff(a=a, b=b, rows=tuple(rows),
+                      only_a=tuple(f for f in a.report.findings if _finding_key(f) not in keys_b),
+                      only_b=tuple(f for f in b.report.findings if _finding_key(f) not in keys_a))
+
+
+def _row(ra: EndpointResult, rb: EndpointResult, findings_a: Sequence[Finding], findings_b: Sequence[Finding], *,
+         moved: bool = False) -> EndpointRow:
+    va, vb = _verdict_cell(ra, findings_a), _verdict_cell(rb, findings_b)
+    change: Change = "moved" if moved else ("same" if va == vb else "changed")
+    return EndpointRow(node_id=ra.endpoint.node_id, endpoint_a=_cell(ra), endpoint_b=_cell(rb), verdict_a=va,
+                       verdict_b=vb, addresses_a=ra.dns.addresses, addresses_b=rb.dns.addresses, change=change)
+
+
+def _verdict_cell(r: EndpointResult, findings: Sequence[Finding]) -> str:
+    """The verdict, marked when it holds only with a --resolve or --connect-to mapping."""
+    word = verdict(r, findings)
+    return f"{word} (remapped)" if r.endpoint.remap is not None else word

@@ -1,0 +1,160 @@
+"""A report as Markdown for a ticket: GitHub, GitLab and Jira's editor render it; nothing hides in it.
+
+What a ticket needs is what a colleague needs to act: the verdict in one line, the command and
+vantage to reproduce it, the endpoint table, and each finding with its fix. Everything that came
+off the network or out of a saved file is untrusted text: it goes through `safe()` (no control
+character reaches the ticket), names and addresses sit in code spans (no link, image, mention or
+HTML from a hostile host name), and prose is escaped where Markdown would read it as markup. No
+secret is in it: the report keeps property values redacted, and the command line is rebuilt
+from the report's settings, never from argv.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from kprobe import __version__
+from kprobe.models import Finding, Report
+from kprobe.output.sanitize import safe
+from kprobe.output.text import endpoint_rows, summary_line
+
+# Characters Markdown may read as markup in running text (emphasis, code, links, HTML, tables, headings,
+# strikethrough, entities); a backslash makes each literal. `>` and `!` need none once `<` and `[` have one.
+_PROSE = re.compile(r"([\\`*_\[\]<|#~&])")
+
+
+def prose(value: object, limit: int = 4000, *, is_safe: bool = False) -> str:
+    """Untrusted text as literal Markdown prose (one line); `is_safe`: already through `safe()`."""
+    return _PROSE.sub(r"\\\1", str(value) if is_safe else safe(value, limit=limit))
+
+
+def code(value: object, limit: int = 256, *, is_safe: bool = False) -> str:
+    """Untrusted text as a code span: literal in every renderer, whatever backticks it holds.
+
+    `|` is escaped too, since GitHub and GitLab end a table cell at it even inside a span.
+    """
+    text = (str(value) if is_safe else safe(value, limit=limit)).replace("|", "\\|")
+    if not text:
+        return "` `"
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A GitHub-flavoured table of cells already made safe."""
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    out.extend("| " + " | ".join(row) + " |" for row in rows)
+    return out
+
+
+def command_line(report: Report) -> str:
+    """An equivalent `kprobe probe` command, from the report's own settings (never argv: no secret)."""
+    settings = report.settings
+    parts = ["kprobe", "probe"]
+    for b in report.bootstraps:
+        parts += ["-b", b.address]
+    for ns in report.vantage.nameservers:
+        parts += ["--nameserver", ns]
+    props = settings.get("properties")
+    if isinstance(props, dict):
+        parts += [x for k, v in props.items() for x in ("-X", f"{k}={v}")]
+    for flag, key, default in (("--timeout", "timeout_s", 5.0), ("--deadline", "deadline_s", 30.0)):
+        value = settings.get(key)
+        if isinstance(value, (int, float)) and value != default:
+            parts += [flag, f"{value:g}s"]
+    if settings.get("identity") is False:
+        parts.append("--no-identity")
+    for key, flag in (("compare_nameservers", "--compare-nameserver"), ("controllers", "--controllers")):
+        values = settings.get(key)
+        if isinstance(values, list):
+            for value in values:
+                parts += [flag, str(value)]
+    for key, flag in (("resolve", "--resolve"), ("connect_to", "--connect-to")):
+        mapping = settings.get(key)
+        if isinstance(mapping, dict):
+            for source, target in mapping.items():
+                parts += [flag, f"{source}={target}"]
+    if isinstance(settings.get("roundtrip"), str):
+        parts += ["--roundtrip", str(settings["roundtrip"])]
+        if settings.get("roundtrip_create"):
+            parts.append("--roundtrip-create")
+    if report.vantage.name != report.vantage.hostname:
+        parts += ["--vantage", report.vantage.name]
+    return " ".join(_shell_word(safe(p)) for p in parts)
+
+
+def _shell_word(word: str) -> str:
+    """Quoted for a POSIX shell when it needs to be, so the line can be pasted back."""
+    if word and re.fullmatch(r"[A-Za-z0-9_@%+=:,./-]+", word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+def _fence(text: str) -> list[str]:
+    """A fenced block that no backtick run in the text can close early."""
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return [f"{fence}console", f"$ {text}", fence]
+
+
+def finding_lines(f: Finding) -> list[str]:
+    """One finding as a list item: severity, code, where, the message and the fix."""
+    where = []
+    if f.node_id is not None:
+        where.append(f"broker {f.node_id}")
+    if f.endpoint:
+        where.append(code(f.endpoint))
+    if f.bootstrap and not f.endpoint:
+        where.append(f"bootstrap {code(f.bootstrap)}")
+    place = f" ({', '.join(where)})" if where else ""
+    return [f"- **{f.severity.upper()}** {code(f.code, limit=64)}{place}  ",
+            f"  {prose(f.message)}  ",
+            f"  **Fix:** {prose(f.fix)}"]
+
+
+def render(report: Report) -> str:
+    """The report as a Markdown summary for a ticket."""
+    v = report.vantage
+    resolver = "system resolver" if v.resolver_kind == "system" else "nameserver " + ", ".join(
+        code(n) for n in v.nameservers)
+    lines = [f"#### kprobe: {prose(summary_line(report))}", "",
+             f"From {code(v.name)} ({resolver}) at {code(report.started_at, limit=40)}, kprobe {__version__}:", ""]
+    lines += _fence(command_line(report))
+    lines.append("")
+    failed = [b for b in report.bootstraps if b.status != "ok"]
+    for b in failed:
+        lines.append(f"- Bootstrap {code(b.address)}: **{prose(b.status)}**: {prose(b.error or '')}")
+    answered = [b for b in report.bootstraps if b.status == "ok" and b.metadata is not None]
+    clusters = sorted({b.metadata.cluster_id for b in answered if b.metadata and b.metadata.cluster_id})
+    if answered:
+        lines.append(f"- Cluster {', '.join(code(c) for c in clusters) or 'unknown'}: "
+                     f"{len({br.node_id for b in answered for br in b.brokers})} brokers advertised through "
+                     f"{len(answered)}/{len(report.bootstraps)} bootstraps")
+    if failed or answered:
+        lines.append("")
+    for title, results in (("Advertised endpoints", report.endpoints),
+                           ("Advertised controller endpoints", report.controller_endpoints)):
+        if not results:
+            continue
+        header, rows = endpoint_rows(results, report.findings)
+        # The text table's cells, already safe: the endpoint as code, the rest escaped as prose.
+        cells = [[code(c, is_safe=True) if i == 1 else prose(c, is_safe=True) for i, c in enumerate(row)]
+                 for row in rows]
+        for row in cells:
+            if row[-1] not in ("usable", "degraded"):
+                row[-1] = f"**{row[-1]}**"
+        titles = [h if h in ("DNS", "TCP", "TLS") else h.title() for h in header]
+        lines += [f"**{title}**", "", *table(titles, cells), ""]
+    rt = report.roundtrip
+    if rt is not None:
+        lines.append(f"**Round trip** on topic {code(rt.topic)} through {prose(rt.client)}: {rt.partitions_ok}/"
+                     f"{len(rt.partitions)} partitions produced and read back"
+                     + (f" ({prose(rt.status)}: {prose(rt.error)})" if rt.error else ""))
+        lines.append("")
+    if report.findings:
+        lines += ["**Findings**", ""]
+        for f in report.findings:
+            lines += finding_lines(f)
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
