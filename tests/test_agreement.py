@@ -11,6 +11,9 @@ loopback. A case agrees when:
   (every broker when an error concerns the whole run, a failed bootstrap for one), and
 - kprobe's own --roundtrip loses what the librdkafka client lost and never finds the verdict contradicted.
 
+kprobe saves each report with -o while printing its text: `kprobe show` of the saved file must print
+that text byte for byte (issue 16), so every scenario and vantage also proves the reader.
+
 Every scenario but `collector` (the sink `watch --publish` writes to, no client shape of its own).
 Left out, and where each is proven instead: the dual-stack name whose IPv6 address drops packets (its
 librdkafka verdict depends on the set-up timeout: tests/test_dual_stack.py runs it with both clients),
@@ -199,22 +202,29 @@ def test_verdict_agrees_with_real_clients(scenario: str, lab_factory, tmp_path: 
         topic = _topic(lab, brokers, prefixes["every"])
         with ThreadPoolExecutor(max_workers=9) as pool:
             runs = []
-            for case in cases:
+            for i, case in enumerate(cases):
                 prefix = prefixes[case.view]
                 props = [arg for k, v in case.props.items() for arg in ("-X", f"{k}={v}")]
-                runs.append((case,
+                saved = tmp_path / f"report-{i}.json"
+                runs.append((case, saved,
                              pool.submit(kprobe, prefix, "probe", "-b", case.bootstrap, *props, "--timeout", "2",
                                          "--deadline", str(case.budget_ms // 1000 + 1), "--roundtrip", topic,
-                                         "--json"),
+                                         "-o", str(saved)),
                              pool.submit(java_round_trip, prefix, lab.classpath, tmp_path, case.bootstrap, topic,
                                          len(brokers), budget_ms=case.budget_ms, props=case.java),
                              pool.submit(librdkafka_round_trip, prefix, case.bootstrap, topic, len(brokers),
                                          budget_ms=case.budget_ms, props=case.props)))
-            results = [(case, verdict.result(), java.result(), rd.result()) for case, verdict, java, rd in runs]
+            results = [(case, saved, verdict.result(), java.result(), rd.result())
+                       for case, saved, verdict, java, rd in runs]
     problems = []
     table = []
-    for case, done, java, rd in results:
-        report = validate(json.loads(done.stdout))
+    for case, saved, done, java, rd in results:
+        report = validate(json.loads(saved.read_text()))
+        # The saved report reads back as the run printed it (issue 16), for every scenario and vantage.
+        shown = kprobe([], "show", str(saved))
+        if shown.returncode != 0 or shown.stdout != done.stdout:
+            problems.append(f"{scenario}/{case.view}/{case.name}: `kprobe show` of the saved report differs from "
+                            f"what the probe printed: {shown.stderr or shown.stdout[:300]!r}")
         errors = [f for f in report["findings"] if f["severity"] == "error" and not f["code"].startswith("ROUNDTRIP_")]
         named = ({f["node_id"] for f in errors} - {None}) if not any(f["node_id"] is None for f in errors) \
             else set(brokers)

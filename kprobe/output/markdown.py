@@ -29,6 +29,25 @@ def prose(value: object, limit: int = 4000, *, is_safe: bool = False) -> str:
     return _PROSE.sub(r"\\\1", str(value) if is_safe else safe(value, limit=limit))
 
 
+def message(value: object, limit: int = 4000) -> str:
+    """A finding's message or fix: its own `code spans` kept as code, everything else literal prose.
+
+    kprobe's messages quote settings in backticks (`EXTERNAL://host:port`); a host name in them is the
+    network's. Each part between backticks becomes a code span whatever it holds, each part outside
+    escaped prose: a backtick a hostile name brings can shift which parts are code, never make markup.
+    """
+    parts = safe(value, limit=limit).split("`")
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            out.append(prose(part, is_safe=True))
+        elif i == len(parts) - 1:  # an opening backtick without its closing one: a literal backtick
+            out.append("\\`" + prose(part, is_safe=True))
+        else:
+            out.append(code(part, is_safe=True))
+    return "".join(out)
+
+
 def code(value: object, limit: int = 256, *, is_safe: bool = False) -> str:
     """Untrusted text as a code span: literal in every renderer, whatever backticks it holds.
 
@@ -109,8 +128,8 @@ def finding_lines(f: Finding) -> list[str]:
         where.append(f"bootstrap {code(f.bootstrap)}")
     place = f" ({', '.join(where)})" if where else ""
     return [f"- **{f.severity.upper()}** {code(f.code, limit=64)}{place}  ",
-            f"  {prose(f.message)}  ",
-            f"  **Fix:** {prose(f.fix)}"]
+            f"  {message(f.message)}  ",
+            f"  **Fix:** {message(f.fix)}"]
 
 
 def render(report: Report) -> str:
@@ -128,9 +147,10 @@ def render(report: Report) -> str:
     answered = [b for b in report.bootstraps if b.status == "ok" and b.metadata is not None]
     clusters = sorted({b.metadata.cluster_id for b in answered if b.metadata and b.metadata.cluster_id})
     if answered:
-        lines.append(f"- Cluster {', '.join(code(c) for c in clusters) or 'unknown'}: "
-                     f"{len({br.node_id for b in answered for br in b.brokers})} brokers advertised through "
-                     f"{len(answered)}/{len(report.bootstraps)} bootstraps")
+        count = len({br.node_id for b in answered for br in b.brokers})
+        lines.append(f"- Cluster {', '.join(code(c) for c in clusters) or 'unknown'}: {count} "
+                     f"broker{'' if count == 1 else 's'} advertised through {len(answered)}/{len(report.bootstraps)} "
+                     "bootstraps")
     if failed or answered:
         lines.append("")
     for title, results in (("Advertised endpoints", report.endpoints),
