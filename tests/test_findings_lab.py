@@ -318,9 +318,22 @@ def needle_of(secret: str) -> bytes:
     return secret.encode()
 
 
+def mismatch_args(lab, listener: str, protocol: str, password: str) -> list[str]:
+    """alice's PLAIN settings with the wrong security.protocol for `listener`: her password is never sent."""
+    return ["-b", lab.bootstrap(listener), "--nameserver", lab.nameserver("clients"), "-X",
+            f"security.protocol={protocol}", "-X", f"ssl.ca.location={lab.ca_file}", "-X", "sasl.mechanism=PLAIN",
+            "-X", "sasl.username=alice", "-X", f"sasl.password={password}"]
+
+
 def test_no_password_anywhere(sasl_lab, tmp_path):
-    """Every byte of every output of SASL runs, searched for the secret."""
+    """Every byte of every output of SASL runs, searched for the secret.
+
+    Also the runs that end before or after the password is used, with -o and --verbose: bob denied
+    Describe (his password worked; identity is not checked), and the protocol mismatches both ways,
+    where the password never reaches the broker but still sits in the settings every output echoes.
+    """
     secret = sasl_lab.passwords["alice"]
+    bob = sasl_lab.passwords["bob"]
     props = tmp_path / "client.properties"
     props.write_text(f"sasl.password={secret}\nssl.key.password={secret}\n")
     runs = []
@@ -336,6 +349,23 @@ def test_no_password_anywhere(sasl_lab, tmp_path):
                                     "-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanism={mechanism}",
                                     "-X", "sasl.username=alice", "-F", str(props), "--json", "--timeout", "2"],
                                    capture_output=True, timeout=60, check=False))
+    others = {  # name: (args, exit code, the one finding code)
+        "bob denied Describe": (sasl_ssl_args(sasl_lab, "bob", bob), 0, "IDENTITY_NOT_CHECKED"),
+        "SASL_SSL to a plaintext listener": (mismatch_args(sasl_lab, "SASL_PLAIN", "SASL_SSL", secret), 3,
+                                             "SECURITY_PROTOCOL_MISMATCH"),
+        "SASL_PLAINTEXT to a TLS listener": (mismatch_args(sasl_lab, "SASL_SSL_PLAIN", "SASL_PLAINTEXT", secret), 3,
+                                             "SECURITY_PROTOCOL_MISMATCH"),
+    }
+    for index, (name, (args, exit_code, code)) in enumerate(others.items()):
+        for fmt in ("--json", "--no-color"):
+            out = tmp_path / f"other-{index}{fmt}.json"
+            done = subprocess.run([sys.executable, "-m", "kprobe", "probe", *args, fmt, "--verbose", "-o", str(out),
+                                   "--timeout", "2"], capture_output=True, timeout=60, check=False)
+            report = json.loads(out.read_bytes())  # the -o file; stdout and stderr are searched with the rest
+            assert (done.returncode, codes(report)) == (exit_code, {code}), (name, report["findings"])
+            assert report["settings"]["properties"]["sasl.password"] == "[redacted]"
+            assert done.stderr, name  # --verbose logged: the search below covers something
+            runs.append(done)
     # reports spooled for a collector that is down keep no secret either
     spool = tmp_path / "spool"
     runs.append(subprocess.run([sys.executable, "-m", "kprobe", "probe", *sasl_args(sasl_lab, "SASL_PLAIN", "PLAIN",
@@ -348,11 +378,11 @@ def test_no_password_anywhere(sasl_lab, tmp_path):
     # a typo that makes the secret an unexpected argument
     runs.append(subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", "h:1", "-X", "sasl.password", secret],
                                capture_output=True, timeout=60, check=False))
-    needle = secret.encode()
-    for run in runs:
-        assert needle not in run.stdout and needle not in run.stderr, run.args
-    for report in tmp_path.glob("*.json"):
-        assert needle not in report.read_bytes()
+    for needle in (secret.encode(), bob.encode()):
+        for run in runs:
+            assert needle not in run.stdout and needle not in run.stderr, run.args
+        for report in tmp_path.glob("*.json"):
+            assert needle not in report.read_bytes()
     assert any(b"[redacted]" in run.stdout for run in runs)
     assert runs[-1].returncode == 2 and b"[redacted]" in runs[-1].stderr
 
