@@ -1,28 +1,63 @@
 """Session-scoped labs: real Kafka brokers start once per test session, not per test.
 
 Every lab started here is stopped at session end, and the last fixture to finish checks that
-no broker JVM of this session is left behind.
+no broker JVM of this session is left behind. The session, and every Python process it starts,
+sends packets to loopback only (tests/fence/loopback_fence.py): a test that tries otherwise fails.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import hermetic_dns
 import pytest
+from fence.loopback_fence import ENV as FENCE_ENV
+from fence.loopback_fence import FENCE
 
 from kprobe.lab.helpers import running_helpers
 from kprobe.lab.native import NativeLab, running_jvms
 from kprobe.lab.scenarios import get_scenario
 
+FENCE_DIR = Path(__file__).resolve().parent / "fence"
+
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Before any test: the session's DNS stays on loopback (tests/hermetic_dns.py says why)."""
+    """Before any test: the session's DNS stays on loopback (tests/hermetic_dns.py says why), and so do its packets.
+
+    The fence comes after hermetic_dns, whose Maven run (a JVM, unfenced anyway) may fetch jars
+    from Maven Central. Children find the fence through PYTHONPATH (tests/fence/sitecustomize.py)
+    and log their crossings to the same file as this process.
+    """
     hermetic_dns.setup()
+    fd, log = tempfile.mkstemp(prefix="kprobe-test-fence-", suffix=".log")
+    os.close(fd)
+    FENCE.install(log)
+    os.environ[FENCE_ENV] = log
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(FENCE_DIR), os.environ.get("PYTHONPATH")) if p)
     config.addinivalue_line("markers", "labs(*names): lab scenarios a test starts without their fixtures")
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only() -> Iterator[None]:
+    """Fail the test during which any process of the session tried to send a packet off loopback.
+
+    Read from the log rather than from the exception: kprobe turns a refused connect into an
+    unreachable endpoint, and a child's stderr may never be looked at.
+    """
+    log = Path(os.environ[FENCE_ENV])
+    start = log.stat().st_size
+    yield
+    with log.open() as lines:
+        lines.seek(start)
+        crossed = lines.read()
+    if crossed:
+        pytest.fail(f"packets meant for outside loopback during this test:\n{crossed}", pytrace=False)
 
 
 # The session fixture of each scenario; a test that starts labs another way names them with

@@ -299,5 +299,16 @@ class Relay:
                     pass
 
     def close(self) -> None:
-        """Stop accepting; open connections end with their clients."""
+        """Stop accepting; open connections end with their clients.
+
+        shutdown() first: close() alone leaves the socket listening while the accept thread is
+        blocked in accept() (the kernel keeps it for that call), so a later test found the port
+        still answering: the dual-stack lab's [::1] "refused" address, taken over by the reverse
+        case's relay, answered the docs' ADVERTISED_ONE_FAMILY_FAILS staging when it ran after
+        tests/test_dual_stack.py.
+        """
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(), which then returns
+        except OSError:
+            pass  # never listened, or already shut
         self.server.close()

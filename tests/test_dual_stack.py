@@ -86,6 +86,24 @@ def test_a_failing_ipv6_address_is_a_warning_and_exit_0(dual_stack_lab, listener
     assert [f["code"] for f in report["findings"]] == ["ADVERTISED_ONE_FAMILY_FAILS"]
 
 
+@pytest.mark.parametrize(("listener", "name"), [("DUAL", DUAL), ("DUAL_DARK", DARK), ("LOCALHOST", "localhost")])
+def test_resolving_the_name_to_its_ipv4_address_is_the_fix_tried_first(dual_stack_lab, listener, name):
+    """The what-if of issue 15: `--resolve NAME=<its IPv4 address>`, the hosts entry that pins a name to the family
+    that works, makes the endpoint plainly reachable: no failing family left, no warning, and the report says the
+    verdict holds only with the mapping."""
+    port = dual_stack_lab.listener(listener).port
+    done = cli("probe", "-b", dual_stack_lab.real_endpoint(listener), "--nameserver", dual_stack_lab.nameserver("dual"),
+               "--resolve", f"{name}={V4}", "--timeout", "1", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = validate(json.loads(done.stdout))
+    [endpoint] = report["endpoints"]
+    assert (endpoint["host"], endpoint["status"]) == (name, "reachable")  # not "degraded" any more
+    assert [(t["address"], t["status"]) for t in endpoint["tcp"]] == [(V4, "ok")]
+    assert endpoint["remapped"] == {"to": f"{V4}:{port}", "host": V4, "port": port, "option": "--resolve"}
+    assert [f["code"] for f in report["findings"]] == ["REMAPPED_ENDPOINTS"]  # ADVERTISED_ONE_FAMILY_FAILS is gone
+    assert report["summary"]["status"] == "ok"
+
+
 def test_prometheus_and_list_agree_with_the_verdict(dual_stack_lab):
     args = ["-b", dual_stack_lab.real_endpoint("DUAL"), "--nameserver", dual_stack_lab.nameserver("dual"),
             "--timeout", "1"]

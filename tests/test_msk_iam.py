@@ -2,8 +2,9 @@
 
 No AWS account is reachable from here, and none may be: every test in this module runs with fake
 static credentials in the environment (botocore's environment provider answers first), instance
-metadata disabled and empty AWS config files, and the ones that call the signer run under an audit
-hook that refuses, and records, any socket to an address outside loopback. So what is proven here
+metadata disabled and empty AWS config files; the session's audit hook (tests/fence/loopback_fence.py)
+refuses any socket to an address outside loopback, and the tests that call the signer have it refuse,
+and record, lookups of names outside loopback too. So what is proven here
 stops where AWS begins:
 
 - the settings, pure: the region (aws.region, an MSK broker name, AWS_REGION, AWS_DEFAULT_REGION,
@@ -24,7 +25,6 @@ says so).
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import os
 import subprocess
@@ -38,6 +38,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from fence.loopback_fence import ENV_LOOKUPS, FENCE
 from report_check import validate
 
 from kprobe.errors import UsageError
@@ -102,69 +103,35 @@ def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 # == a fence around the network ===================================================================
-
-class _Fence:
-    """While on, any connect, sendto or name lookup outside loopback raises and is recorded (an audit hook)."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.crossed: list[str] = []
-        self.installed = False
-
-    def hook(self, event: str, args: tuple) -> None:
-        if not self.on:
-            return
-        if event in ("socket.connect", "socket.sendto") and isinstance(args[1], tuple):
-            host = args[1][0]
-        elif event == "socket.getaddrinfo":
-            host = args[0]
-        else:
-            return
-        if isinstance(host, bytes):
-            host = host.decode()
-        if host is None or host == "localhost" or _is_loopback(host):
-            return
-        self.crossed.append(f"{event} {host}")
-        raise ConnectionRefusedError(f"test fence: {host} is outside loopback")
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
-FENCE = _Fence()
-
+# The session's fence (tests/fence/loopback_fence.py, installed by conftest) already refuses any
+# packet off loopback, here and in every child; these tests also refuse lookups of names off
+# loopback, so the signer cannot even ask where AWS is.
 
 @contextmanager
-def fenced() -> Iterator[_Fence]:
-    """Run the block with the fence on (installed once; an audit hook cannot be removed) and check it held."""
-    if not FENCE.installed:
-        sys.addaudithook(FENCE.hook)
-        FENCE.installed = True
-    FENCE.crossed.clear()
-    FENCE.on = True
-    try:
-        yield FENCE
-    finally:
-        FENCE.on = False
-    assert FENCE.crossed == [], f"went outside loopback: {FENCE.crossed}"
+def fenced() -> Iterator[list[str]]:
+    """Run the block with lookups off loopback refused too, and check that nothing crossed.
+
+    Crossings are collected here rather than failing at the test's end: code under test (the
+    signer, botocore) may catch the refusal and carry on, so the list is what proves it held.
+    """
+    with FENCE.refusing_lookups(), FENCE.expecting() as crossed:
+        yield crossed
+    assert crossed == [], f"went outside loopback: {crossed}"
 
 
 def test_the_fence_holds():
-    """The fence is what proves the signer tests offline: it stops a connect outside loopback and says so."""
+    """The fence is what proves the signer tests offline: it stops a connect or a lookup outside loopback."""
     import socket
 
-    with pytest.raises(AssertionError, match="went outside loopback"), fenced(), socket.socket() as sock:
-        with pytest.raises(ConnectionRefusedError, match="outside loopback"):
+    with pytest.raises(AssertionError, match="went outside loopback"), fenced() as crossed:
+        with socket.socket() as sock, pytest.raises(PermissionError, match="outside loopback"):
             sock.connect(("192.0.2.1", 9))  # TEST-NET-1: never routed, and refused before trying
-        sock.close()
+        with pytest.raises(PermissionError, match="outside loopback"):
+            socket.getaddrinfo("sts.eu-west-1.amazonaws.com", 443)
         # Loopback passes the fence (nothing listens there: refused by the kernel, not the fence).
         with socket.socket() as local, pytest.raises(ConnectionRefusedError, match="Connection refused"):
             local.connect(("127.0.0.1", 9))
-    assert FENCE.crossed == ["socket.connect 192.0.2.1"]
+    assert crossed == ["socket.connect to 192.0.2.1:9", "socket.getaddrinfo sts.eu-west-1.amazonaws.com"]
 
 
 # == settings =====================================================================================
@@ -476,34 +443,21 @@ def kprobe(*args: str, prelude: str = "", env: dict[str, str | None] | None = No
            timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
     """`kprobe ARGS` in a child process with this module's AWS environment (`env` changes it; None removes).
 
-    The child installs the same kind of audit hook as `fenced()`: a socket or lookup outside
-    loopback prints a line the caller checks for, and fails. `prelude` runs before kprobe does.
+    The child inherits the session's fence (tests/fence/sitecustomize.py) and, told by
+    KPROBE_TEST_FENCE_LOOKUPS, refuses lookups off loopback too, as `fenced()` does: a crossing
+    prints a line the caller checks for, and fails. `prelude` runs before kprobe does.
     """
-    child = dict(os.environ)
+    child = {**os.environ, ENV_LOOKUPS: "1"}
     for name, value in (env or {}).items():
         if value is None:
             child.pop(name, None)
         else:
             child[name] = value
-    code = (
-        "import ipaddress, sys, runpy\n"
-        "def _loop(h):\n"
-        "    try:\n        return ipaddress.ip_address(h.split('%')[0]).is_loopback\n"
-        "    except ValueError:\n        return h == 'localhost'\n"
-        "def _fence(event, args):\n"
-        "    host = args[1][0] if event in ('socket.connect', 'socket.sendto') and isinstance(args[1], tuple) else "
-        "(args[0] if event == 'socket.getaddrinfo' else None)\n"
-        "    if isinstance(host, bytes): host = host.decode()\n"
-        "    if host is not None and not _loop(host):\n"
-        "        sys.stderr.write('FENCE CROSSED ' + host + '\\n'); raise ConnectionRefusedError(host)\n"
-        "sys.addaudithook(_fence)\n"
-        f"{prelude}\n"
-        "sys.argv = ['kprobe', *sys.argv[1:]]\n"
-        "runpy.run_module('kprobe', run_name='__main__', alter_sys=True)\n"
-    )
+    code = (f"import runpy, sys\n{prelude}\nsys.argv = ['kprobe', *sys.argv[1:]]\n"
+            "runpy.run_module('kprobe', run_name='__main__', alter_sys=True)\n")
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, timeout=timeout, check=False,
                           env=child)
-    assert b"FENCE CROSSED" not in done.stderr, done.stderr
+    assert b"kprobe test fence" not in done.stderr, done.stderr
     return done
 
 

@@ -98,10 +98,11 @@ def test_broken_advertised_name_is_named_every_time(scram_lab):
         data = report_of(run, password)
         [boot] = data["bootstraps"]
         outcomes.append((run.returncode, run.stderr, data["summary"]["status"], boot["status"], boot["via"],
-                         [(b["node_id"], b["host"], b["port"]) for b in boot["brokers"]],
+                         boot["node_id"], [(b["node_id"], b["host"], b["port"]) for b in boot["brokers"]],
                          sorted((f["code"], f["endpoint"], f["node_id"]) for f in data["findings"])))
-    # Exactly one finding each time: ADVERTISED_UNRESOLVABLE, and so never BOOTSTRAP_UNREACHABLE.
-    expected = (1, b"", "gap", "ok", "kprobe", [(0, UNRESOLVABLE, listener.port)],
+    # Exactly one finding each time: ADVERTISED_UNRESOLVABLE, and so never BOOTSTRAP_UNREACHABLE. The bootstrap
+    # itself is identified as node 0 every time: the identity check authenticated with SCRAM on its connection.
+    expected = (1, b"", "gap", "ok", "kprobe", 0, [(0, UNRESOLVABLE, listener.port)],
                 [("ADVERTISED_UNRESOLVABLE", broken, 0)])
     assert outcomes == [expected] * RUNS
     # And what the user reads: the message names the endpoint and what is wrong with it.
@@ -140,6 +141,27 @@ def test_healthy_scram_listener(scram_lab):
         conn.negotiate()
         node_id, why = identify(conn, 0)
     assert node_id is None and why is not None and "closed by the broker" in why
+
+
+def test_librdkafkas_plural_property_name_works_too(scram_lab):
+    """`sasl.mechanisms` is librdkafka's older, still accepted spelling, and what many client files carry.
+
+    kprobe reads it when `sasl.mechanism` is absent; had it been ignored, the run would send PLAIN
+    (the default) and get SASL_MECHANISM_MISMATCH from this SCRAM-SHA-512-only listener.
+    """
+    password = scram_lab.passwords["alice"]
+    args = [arg.replace("sasl.mechanism=", "sasl.mechanisms=")
+            for arg in scram_args(scram_lab, "SCRAM_GOOD", password=password)]
+    assert "sasl.mechanisms=SCRAM-SHA-512" in args
+    run = subprocess.run(kprobe_cmd(*args, "--json"), capture_output=True, timeout=60, check=False)
+    data = report_of(run, password)
+    assert run.returncode == 0, data["findings"]
+    [boot] = data["bootstraps"]
+    assert (boot["status"], boot["via"], boot["sasl_mechanism"], boot["node_id"]) == ("ok", "kprobe",
+                                                                                       "SCRAM-SHA-512", 0)
+    assert [e["identity"]["status"] for e in data["endpoints"]] == ["match"]
+    assert data["settings"]["properties"]["sasl.mechanisms"] == "SCRAM-SHA-512"
+    assert data["findings"] == []
 
 
 # -- what a client gets wrong --------------------------------------------------------------------

@@ -90,7 +90,8 @@ def external_access(operator: Operator | None, name: ClusterName | None = None) 
         return (f"add an external listener to the Kafka resource {cluster}: an entry in spec.kafka.listeners[] with "
                 "`type: nodeport`, `loadbalancer`, `route` (OpenShift) or `ingress`, for which Strimzi advertises "
                 "each broker at an address outside clients reach (override one with "
-                "`configuration.brokers[].advertisedHost` / `advertisedPort`); then bootstrap with the address "
+                "`configuration.brokers[].advertisedHost` / `advertisedPort`, or `overrides.brokers[].advertisedHost` "
+                "in Strimzi's older `listeners.external` format); then bootstrap with the address "
                 f"`kubectl get kafka {cluster} -o jsonpath='{{.status.listeners}}'` gives for it. Not "
                 "server.properties: the operator rewrites it")
     if operator == "bitnami":
@@ -112,7 +113,8 @@ def external_access(operator: Operator | None, name: ClusterName | None = None) 
 def node_address_fix(operator: Operator | None) -> str:
     """How to make a node-port listener advertise an address clients reach, in the operator's words."""
     strimzi = ("Strimzi: `configuration.preferredNodePortAddressType: ExternalIP` (or ExternalDNS) on the nodeport "
-               "listener, or an address per broker in `configuration.brokers[].advertisedHost`")
+               "listener, or an address per broker in `configuration.brokers[].advertisedHost` "
+               "(`overrides.brokers[].advertisedHost` in Strimzi's older `listeners.external` format)")
     bitnami = ("the Bitnami chart: `externalAccess.broker.service.domain` (an address every client reaches) or one "
                "address per broker in `externalAccess.broker.service.externalIPs`, rather than `useHostIPs`")
     if operator == "strimzi":

@@ -65,7 +65,9 @@ CASES: list[Case] = [
                f"--connect-to {strimzi(1)}:9092=127.0.0.1:19093"),
               ("PORT_FORWARD_INCOMPLETE", None, "fix", "spec.kafka.listeners[] with `type: nodeport`"),
               ("ADVERTISED_UNRESOLVABLE", 1, "fix", "Strimzi's name for pod my-cluster-kafka-1"),
-              ("ADVERTISED_UNRESOLVABLE", 1, "fix", "`configuration.brokers[].advertisedHost`")],
+              ("ADVERTISED_UNRESOLVABLE", 1, "fix", "`configuration.brokers[].advertisedHost`"),
+              # Strimzi before the generic listeners (0.20) named the same override differently.
+              ("ADVERTISED_UNRESOLVABLE", 1, "fix", "`overrides.brokers[].advertisedHost` in Strimzi's older")],
         never_says=[("PORT_FORWARD_INCOMPLETE", None, "fix", "advertised.listeners"),
                     ("ADVERTISED_UNRESOLVABLE", 0, "fix", "Make the listener on port 9092 advertise")],
     ),
@@ -151,6 +153,8 @@ CASES: list[Case] = [
         says=[("ADVERTISED_SHARED_ADDRESS", None, "message", "Brokers 1, 2 advertise one host, node-b.k8s.internal"),
               ("ADVERTISED_SHARED_ADDRESS", None, "message", "fails for broker(s) 1, 2"),
               ("ADVERTISED_SHARED_ADDRESS", None, "fix", "`configuration.preferredNodePortAddressType: ExternalIP`"),
+              ("ADVERTISED_SHARED_ADDRESS", None, "fix", "`configuration.brokers[].advertisedHost` "
+                                                         "(`overrides.brokers[].advertisedHost` in Strimzi's older"),
               ("ADVERTISED_SHARED_ADDRESS", None, "fix", "`externalAccess.broker.service.domain`")],
     ),
     case(
