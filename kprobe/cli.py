@@ -478,6 +478,70 @@ def diff(
 
 
 @app.command()
+def serve(
+    listen: Annotated[str, typer.Option("--listen", envvar="KPROBE_LISTEN",
+                                        help="Address to serve HTTP on (HOST:PORT). Loopback by default: anyone "
+                                        "who reaches it can have kprobe probe.")] = "127.0.0.1:9464",
+    config: Annotated[str | None, typer.Option("--config", envvar="KPROBE_SERVE_CONFIG",
+                                               help="YAML file of modules (how to probe) and targets (what may be "
+                                               "probed), as blackbox_exporter's.")] = None,
+    allow_target: Annotated[list[str], typer.Option("--allow-target", help="A host:port glob a scrape may name as "
+                                                    "its target (repeatable); none: only the config's targets, and "
+                                                    "without those nothing.")] = [],  # noqa: B006
+    max_concurrent: Annotated[int, typer.Option("--max-concurrent", help="Probes at once; one more is answered 503.")]
+    = 16,
+    vantage: VantageOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """A Prometheus exporter in blackbox_exporter's style: GET /probe?target=HOST:PORT&module=NAME runs one
+    probe within the scrape's timeout and answers its metrics; /metrics has the exporter's own.
+
+    Runs until SIGTERM or Ctrl-C (exit 0); 2 on bad options or config.
+    """
+    import importlib.util
+    import signal
+    import threading
+
+    if importlib.util.find_spec("prometheus_client") is None:
+        raise UsageError("kprobe serve needs prometheus-client: pip install 'kprobe[serve]'")
+    from kprobe.serve.exporter import ServeOptions, is_loopback, parse_listen
+    from kprobe.serve.exporter import serve as run_server
+    from kprobe.serve.modules import default_config, load_config
+
+    _setup_logging(verbose)
+    if verbose:
+        import logging
+
+        logging.getLogger("kprobe.serve").setLevel(logging.DEBUG)
+    host, port = parse_listen(listen)
+    if max_concurrent < 1:
+        raise UsageError(f"bad --max-concurrent {max_concurrent}: give at least 1")
+    for glob in allow_target:
+        if ":" not in glob:
+            raise UsageError(f"bad --allow-target {glob!r}: give HOST:PORT (globs allowed, e.g. 'kafka-*:9092')")
+    settings = load_config(config) if config else default_config()
+    options = ServeOptions(host=host, port=port, config=settings, allow=tuple(allow_target),
+                           max_concurrent=max_concurrent, vantage=vantage)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    def ready(address: tuple[Any, ...]) -> None:
+        shown = f"[{address[0]}]" if ":" in str(address[0]) else str(address[0])
+        sys.stderr.write(f"kprobe serve: listening on http://{shown}:{address[1]} "
+                         f"(modules: {', '.join(sorted(settings.modules))})\n")
+        if not is_loopback(host):
+            sys.stderr.write("kprobe serve: warning: listening beyond loopback: anyone who reaches this address can "
+                             "make kprobe probe the allowed targets\n")
+        if not allow_target and not settings.targets:
+            sys.stderr.write("kprobe serve: warning: no target is allowed: every /probe will be refused until "
+                             "--allow-target or the config's targets: name some\n")
+        sys.stderr.flush()
+
+    run_server(options, on_ready=ready, stop=stop)
+
+
+@app.command()
 def aggregate(
     out: Annotated[str, typer.Option("--out", help="Output directory (replaced whole on success).")],
     inputs: Annotated[

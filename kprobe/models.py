@@ -276,6 +276,8 @@ class TlsResult:
     client_verifies_name: bool = True
     # Cut off by the run's deadline before the handshake ended: nothing is known of the certificate.
     unfinished: bool = False
+    # How long the handshake took (or failed after): the TLS phase's duration.
+    ms: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

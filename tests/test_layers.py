@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("kprobe.output",),  # formatters
     ("kprobe.publish",),
     ("kprobe.deliver", "kprobe.progress", "kprobe.saved", "kprobe.show"),
-    ("kprobe.watch",),
+    ("kprobe.watch", "kprobe.serve"),
     ("kprobe.aggregate", "kprobe.lab", "kprobe.demo"),  # on top of the core, never beneath it
     ("kprobe.cli", "kprobe.__main__"),
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -28,7 +29,7 @@ OLD = sorted(DATA.glob("*.json"))
 
 def kprobe(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "kprobe", *args], input=stdin, capture_output=True, timeout=timeout,
-                          check=False, env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+                          check=False, env={**os.environ, "NO_COLOR": "1"})
 
 
 def probe_saved(tmp_path: Path, *args: str) -> tuple[Path, bytes, dict]:

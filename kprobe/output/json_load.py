@@ -303,7 +303,7 @@ def _tls(o: _Obj) -> TlsResult:
         address=o.text("address", "") or "", subject=o.text("subject"), names=o.texts("names"),
         sans=o.texts("sans"), issuer=o.text("issuer"), not_after=o.text("not_after"), days_left=o.number("days_left"),
         trusted=o._get("trusted", (bool,), None, False), hostname_ok=o._get("hostname_ok", (bool,), None, False),
-        error=o.text("error"),
+        error=o.text("error"), ms=o.number("ms"),
         client_verifies_chain=verifies.flag("chain", True) if verifies else True,
         client_verifies_name=verifies.flag("name", True) if verifies else True,
     )

@@ -122,7 +122,7 @@ def endpoint_dict(r: EndpointResult) -> dict[str, Any]:
             "status": r.tls.status, "address": r.tls.address, "subject": r.tls.subject, "names": list(r.tls.names),
             "sans": list(r.tls.sans), "issuer": r.tls.issuer, "not_after": r.tls.not_after,
             "days_left": r.tls.days_left,
-            "trusted": r.tls.trusted, "hostname_ok": r.tls.hostname_ok, "error": r.tls.error,
+            "trusted": r.tls.trusted, "hostname_ok": r.tls.hostname_ok, "error": r.tls.error, "ms": _round(r.tls.ms),
             "client_verifies": {"chain": r.tls.client_verifies_chain, "name": r.tls.client_verifies_name},
         },
         "compared_dns": [_dns(d) for d in r.compared_dns],

@@ -48,6 +48,38 @@ def endpoint_up(result: EndpointResult) -> int:
     return 1 if result.status in CLIENTS_CONNECT else 0
 
 
+def phase_durations(report: Report) -> dict[str, float]:
+    """Each step's slowest duration (ms), as `kprobe serve` and `--format prometheus` expose them.
+
+    blackbox_exporter's phases follow one another for one target; kprobe's run each step over many
+    bootstraps and endpoints at once, so a phase is its slowest instance: the one the run waited for.
+    Only the steps that ran: a run without TLS has no `tls` phase.
+    """
+    answered = [b.ms for b in report.bootstraps if b.status == "ok" and b.ms is not None]
+    tried = [b.ms for b in report.bootstraps if b.ms is not None]
+    candidates = {
+        "metadata": answered or tried,
+        "dns": [r.dns.ms for r in report.endpoints if r.dns.ms is not None and r.dns.source != "literal"],
+        "connect": [t.ms for r in report.endpoints for t in r.tcp if t.status == "ok" and t.ms is not None],
+        "tls": [r.tls.ms for r in report.endpoints if r.tls is not None and r.tls.ms is not None],
+        "identity": [r.identity.ms for r in report.endpoints if r.identity is not None and r.identity.ms is not None],
+        "roundtrip": [report.roundtrip.ms] if report.roundtrip is not None and report.roundtrip.ms is not None else [],
+    }
+    return {phase: max(values) for phase, values in candidates.items() if values}
+
+
+def _not_after(text: str | None) -> float | None:
+    """A certificate's notAfter (OpenSSL's `Nov 24 10:00:00 2027 GMT`) as Unix time; None when unreadable."""
+    if not text:
+        return None
+    import ssl
+
+    try:
+        return float(ssl.cert_time_to_seconds(text))
+    except ValueError:
+        return None
+
+
 def _seconds(ms: float) -> float:
     """Seconds from the milliseconds the JSON report keeps (3 decimals): a saved report gives the same value."""
     return round(ms, 3) / 1000
@@ -152,6 +184,24 @@ def render(report: Report) -> str:
             if t.status == "ok" and t.ms is not None:
                 sample("kprobe_tcp_connect_seconds", {"host": r.endpoint.host, "port": r.endpoint.port,
                                                       "address": t.address, "vantage": vantage}, _seconds(t.ms))
+    phases = phase_durations(report)
+    if phases:
+        family("kprobe_probe_phase_duration_seconds",
+               "The slowest of each step of the run (each runs concurrently over the bootstraps and endpoints): "
+               "metadata from a bootstrap, a DNS lookup, a TCP connect, a TLS handshake, an identity check, "
+               "the round trip.")
+        for phase, ms in phases.items():
+            sample("kprobe_probe_phase_duration_seconds", {"phase": phase, "vantage": vantage}, _seconds(ms))
+    expiries = [(r, _not_after(r.tls.not_after)) for r in report.endpoints if r.tls is not None and r.tls.not_after]
+    if any(at is not None for _, at in expiries):
+        family("kprobe_tls_not_after_timestamp_seconds",
+               "When the certificate an advertised endpoint presents expires (Unix time), as blackbox_exporter's "
+               "probe_ssl_earliest_cert_expiry: alert on it minus time().")
+        for r, at in expiries:
+            if at is not None:
+                sample("kprobe_tls_not_after_timestamp_seconds", {"node_id": r.endpoint.node_id,
+                                                                  "host": r.endpoint.host, "port": r.endpoint.port,
+                                                                  "vantage": vantage}, at)
     family("kprobe_findings", "Findings of this run by code and severity.")
     for (code, severity), count in sorted(Counter((f.code, f.severity) for f in report.findings).items()):
         sample("kprobe_findings", {"code": code, "severity": severity, "vantage": vantage}, count)

@@ -55,7 +55,11 @@ def check_tls(
     address = _first_open(result)
     if address is None:
         return TlsResult(status="not_checked", address="", error="no address accepts connections")
-    return _as_client(_check(result, address, security, timeout, expiry_days, deadline_cut), security)
+    started = time.monotonic()
+    checked = _check(result, address, security, timeout, expiry_days, deadline_cut)
+    if not checked.unfinished:  # a cut check has no duration worth reporting: the deadline chose it
+        checked = replace(checked, ms=(time.monotonic() - started) * 1000)
+    return _as_client(checked, security)
 
 
 def _as_client(tls: TlsResult, security: Security) -> TlsResult:

@@ -1,0 +1,242 @@
+"""`kprobe serve`'s configuration: modules (how to probe) and targets (what may be probed).
+
+As blackbox_exporter's modules: a scrape names a module, and the module holds everything that is
+not the target (security settings, resolver, timeouts), so Prometheus' config carries no secret
+and a URL cannot change how a cluster is authenticated. Secrets are named, never written: a
+secret property's value is `{file: PATH}` or `{env: NAME}`, read at each probe (a rotated
+Kubernetes secret is picked up), and an inline secret is refused when the file loads.
+
+Every module is checked when the file loads by building the very `ProbeOptions` a probe would
+get (kprobe.config.probe_options, the CLI's own rules), so a typo fails `kprobe serve` at start,
+with the key that is wrong, never a scrape at 3 a.m.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kprobe.addresses import format_hostport
+from kprobe.config import ProbeOptions, parse_duration, probe_options
+from kprobe.errors import UsageError
+from kprobe.secrets import is_secret
+
+DEFAULT_MODULE = "default"
+_MODULE_KEYS = {"timeout", "deadline", "nameservers", "identity", "tls_expiry_days", "properties",
+                "properties_files", "compare_nameservers", "resolve", "connect_to", "roundtrip"}
+# A placeholder target for checking a module at load time: never dialled.
+_CHECK_TARGET = "kprobe-config-check.invalid:9092"
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """Where a secret property's value lives: a file or an environment variable, read per probe."""
+
+    key: str
+    file: str | None = None
+    env: str | None = None
+
+    def read(self) -> str:
+        """The value now; UsageError naming the file or variable (never the value) when it is gone."""
+        if self.file is not None:
+            try:
+                return Path(self.file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise UsageError(f"{self.key}: cannot read {self.file}: {exc.strerror or exc}") from None
+        assert self.env is not None
+        value = os.environ.get(self.env)
+        if value is None:
+            raise UsageError(f"{self.key}: environment variable {self.env} is not set")
+        return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Module:
+    """How to probe: everything but the target."""
+
+    name: str
+    timeout: float = 5.0
+    deadline: float = 30.0
+    nameservers: tuple[str, ...] = ()
+    identity: bool = True
+    tls_expiry_days: float = 30.0
+    properties: Mapping[str, str] = field(default_factory=dict)
+    secrets: tuple[SecretRef, ...] = ()
+    properties_files: tuple[str, ...] = ()
+    compare_nameservers: tuple[str, ...] = ()
+    resolve: tuple[str, ...] = ()
+    connect_to: tuple[str, ...] = ()
+    roundtrip: str | None = None
+
+    def options(self, targets: list[str], *, deadline: float, vantage: str | None) -> ProbeOptions:
+        """The probe of these targets, within `deadline` seconds (the scrape's, when shorter)."""
+        deadline = min(self.deadline, deadline)
+        props = [f"{k}={v}" for k, v in self.properties.items()]
+        props += [f"{ref.key}={ref.read()}" for ref in self.secrets]
+        return probe_options(
+            bootstrap=targets, props=props, prop_files=self.properties_files, nameservers=self.nameservers,
+            timeout=f"{min(self.timeout, deadline):.3f}", deadline=f"{deadline:.3f}", vantage=vantage,
+            identity=self.identity, tls_expiry_days=self.tls_expiry_days,
+            compare_nameservers=self.compare_nameservers, resolve=self.resolve, connect_to=self.connect_to,
+            roundtrip=self.roundtrip)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeConfig:
+    """The modules by name, and the `host:port` globs a scrape may name as its target."""
+
+    modules: Mapping[str, Module]
+    targets: tuple[str, ...] = ()
+
+    def allowed(self, hostport: str, extra: tuple[str, ...] = ()) -> bool:
+        """Whether a target may be probed: it matches a glob of the config's `targets` or of --allow-target."""
+        host, _, port = hostport.rpartition(":")
+        candidate = f"{host.lower()}:{port}"
+        return any(fnmatch.fnmatchcase(candidate, _lower_host(glob)) for glob in (*self.targets, *extra))
+
+
+def _lower_host(glob: str) -> str:
+    host, sep, port = glob.rpartition(":")
+    return f"{host.lower()}{sep}{port}" if sep else glob.lower()
+
+
+def default_config() -> ServeConfig:
+    """Without --config: one module, `default`, with the CLI's defaults (plaintext, system resolver)."""
+    return ServeConfig(modules={DEFAULT_MODULE: Module(name=DEFAULT_MODULE)})
+
+
+def load_config(path: str) -> ServeConfig:
+    """The config file, every module checked; UsageError naming the file and the key at fault."""
+    try:
+        import yaml
+    except ImportError:
+        raise UsageError("kprobe serve --config needs PyYAML: pip install 'kprobe[serve]'") from None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"--config {path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    return parse_config(data, path)
+
+
+def parse_config(data: object, path: str = "the config") -> ServeConfig:
+    """A parsed config document into modules and targets, checked."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UsageError(f"--config {path}: the top level must be a mapping with modules: and targets:")
+    unknown = sorted(set(data) - {"modules", "targets"})
+    if unknown:
+        raise UsageError(f"--config {path}: unknown key {unknown[0]!r} at the top level (use modules: and targets:)")
+    targets = data.get("targets") or []
+    if not isinstance(targets, list) or not all(isinstance(t, str) and t.strip() for t in targets):
+        raise UsageError(f"--config {path}: targets: must be a list of host:port patterns, e.g. 'kafka-*:9092'")
+    for glob in targets:
+        if ":" not in glob:
+            raise UsageError(f"--config {path}: target pattern {glob!r} has no port: give host:port (the port may "
+                             "be *)")
+    raw = data.get("modules") or {}
+    if not isinstance(raw, dict):
+        raise UsageError(f"--config {path}: modules: must map module names to their settings")
+    modules = {str(name): _module(str(name), spec, path) for name, spec in raw.items()}
+    modules.setdefault(DEFAULT_MODULE, Module(name=DEFAULT_MODULE))
+    return ServeConfig(modules=modules, targets=tuple(t.strip() for t in targets))
+
+
+def _module(name: str, spec: object, path: str) -> Module:
+    where = f"--config {path}: modules.{name}"
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, dict):
+        raise UsageError(f"{where}: must be a mapping of settings")
+    unknown = sorted(set(spec) - _MODULE_KEYS)
+    if unknown:
+        raise UsageError(f"{where}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(_MODULE_KEYS))})")
+    properties: dict[str, str] = {}
+    secrets: list[SecretRef] = []
+    for key, value in _mapping(spec.get("properties"), f"{where}.properties").items():
+        if isinstance(value, dict):
+            secrets.append(_secret(key, value, f"{where}.properties.{key}"))
+        elif is_secret(key):
+            raise UsageError(f"{where}.properties.{key}: a secret's value never sits in the config: give "
+                             "{file: PATH} or {env: NAME}")
+        elif isinstance(value, (str, int, float, bool)):
+            properties[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        else:
+            raise UsageError(f"{where}.properties.{key}: give a string, a number, or {{file: PATH}} / {{env: NAME}}")
+    try:
+        module = Module(
+            name=name,
+            timeout=_duration(spec.get("timeout", "5s"), f"{where}.timeout"),
+            deadline=_duration(spec.get("deadline", "30s"), f"{where}.deadline"),
+            nameservers=_strings(spec.get("nameservers"), f"{where}.nameservers"),
+            identity=_flag(spec.get("identity", True), f"{where}.identity"),
+            tls_expiry_days=float(spec.get("tls_expiry_days", 30.0)),
+            properties=properties,
+            secrets=tuple(secrets),
+            properties_files=_strings(spec.get("properties_files"), f"{where}.properties_files"),
+            compare_nameservers=_strings(spec.get("compare_nameservers"), f"{where}.compare_nameservers"),
+            resolve=_strings(spec.get("resolve"), f"{where}.resolve"),
+            connect_to=_strings(spec.get("connect_to"), f"{where}.connect_to"),
+            roundtrip=str(spec["roundtrip"]) if spec.get("roundtrip") is not None else None,
+        )
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}.tls_expiry_days: give a number of days") from None
+    for ref in module.secrets:  # present now, so a missing file is a start-up error, not a failing scrape
+        ref.read()
+    try:
+        # The CLI's own rules (properties, nameservers, durations, --roundtrip's limits) on a target never dialled.
+        module.options([_CHECK_TARGET], deadline=module.deadline, vantage=None)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    return module
+
+
+def _mapping(value: object, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: must be a mapping of librdkafka property names to values")
+    return {str(k): v for k, v in value.items()}
+
+
+def _secret(key: str, value: dict[str, Any], where: str) -> SecretRef:
+    if set(value) == {"file"} and isinstance(value["file"], str):
+        return SecretRef(key=key, file=value["file"])
+    if set(value) == {"env"} and isinstance(value["env"], str):
+        return SecretRef(key=key, env=value["env"])
+    raise UsageError(f"{where}: give {{file: PATH}} or {{env: NAME}}")
+
+
+def _duration(value: object, where: str) -> float:
+    return parse_duration(str(value), where)
+
+
+def _strings(value: object, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{where}: give a list of strings")
+    return tuple(value)
+
+
+def _flag(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise UsageError(f"{where}: give true or false")
+    return value
+
+
+def target_hostports(options: ProbeOptions) -> list[str]:
+    """Each bootstrap of a probe as `host:port`, the form the allow-list globs match."""
+    return [format_hostport(a.host, a.port) for a in options.bootstraps]
