@@ -59,7 +59,7 @@ def consistency_findings(bootstraps: Sequence[BootstrapResult], endpoints: Seque
                 f"{b.address} lists node id(s) {', '.join(map(str, twice[:20]))} more than once, with different "
                 "endpoints. Clients keep one of them at random and send that node's requests there.",
                 "Two brokers share a node.id (a cloned config or volume): give every broker its own node.id.",
-                node_id=twice[0], bootstrap=b.address))
+                node_id=twice[0], node_ids=tuple(twice), bootstrap=b.address))
     out.extend(listener_not_found(answered))
     out.extend(duplicate_endpoints(endpoints))
     return out
@@ -161,7 +161,7 @@ def listener_not_found(answered: Sequence[BootstrapResult]) -> list[Finding]:
             f"{who[0].upper()}{who[1:]} lack the listener {via} reaches: define it (the same listener name in "
             "listeners, advertised.listeners and listener.security.protocol.map) on every broker, then restart "
             "them one at a time.",
-            node_id=missing[0] if missing else None, bootstrap=addresses[0]))
+            node_id=missing[0] if missing else None, node_ids=missing, bootstrap=addresses[0]))
     return out
 
 
