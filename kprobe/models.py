@@ -363,6 +363,28 @@ class Finding:
     node_id: int | None = None
     endpoint: str | None = None
     bootstrap: str | None = None
+    # Every advertised endpoint (`host:port`, as advertised) and every broker the finding concerns. One finding
+    # may stand for several endpoints with one cause and one fix (issue 20), where `endpoint` and `node_id`
+    # can name only one: these lists are what `is_usable` reads, so an error merged over three brokers still
+    # marks all three unusable. Filled from `endpoint` and `node_id` when not given.
+    endpoints: tuple[str, ...] = ()
+    node_ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        """One spelling for one endpoint: a finding built with `endpoint` alone lists it in `endpoints` too."""
+        if not self.endpoints and self.endpoint is not None:
+            object.__setattr__(self, "endpoints", (self.endpoint,))
+        if not self.node_ids and self.node_id is not None:
+            object.__setattr__(self, "node_ids", (self.node_id,))
+
+    def concerns(self, endpoint: Endpoint) -> bool:
+        """Whether this finding is about `endpoint`: its `host:port` is listed, and so is its node (or none is).
+
+        Nodes and endpoints are two lists, not pairs: a finding over brokers 1 and 2 at `a:1` and `b:2` would
+        also name broker 1 at `b:2`, which only exists when two brokers advertise one endpoint, and that
+        endpoint is then unusable anyway (DUPLICATE_ENDPOINT).
+        """
+        return endpoint.hostport in self.endpoints and (not self.node_ids or endpoint.node_id in self.node_ids)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -419,12 +441,16 @@ class Report:
 
 
 def is_usable(result: EndpointResult, findings: Sequence[Finding]) -> bool:
-    """A client connects there (default settings) and no error finding names that node's endpoint."""
+    """A client connects there (default settings) and no error finding concerns that node's endpoint.
+
+    Membership, not equality with `Finding.endpoint`: a finding that stands for several endpoints (or
+    several brokers at one endpoint) leaves `endpoint` or `node_id` empty, and each of them must still
+    count as unusable, or "N/M usable" could sit above an error naming them.
+    """
     if result.status not in CLIENTS_CONNECT:
         return False
     ep = result.endpoint
-    hostport, node = ep.hostport, ep.node_id
-    return not any(f.endpoint == hostport and f.severity == "error" and f.node_id in (None, node) for f in findings)
+    return not any(f.severity == "error" and f.concerns(ep) for f in findings)
 
 
 def verdict(result: EndpointResult, findings: Sequence[Finding]) -> str:

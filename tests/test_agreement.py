@@ -226,8 +226,9 @@ def test_verdict_agrees_with_real_clients(scenario: str, lab_factory, tmp_path: 
             problems.append(f"{scenario}/{case.view}/{case.name}: `kprobe show` of the saved report differs from "
                             f"what the probe printed: {shown.stderr or shown.stdout[:300]!r}")
         errors = [f for f in report["findings"] if f["severity"] == "error" and not f["code"].startswith("ROUNDTRIP_")]
-        named = ({f["node_id"] for f in errors} - {None}) if not any(f["node_id"] is None for f in errors) \
-            else set(brokers)
+        # Every broker an error concerns (`node_ids`: one finding may stand for several); one concerning no broker
+        # in particular (a bootstrap, the cluster) names them all.
+        named = {n for f in errors for n in f["node_ids"]} if all(f["node_ids"] for f in errors) else set(brokers)
         if not report["bootstraps"] or all(b["status"] != "ok" for b in report["bootstraps"]):
             named = set(brokers)  # no bootstrap answered: a client gets nowhere
         label = f"{scenario}/{case.view}/{case.name}"

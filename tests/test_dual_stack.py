@@ -70,7 +70,8 @@ def test_a_failing_ipv6_address_is_a_warning_and_exit_0(dual_stack_lab, listener
                dual_stack_lab.nameserver("dual"), "--timeout", "1", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     report = validate(json.loads(done.stdout))
-    assert report["summary"]["status"] == "ok" and report["summary"]["reachable"] == 1
+    # Usable too (issue 20): the warning is no error, so a client with default settings uses the endpoint.
+    assert report["summary"]["status"] == "ok" and report["summary"]["reachable"] == report["summary"]["usable"] == 1
     [endpoint] = report["endpoints"]
     assert endpoint["status"] == "degraded"
     assert {t["address"]: t["status"] for t in endpoint["tcp"]} == {"::1": failure, V4: "ok"}
@@ -219,6 +220,7 @@ def test_real_clients_work_or_fail_where_kprobe_says(dual_stack_lab, tmp_path):
         assert done.returncode == 0, f"{case}: {done.stdout}{done.stderr}"
         report = validate(json.loads(done.stdout))
         assert report["endpoints"][0]["status"] == "degraded"
+        assert report["summary"]["usable"] == 1  # both clients work: the count says so
         assert one_family(report)["severity"] == "warning"
         works((case, "java"))
         works((case, "librdkafka"))
@@ -230,6 +232,7 @@ def test_real_clients_work_or_fail_where_kprobe_says(dual_stack_lab, tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     report = validate(json.loads(done.stdout))
     assert report["endpoints"][0]["status"] == "partial"
+    assert report["summary"]["usable"] == 0  # the Java client fails: not usable, whatever librdkafka manages
     found = one_family(report)
     assert found["severity"] == "error" and "The Java client with default settings fails outright" in found["message"]
     assert "TimeoutException" in fails(("reverse", "java")).error

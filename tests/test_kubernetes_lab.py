@@ -73,9 +73,16 @@ def test_a_node_only_the_cluster_resolves_is_named_and_resolve_fixes_it(nodeport
     args = ("-b", lab.bootstrap("NODEPORT_INTERNAL"), "--nameserver", lab.nameserver("laptop"))
     code, data = probe(*args)
     assert code == 1
+    # Brokers 1 and 2 advertise one name this network cannot resolve, with one fix: one finding naming both.
     assert [c for c in codes(data) if c[0] != "PORT_DIFFERS_FROM_BOOTSTRAP"] == [
-        ("ADVERTISED_SHARED_ADDRESS", "warning", None), ("ADVERTISED_UNRESOLVABLE", "error", 1),
-        ("ADVERTISED_UNRESOLVABLE", "error", 2)]
+        ("ADVERTISED_SHARED_ADDRESS", "warning", None), ("ADVERTISED_UNRESOLVABLE", "error", None)]
+    [unresolved] = [f for f in data["findings"] if f["code"] == "ADVERTISED_UNRESOLVABLE"]
+    assert unresolved["node_ids"] == [1, 2]
+    assert unresolved["endpoints"] == [f"node-b.k8s.internal:{lab.forwards.ports[f'b-int-{i}']}"
+                                       for i in (1, 2)]
+    assert all(f"{hostport} (broker {i})" in unresolved["message"]
+               for i, hostport in zip((1, 2), unresolved["endpoints"], strict=True))
+    assert data["summary"]["usable"] == 1
     [shape] = [f for f in data["findings"] if f["code"] == "ADVERTISED_SHARED_ADDRESS"]
     assert shape["endpoint"] == "node-b.k8s.internal" and "preferredNodePortAddressType" in shape["fix"]
 

@@ -181,6 +181,21 @@ def test_over_sasl_a_broker_refusal_is_its_own_finding_and_no_secret_leaks(sasl_
     assert made.returncode == 0, made.stdout[-2000:]
     assert alice not in made.stdout + made.stderr
     assert json.loads(made.stdout)["roundtrip"]["status"] == "ok"
+    partitions = len(json.loads(made.stdout)["roundtrip"]["partitions"])
+    # The same successful round trip in every other output: the text, the metrics, and -v's log lines, with
+    # librdkafka's own debug lines for its configuration and the SASL exchange (the likeliest to echo a secret).
+    text = kprobe("probe", *sasl("alice", alice), "--roundtrip", topic)
+    assert text.returncode == 0, text.stdout[-2000:]
+    assert f"{partitions}/{partitions} partitions produced and read back" in text.stdout
+    metrics = kprobe("probe", *sasl("alice", alice), "--roundtrip", topic, "--format", "prometheus")
+    assert metrics.returncode == 0, metrics.stdout[-2000:]
+    assert f'kprobe_roundtrip_success{{topic="{topic}",' in metrics.stdout
+    verbose = kprobe("probe", *sasl("alice", alice), "-X", "debug=conf,security", "--roundtrip", topic, "-v")
+    assert verbose.returncode == 0, verbose.stderr[-2000:]
+    assert "kprobe: librdkafka: " in verbose.stderr and "SASL" in verbose.stderr  # the debug lines were there
+    assert f"{partitions}/{partitions} partitions produced and read back" in verbose.stdout
+    for done in (text, metrics, verbose):
+        assert alice not in done.stdout and alice not in done.stderr, done.args
     # bob may not even describe it yet: to him the topic is not there.
     hidden = kprobe("probe", *sasl("bob", bob), "--roundtrip", topic)
     assert hidden.returncode == 2 and "may not describe it" in hidden.stderr and bob not in hidden.stderr

@@ -6,12 +6,12 @@ the user stands. Fixes propose concrete listener lines only where the evidence s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kprobe.addresses import host_problem, is_loopback_ip, is_loopback_name, port_problem
 from kprobe.dualstack import JAVA_SETUP_TIMEOUT, LIBRDKAFKA_SETUP_TIMEOUT, FamilySplit, family_split
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
-from kprobe.findings.common import source_of
+from kprobe.findings.common import Repeat, about, at_brokers, listed, source_of, unique
 from kprobe.findings.shapes import cluster_internal_fix
 from kprobe.kubernetes import cluster_name
 from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
@@ -37,17 +37,27 @@ def _listener_hint(result: EndpointResult) -> str:
     return "the listener on port " + "/".join(ports)
 
 
-def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[Finding]:
-    """What fails for a client at one advertised endpoint: resolution, connection, loopback, hosts file, port."""
+def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[Finding | Repeat]:
+    """What fails for a client at one advertised endpoint: resolution, connection, loopback, hosts file, port.
+
+    Findings whose cause and fix other endpoints may share come as `Repeat`s (common.merge_repeats):
+    three brokers advertising `localhost` are one listener setting, said once.
+    """
     ep = result.endpoint
     where = ep.hostport
     via = ", ".join(ep.advertised_by)
     listener = _listener_hint(result)
-    out: list[Finding] = []
+    out: list[Finding | Repeat] = []
+
+    def alone(code: str, severity: Severity, message: str, fix: str) -> Finding:
+        return finding(code, severity, message, fix, node_id=ep.node_id, endpoint=where, bootstrap=source_of(result))
 
     def add(code: str, severity: Severity, message: str, fix: str) -> None:
-        out.append(finding(code, severity, message, fix, node_id=ep.node_id, endpoint=where,
-                           bootstrap=source_of(result)))
+        out.append(alone(code, severity, message, fix))
+
+    def repeat(key: tuple[object, ...], together: Callable[[Sequence[Repeat]], tuple[str, str]], code: str,
+               severity: Severity, message: str, fix: str) -> None:
+        out.append(Repeat(key, result, alone(code, severity, message, fix), together))
 
     bad_host, bad_port = host_problem(ep.host), port_problem(ep.port)
     if bad_host:
@@ -78,32 +88,33 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
     )
     # A loopback address the user mapped to (a port-forward tried with --connect-to) is not one the broker advertises.
     if came_from_elsewhere and ep.remap is None and _is_loopback_host(ep.host, dns.addresses):
-        add("ADVERTISED_LOOPBACK", ERROR,
-            f"You reached the cluster at {via}, but broker {ep.node_id} advertises {where}, a loopback "
-            "address: every client connects to its own machine instead of the broker, so "
-            f"{_AFTER_BOOTSTRAP}.",
-            proposal or (f"Make {listener} advertise a name or address that clients on this network reach "
-                         "(advertised.listeners), not localhost."))
+        fix = proposal or (f"Make {listener} advertise a name or address that clients on this network reach "
+                           "(advertised.listeners), not localhost.")
+        repeat((fix,), _loopback_together(fix), "ADVERTISED_LOOPBACK", ERROR,
+               f"You reached the cluster at {via}, but broker {ep.node_id} advertises {where}, a loopback "
+               "address: every client connects to its own machine instead of the broker, so "
+               f"{_AFTER_BOOTSTRAP}.", fix)
 
     if result.status == "unresolvable":
         reason = dns.error or f"{ep.host} does not resolve"
-        add("ADVERTISED_UNRESOLVABLE", ERROR,
-            f"You reached the cluster at {via}, but broker {ep.node_id} advertises {where}, which does "
-            f"not resolve from here ({reason}): {_AFTER_BOOTSTRAP}.",
-            proposal or (
-                f"Make {listener} advertise a name this network can resolve (advertised.listeners), or add "
-                "a listener for this network with its own advertised name; an /etc/hosts entry only fixes "
-                "this one machine."))
+        fix = proposal or (
+            f"Make {listener} advertise a name this network can resolve (advertised.listeners), or add "
+            "a listener for this network with its own advertised name; an /etc/hosts entry only fixes "
+            "this one machine.")
+        # One cause: names of one zone that fail alike (every *.compute.internal name, say), with one fix.
+        repeat((fix, dns.status, _zone(ep.host)), _unresolvable_together(fix), "ADVERTISED_UNRESOLVABLE", ERROR,
+               f"You reached the cluster at {via}, but broker {ep.node_id} advertises {where}, which does "
+               f"not resolve from here ({reason}): {_AFTER_BOOTSTRAP}.", fix)
     elif result.status == "unreachable":
         statuses = {t.status for t in bad_tcp}
         addresses = ", ".join(t.address for t in bad_tcp)
         if "timeout" in statuses:
-            add("ADVERTISED_TIMEOUT", ERROR,
-                f"Broker {ep.node_id} advertises {where} ({addresses}), but connections to it time out "
-                f"from here (a firewall or security group dropping packets, or a private address): "
-                f"{_AFTER_BOOTSTRAP}, after waiting for the timeout.",
-                f"Open the port between this network and {addresses}, or make {listener} advertise an "
-                "address this network can reach." + (f" {proposal}" if proposal else ""))
+            repeat((listener, proposal), _timeout_together(listener, proposal), "ADVERTISED_TIMEOUT", ERROR,
+                   f"Broker {ep.node_id} advertises {where} ({addresses}), but connections to it time out "
+                   f"from here (a firewall or security group dropping packets, or a private address): "
+                   f"{_AFTER_BOOTSTRAP}, after waiting for the timeout.",
+                   f"Open the port between this network and {addresses}, or make {listener} advertise an "
+                   "address this network can reach." + (f" {proposal}" if proposal else ""))
         elif statuses == {"refused"}:
             add("ADVERTISED_REFUSED", ERROR,
                 f"Broker {ep.node_id} advertises {where} ({addresses}), but nothing accepts connections "
@@ -112,10 +123,10 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
                 f"Start broker {ep.node_id}, or make the port in advertised.listeners of {listener} "
                 "match the port in `listeners` (or the published/forwarded port).")
         elif statuses <= {"unreachable"}:
-            add("ADVERTISED_UNREACHABLE", ERROR,
-                f"Broker {ep.node_id} advertises {where} ({addresses}), which this host has no route to: "
-                f"{_AFTER_BOOTSTRAP}.",
-                proposal or f"Make {listener} advertise an address routable from this network.")
+            fix = proposal or f"Make {listener} advertise an address routable from this network."
+            repeat((fix, "no route"), _no_route_together(fix), "ADVERTISED_UNREACHABLE", ERROR,
+                   f"Broker {ep.node_id} advertises {where} ({addresses}), which this host has no route to: "
+                   f"{_AFTER_BOOTSTRAP}.", fix)
         else:  # reset during the handshake, or another socket error: say which, not "no route"
             errors = "; ".join(f"{t.address}: {t.error or t.status}" for t in bad_tcp)
             add("ADVERTISED_UNREACHABLE", ERROR,
@@ -124,16 +135,18 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
                 proposal or f"Find what answers on {where} and why it drops the connection; make {listener} "
                 "advertise an address where the broker accepts connections from this network.")
     elif result.status in ("partial", "degraded") and (split := family_split(result.tcp)) is not None:
-        add("ADVERTISED_ONE_FAMILY_FAILS", WARNING if split.default_clients_work else ERROR,
-            *_one_family(result, split, listener))
+        # The message and fix speak of the name and its addresses only: brokers sharing the name share both.
+        message, fix = _one_family(result, split, listener)
+        repeat((message, fix), _one_name_together(message, fix), "ADVERTISED_ONE_FAMILY_FAILS",
+               WARNING if split.default_clients_work else ERROR, message, fix)
     elif result.status in ("partial", "degraded"):
-        add("ADVERTISED_PARTIAL", WARNING,
-            f"{ep.host} resolves to {len(result.tcp)} addresses; "
-            f"{', '.join(t.address for t in ok_tcp)} connect but "
-            f"{', '.join(f'{t.address} ({t.status})' for t in bad_tcp)} do not. Clients that try a "
-            "failing address first are slow to connect or fail, depending on their address family.",
-            f"Remove the records for {', '.join(t.address for t in bad_tcp)} from {ep.host}, or make the "
-            "broker listen on them.")
+        message = (f"{ep.host} resolves to {len(result.tcp)} addresses; "
+                   f"{', '.join(t.address for t in ok_tcp)} connect but "
+                   f"{', '.join(f'{t.address} ({t.status})' for t in bad_tcp)} do not. Clients that try a "
+                   "failing address first are slow to connect or fail, depending on their address family.")
+        fix = (f"Remove the records for {', '.join(t.address for t in bad_tcp)} from {ep.host}, or make the "
+               "broker listen on them.")
+        repeat((message, fix), _one_name_together(message, fix), "ADVERTISED_PARTIAL", WARNING, message, fix)
 
     for src in ep.advertised_by:
         b = bootstraps.get(src)
@@ -143,14 +156,93 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
         if b.connected_to in dns.addresses and ep.port != boot_port:
             # A warning only where the endpoint fails; one the deadline cut has shown nothing yet.
             severity: Severity = INFO if result.status in ("reachable", "degraded", "unchecked") else WARNING
-            add("PORT_DIFFERS_FROM_BOOTSTRAP", severity,
-                f"You bootstrapped through {src}, and broker {ep.node_id} advertises the same address with "
-                f"port {ep.port}. That is normal for a second listener, but is also the mark of a NAT or "
-                "port mapping that advertised.listeners does not know about.",
-                f"If {src} is a mapped port, set advertised.listeners of that listener to the mapped "
-                f"host:port ({src}).")
+            fix = (f"If {src} is a mapped port, set advertised.listeners of that listener to the mapped "
+                   f"host:port ({src}).")
+            repeat((fix,), _port_together(src, fix), "PORT_DIFFERS_FROM_BOOTSTRAP", severity,
+                   f"You bootstrapped through {src}, and broker {ep.node_id} advertises the same address with "
+                   f"port {ep.port}. That is normal for a second listener, but is also the mark of a NAT or "
+                   "port mapping that advertised.listeners does not know about.", fix)
             break
     return out
+
+
+# -- the same finding at several endpoints, said once (common.merge_repeats) ---------------------------
+
+def _vias(group: Sequence[Repeat]) -> str:
+    return listed(unique(b for r in group for b in r.result.endpoint.advertised_by))
+
+
+def _results(group: Sequence[Repeat]) -> list[EndpointResult]:
+    return [r.result for r in group]
+
+
+def _loopback_together(fix: str) -> Callable[[Sequence[Repeat]], tuple[str, str]]:
+    def together(group: Sequence[Repeat]) -> tuple[str, str]:
+        return (f"You reached the cluster at {_vias(group)}, but the brokers advertise loopback addresses, "
+                f"{at_brokers(_results(group))}: every client connects to its own machine instead of the broker, "
+                f"so {_AFTER_BOOTSTRAP}.", fix)
+    return together
+
+
+def _zone(host: str) -> str:
+    """The DNS zone a name sits in (all but its first label): names of one zone fail alike, for one reason."""
+    return host.lower().rstrip(".").partition(".")[2]
+
+
+def _reason(result: EndpointResult) -> str:
+    """Why the name failed, without the name itself (the message lists the names)."""
+    error = result.dns.error or "does not resolve"
+    head = f"{result.endpoint.host}: "
+    return error[len(head):] if error.startswith(head) else error
+
+
+def _unresolvable_together(fix: str) -> Callable[[Sequence[Repeat]], tuple[str, str]]:
+    def together(group: Sequence[Repeat]) -> tuple[str, str]:
+        results = _results(group)
+        zone = _zone(results[0].endpoint.host)
+        names = f"names under {zone}" if zone else "names"
+        return (f"You reached the cluster at {_vias(group)}, but the brokers advertise {names} that do not resolve "
+                f"from here ({listed(unique(_reason(r) for r in results), 3)}): {at_brokers(results)}. "
+                f"{_AFTER_BOOTSTRAP[0].upper()}{_AFTER_BOOTSTRAP[1:]}.", fix)
+    return together
+
+
+def _failing_addresses(group: Sequence[Repeat]) -> list[str]:
+    return unique(t.address for r in group for t in r.result.tcp if t.status != "ok")
+
+
+def _timeout_together(listener: str, proposal: str | None) -> Callable[[Sequence[Repeat]], tuple[str, str]]:
+    def together(group: Sequence[Repeat]) -> tuple[str, str]:
+        addresses = listed(_failing_addresses(group))
+        return (f"The brokers advertise {at_brokers(_results(group))}, but connections to them ({addresses}) time "
+                "out from here (a firewall or security group dropping packets, or private addresses): "
+                f"{_AFTER_BOOTSTRAP}, after waiting for the timeout.",
+                f"Open the advertised ports between this network and {addresses}, or make {listener} advertise "
+                "addresses this network can reach." + (f" {proposal}" if proposal else ""))
+    return together
+
+
+def _no_route_together(fix: str) -> Callable[[Sequence[Repeat]], tuple[str, str]]:
+    def together(group: Sequence[Repeat]) -> tuple[str, str]:
+        return (f"The brokers advertise {at_brokers(_results(group))}, which this host has no route to "
+                f"({listed(_failing_addresses(group))}): {_AFTER_BOOTSTRAP}.", fix)
+    return together
+
+
+def _one_name_together(message: str, fix: str) -> Callable[[Sequence[Repeat]], tuple[str, str]]:
+    """Brokers advertising one name (ports apart): the name's finding, once, naming them."""
+    def together(group: Sequence[Repeat]) -> tuple[str, str]:
+        return (f"The brokers advertise one name, {group[0].result.endpoint.host}: "
+                f"{at_brokers(_results(group))}. {message}", fix)
+    return together
+
+
+def _port_together(src: str, fix: str) -> Callable[[Sequence[Repeat]], tuple[str, str]]:
+    def together(group: Sequence[Repeat]) -> tuple[str, str]:
+        return (f"You bootstrapped through {src}, and the brokers advertise the same address with other ports: "
+                f"{at_brokers(_results(group))}. That is normal for second listeners, but is also the mark of a "
+                "NAT or port mapping that advertised.listeners does not know about.", fix)
+    return together
 
 
 def _one_family(result: EndpointResult, split: FamilySplit, listener: str) -> tuple[str, str]:
@@ -237,20 +329,17 @@ def hosts_file_finding(endpoints: Sequence[EndpointResult]) -> list[Finding]:
     a finding per endpoint said the same thing three times (issue 20). A single endpoint keeps its
     node and endpoint; several are listed in the message.
     """
-    hit = [r for r in endpoints if _hosts_file_only(r)]
+    hit = sorted((r for r in endpoints if _hosts_file_only(r)), key=lambda r: (r.endpoint.node_id, r.endpoint.host))
     if not hit:
         return []
     names = sorted({r.endpoint.host for r in hit})
     statuses = sorted({r.dns.detail.status for r in hit if r.dns.detail is not None})
     listeners = sorted({_listener_hint(r) for r in hit})
-    who = ", ".join(f"{r.endpoint.host} (broker {r.endpoint.node_id})" for r in
-                    sorted(hit, key=lambda r: (r.endpoint.node_id, r.endpoint.host)))
+    who = listed([f"{r.endpoint.host} (broker {r.endpoint.node_id})" for r in hit])
     one = len(hit) == 1
-    return [finding(
+    return [about(
         "RESOLVED_ONLY_VIA_HOSTS_FILE", WARNING,
         f"{who} {'resolves' if one else 'resolve'} here only through the hosts file; DNS says "
         f"{'/'.join(statuses)}. Clients on other machines will not resolve {'it' if one else 'them'}.",
-        f"Publish {', '.join(names)} in DNS, or make {' and '.join(listeners)} advertise "
-        f"{'a name' if one else 'names'} DNS knows.",
-        node_id=hit[0].endpoint.node_id if one else None, endpoint=hit[0].endpoint.hostport if one else None,
-        bootstrap=source_of(hit[0]))]
+        f"Publish {listed(names)} in DNS, or make {' and '.join(listeners)} advertise "
+        f"{'a name' if one else 'names'} DNS knows.", hit)]

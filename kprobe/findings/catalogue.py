@@ -200,13 +200,18 @@ CATALOGUE: dict[str, Kind] = {
 
 def finding(
     code: str, severity: Severity, message: str, fix: str, *, node_id: int | None = None,
-    endpoint: str | None = None, bootstrap: str | None = None,
+    endpoint: str | None = None, bootstrap: str | None = None, endpoints: tuple[str, ...] = (),
+    node_ids: tuple[int, ...] = (),
 ) -> Finding:
-    """A Finding whose code and severity the catalogue allows; anything else is a bug in a rule."""
+    """A Finding whose code and severity the catalogue allows; anything else is a bug in a rule.
+
+    `endpoints` and `node_ids` list everything the finding concerns when that is more than its one
+    `endpoint` and `node_id` (a finding merged over several brokers).
+    """
     kind = CATALOGUE.get(code)
     if kind is None:
         raise ValueError(f"finding code {code} is not in the catalogue")
     if severity not in kind.severities:
         raise ValueError(f"{code} is never {severity} (the catalogue allows {', '.join(kind.severities)})")
     return Finding(code=code, severity=severity, message=message, fix=fix, node_id=node_id, endpoint=endpoint,
-                   bootstrap=bootstrap)
+                   bootstrap=bootstrap, endpoints=endpoints, node_ids=node_ids)

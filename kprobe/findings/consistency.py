@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from kprobe.addresses import format_hostport
 from kprobe.findings.catalogue import ERROR, WARNING, finding
+from kprobe.findings.common import unique
 from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
 
 
@@ -58,29 +59,50 @@ def consistency_findings(bootstraps: Sequence[BootstrapResult], endpoints: Seque
                 f"{b.address} lists node id(s) {', '.join(map(str, twice[:20]))} more than once, with different "
                 "endpoints. Clients keep one of them at random and send that node's requests there.",
                 "Two brokers share a node.id (a cloned config or volume): give every broker its own node.id.",
-                node_id=twice[0], bootstrap=b.address))
+                node_id=twice[0], node_ids=tuple(twice), bootstrap=b.address))
     out.extend(listener_not_found(answered))
-    owners: dict[tuple[str, int], set[int]] = defaultdict(set)
-    answering: dict[tuple[str, int], set[int]] = defaultdict(set)
+    out.extend(duplicate_endpoints(endpoints))
+    return out
+
+
+def duplicate_endpoints(endpoints: Sequence[EndpointResult]) -> list[Finding]:
+    """DUPLICATE_ENDPOINT: several brokers advertise one host:port, so only one of them is reached there.
+
+    The finding names every broker that does not answer there, and each of their endpoints (every
+    spelling: DNS names are case-insensitive), so none of them is counted usable under it. The broker
+    the identity check found answering serves its own partitions (real clients do), so it stays usable;
+    when identity was not checked, which one answers is unknown and none is counted usable: a verdict
+    of "usable" must never stand under an error naming that endpoint.
+    """
+    owners: dict[tuple[str, int], list[EndpointResult]] = defaultdict(list)
     for r in endpoints:
-        key = (r.endpoint.host.lower(), r.endpoint.port)
-        owners[key].add(r.endpoint.node_id)
-        if r.identity is not None and r.identity.status == "match":
-            answering[key].add(r.endpoint.node_id)
-    for (host, port), owner_ids in sorted(owners.items()):
-        if len(owner_ids) > 1:
-            ids = sorted(owner_ids)
-            where = format_hostport(host, port)
-            # The finding belongs to a broker that does not answer there: the one the identity check found
-            # answering serves its own partitions (real clients do), so its endpoint stays usable.
-            others = [i for i in ids if i not in answering[(host, port)]] or ids
-            out.append(finding(
-                "DUPLICATE_ENDPOINT", ERROR,
-                f"Brokers {', '.join(str(i) for i in sorted(ids))} all advertise {where}. Only one broker can "
-                "answer there: clients send the others' requests to it and fail with NOT_LEADER_OR_FOLLOWER.",
-                f"Give each broker its own advertised endpoint (advertised.listeners of brokers "
-                f"{', '.join(str(i) for i in sorted(ids))}).",
-                node_id=min(others), endpoint=where))
+        owners[(r.endpoint.host.lower(), r.endpoint.port)].append(r)
+    out: list[Finding] = []
+    for (host, port), results in sorted(owners.items()):
+        ids = sorted({r.endpoint.node_id for r in results})
+        if len(ids) < 2:
+            continue
+        answering = sorted({r.endpoint.node_id for r in results
+                            if r.identity is not None and r.identity.status == "match"})
+        others = [i for i in ids if i not in answering] or ids
+        where = format_hostport(host, port)
+        brokers = ", ".join(map(str, ids))
+        if not answering:
+            who = (" Which of them answers there is unknown (identity not checked, or another node answers), so "
+                   "none of them is counted usable from here.")
+        elif others != ids:
+            who = (f" The identity check found broker {', '.join(map(str, answering))} answering there: its own "
+                   f"partitions work, those of broker(s) {', '.join(map(str, others))} do not.")
+        else:
+            who = ""
+        out.append(finding(
+            "DUPLICATE_ENDPOINT", ERROR,
+            f"Brokers {brokers} all advertise {where}. Only one broker can answer there: clients send the others' "
+            f"requests to it and fail with NOT_LEADER_OR_FOLLOWER.{who}",
+            f"Give each broker its own advertised endpoint (advertised.listeners of brokers {brokers}).",
+            node_id=others[0] if len(others) == 1 else None, endpoint=where, node_ids=tuple(others),
+            # Each named broker's endpoint as it advertised it (the spellings may differ in case).
+            endpoints=tuple(unique(r.endpoint.hostport for r in results if r.endpoint.node_id in others))))
     return out
 
 
@@ -139,7 +161,7 @@ def listener_not_found(answered: Sequence[BootstrapResult]) -> list[Finding]:
             f"{who[0].upper()}{who[1:]} lack the listener {via} reaches: define it (the same listener name in "
             "listeners, advertised.listeners and listener.security.protocol.map) on every broker, then restart "
             "them one at a time.",
-            node_id=missing[0] if missing else None, bootstrap=addresses[0]))
+            node_id=missing[0] if missing else None, node_ids=missing, bootstrap=addresses[0]))
     return out
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from kprobe.findings.advertised import advertised_findings, hosts_file_finding
 from kprobe.findings.bootstrap import bootstrap_finding
 from kprobe.findings.catalogue import INFO, SEVERITY_ORDER, WARNING, finding
+from kprobe.findings.common import Repeat, merge_repeats
 from kprobe.findings.consistency import consistency_findings
 from kprobe.findings.controllers import controllers_findings
 from kprobe.findings.dns import dns_view_findings
@@ -40,11 +41,14 @@ def diagnose(
         if b.status != "ok":
             findings.append(bootstrap_finding(b, answered_any=bool(answered)))
     findings.extend(consistency_findings(bootstraps, endpoints))
+    per_endpoint: list[Finding | Repeat] = []
     for result in endpoints:
-        findings.extend(advertised_findings(result, by_address))
-        findings.extend(identity_findings(result, by_address))
-        findings.extend(tls_findings(result))
-        findings.extend(dns_view_findings(result))
+        per_endpoint.extend(advertised_findings(result, by_address))
+        per_endpoint.extend(identity_findings(result, by_address))
+        per_endpoint.extend(tls_findings(result))
+        per_endpoint.extend(dns_view_findings(result))
+    # What recurs at several endpoints with one cause and one fix is said once, naming them all (issue 20).
+    findings.extend(merge_repeats(per_endpoint))
     findings.extend(hosts_file_finding(endpoints))
     findings.extend(expiring_once(endpoints))
     findings.extend(shape_findings(bootstraps, endpoints))

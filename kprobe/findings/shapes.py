@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from kprobe.addresses import AddressClass, address_class, is_loopback_ip, is_loopback_name
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
-from kprobe.findings.common import source_of
+from kprobe.findings.common import about, listed, source_of, unique
 from kprobe.kubernetes import ClusterName, Operator, cluster_name
 from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
 
@@ -159,7 +159,8 @@ def _port_forward(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[End
             "cannot work: producers and consumers bootstrap, then fail with `Failed to resolve` (librdkafka) or "
             "time out (Java). " + same_port).rstrip()
         out.append(finding("PORT_FORWARD_INCOMPLETE", ERROR, message, _forward_fix(b.address, failing),
-                           bootstrap=b.address))
+                           bootstrap=b.address, endpoints=tuple(unique(r.endpoint.hostport for r, _ in failing)),
+                           node_ids=tuple(sorted({r.endpoint.node_id for r, _ in failing}))))
     return out
 
 
@@ -234,8 +235,10 @@ def _shared_address(endpoints: Sequence[EndpointResult], operator: ClusterName |
                    "it runs on (Strimzi's nodeport listener does so unless `advertisedHost` overrides it), or give "
                    "each broker a load balancer of its own (Strimzi: `type: loadbalancer`; the Bitnami chart: "
                    "`externalAccess.broker.service.type=LoadBalancer`).")
+        # `endpoint` is the shared host (no port: it is the host they share); `endpoints` every host:port on it.
         out.append(finding("ADVERTISED_SHARED_ADDRESS", severity, message, fix,
-                           endpoint=results[0].endpoint.host, bootstrap=source_of(results[0])))
+                           endpoint=results[0].endpoint.host, bootstrap=source_of(results[0]),
+                           endpoints=tuple(unique(r.endpoint.hostport for r in results)), node_ids=tuple(nodes)))
     return out
 
 
@@ -279,10 +282,10 @@ def _private_addresses(endpoints: Sequence[EndpointResult], bootstraps: dict[str
         addresses = ", ".join(t.address for t in r.tcp)
         where = ep.host if ep.host == addresses else f"{ep.host} ({addresses})"
         shown.append(f"{where} on port {ep.port}")
-    every = ", ".join(t.address for r, _ in hit for t in r.tcp)
+    every = listed(unique(t.address for r, _ in hit for t in r.tcp))
     one = len(hit) == 1
     who = (f"Broker {hit[0][0].endpoint.node_id} advertises {shown[0]}" if one else
-           f"Brokers {', '.join(str(r.endpoint.node_id) for r, _ in hit)} advertise {'; '.join(shown)}")
+           f"Brokers {listed([str(r.endpoint.node_id) for r, _ in hit])} advertise {listed(shown, sep='; ')}")
     message = (f"{who}, in {ranges}, and connections to {'it' if one else 'them'} fail from here. That is why the "
                "connect fails: this vantage is outside that network. In Kubernetes, the mark of a NodePort listener "
                "advertising the nodes' internal addresses, or of an internal-only load balancer.")
@@ -291,7 +294,4 @@ def _private_addresses(endpoints: Sequence[EndpointResult], bootstraps: dict[str
            "balancer, one that is not internal-only (the cloud's internal-load-balancer annotation removed). "
            "Outside Kubernetes, a listener for this network (advertised.listeners), or a route (VPN, peering) "
            f"to {every}.")
-    first = hit[0][0]
-    return [finding("ADVERTISED_PRIVATE_ADDRESS", WARNING, message, fix,
-                    node_id=first.endpoint.node_id if one else None,
-                    endpoint=first.endpoint.hostport if one else None, bootstrap=source_of(first))]
+    return [about("ADVERTISED_PRIVATE_ADDRESS", WARNING, message, fix, [r for r, _ in hit])]

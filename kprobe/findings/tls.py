@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 
 from kprobe.findings.catalogue import ERROR, WARNING, finding
-from kprobe.findings.common import source_of
+from kprobe.findings.common import Repeat, about, listed, source_of
 from kprobe.models import EndpointResult, Finding, TlsResult
 
 # The certificates ingress controllers and routers present when no route has the SNI a client
@@ -68,9 +68,10 @@ def ip_held_as_text(host: str, tls: TlsResult) -> str | None:
     return held
 
 
-def tls_findings(result: EndpointResult) -> list[Finding]:
+def tls_findings(result: EndpointResult) -> list[Finding | Repeat]:
     """TLS_INGRESS_DEFAULT_CERTIFICATE, TLS_UNTRUSTED, TLS_SAN_TYPE_MISMATCH, TLS_HOSTNAME_MISMATCH, TLS_EXPIRING,
-    TLS_HANDSHAKE_FAILED: at most one per endpoint, the one that names the cause.
+    TLS_HANDSHAKE_FAILED: at most one per endpoint, the one that names the cause. TLS_UNTRUSTED comes as a
+    `Repeat`: brokers whose certificates one untrusted CA issued are one CA to hand clients, said once.
     """
     tls = result.tls
     ep = result.endpoint
@@ -108,14 +109,23 @@ def tls_findings(result: EndpointResult) -> list[Finding]:
         spared = "" if tls.client_verifies_chain else (
             " Your settings skip this check (enable.ssl.certificate.verification=false), so these clients connect; "
             "every client that verifies certificates (the default) fails.")
-        return [finding(
+        fix = ("Give clients the CA that signed the broker certificates (ssl.ca.location), or have the brokers "
+               "present a chain that ends at a CA clients trust (include intermediates in the keystore).")
+        alone = finding(
             "TLS_UNTRUSTED", ERROR if tls.client_verifies_chain else WARNING,
             f"The certificate at {where} (subject {tls.subject}, names {names}, issuer {tls.issuer}) does not "
             f"verify against the trusted CAs (ssl.ca.location, or the system store without it): {tls.error}. "
-            "Clients refuse the connection." + spared,
-            "Give clients the CA that signed the broker certificates (ssl.ca.location), or have the brokers "
-            "present a chain that ends at a CA clients trust (include intermediates in the keystore).",
-            node_id=ep.node_id, endpoint=where, bootstrap=src)]
+            "Clients refuse the connection." + spared, fix,
+            node_id=ep.node_id, endpoint=where, bootstrap=src)
+        issuer, error = tls.issuer, tls.error
+
+        def together(group: Sequence[Repeat]) -> tuple[str, str]:
+            return (f"The certificates at {listed([r.detail for r in group])}, all issued by {issuer}, do not "
+                    "verify against the trusted CAs (ssl.ca.location, or the system store without it): "
+                    f"{error}. Clients refuse the connections." + spared, fix)
+
+        # One issuer and one verification error: one CA clients lack, however many brokers present it.
+        return [Repeat((issuer, error), result, alone, together, detail=f"{where} (subject {tls.subject})")]
     if tls.status == "hostname_mismatch":
         spared = "" if tls.client_verifies_name else (
             " Your settings skip the name check (ssl.endpoint.identification.algorithm=none), so these clients "
@@ -175,14 +185,10 @@ def expiring_once(results: Sequence[EndpointResult]) -> list[Finding]:
     for (not_after, names), hit in groups.items():
         first = hit[0]
         assert first.tls is not None
-        one = len(hit) == 1
-        where = ", ".join(r.endpoint.hostport for r in hit)
-        out.append(finding(
+        out.append(about(
             "TLS_EXPIRING", WARNING,
-            f"The certificate at {where} (names {', '.join(names) or 'no names'}) expires {not_after} "
-            f"({first.tls.days_left} days left). After that every client handshake fails.",
+            f"The certificate at {listed([r.endpoint.hostport for r in hit])} (names {', '.join(names) or 'no names'}) "
+            f"expires {not_after} ({first.tls.days_left} days left). After that every client handshake fails.",
             "Renew the broker certificate and reload it (dynamic ssl.keystore.location update, or a rolling "
-            "restart) before it expires.",
-            node_id=first.endpoint.node_id if one else None, endpoint=first.endpoint.hostport if one else None,
-            bootstrap=source_of(first)))
+            "restart) before it expires.", hit))
     return out

@@ -133,6 +133,8 @@ def _finding(f: Finding) -> dict[str, Any]:
     return {
         "code": f.code, "severity": f.severity, "node_id": f.node_id, "endpoint": f.endpoint,
         "bootstrap": f.bootstrap, "message": f.message, "fix": f.fix,
+        # Additive in v1: every endpoint and broker the finding concerns (one finding may stand for several).
+        "endpoints": list(f.endpoints), "node_ids": list(f.node_ids),
     }
 
 

@@ -60,6 +60,8 @@ AWS_PRIVATE = "ip-172-31-18-160.us-west-2.compute.internal"
 AWS_PRIVATE_IP = "172.31.18.160"
 
 Expected = tuple[str, str, int | None, str | None]  # (code, severity, node_id, endpoint)
+# (code, node_ids, endpoints): every broker and endpoint one finding of that code concerns (Finding.concerns).
+Concerns = tuple[str, tuple[int, ...], tuple[str, ...]]
 Phrase = tuple[str, int | None, Literal["message", "fix"], str]  # (code, node_id, field, text)
 
 
@@ -194,15 +196,17 @@ class Case:
     controller_endpoints: tuple[EndpointResult, ...] = ()
     # --roundtrip: what the real client did, to be set beside the verdict.
     roundtrip: Roundtrip | None = None
+    concerns: tuple[Concerns, ...] = ()
 
 
 def case(name: str, bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult],
          expect: Sequence[Expected], *, says: Sequence[Phrase] = (), never_says: Sequence[Phrase] = (),
          xfail: str | None = None, controllers: Sequence[ControllerBootstrapResult] = (),
-         controller_endpoints: Sequence[EndpointResult] = (), roundtrip: Roundtrip | None = None) -> Case:
+         controller_endpoints: Sequence[EndpointResult] = (), roundtrip: Roundtrip | None = None,
+         concerns: Sequence[Concerns] = ()) -> Case:
     """A Case from lists, so rows read without tuple noise."""
     return Case(name, tuple(bootstraps), tuple(endpoints), tuple(expect), tuple(says), tuple(never_says), xfail,
-                tuple(controllers), tuple(controller_endpoints), roundtrip)
+                tuple(controllers), tuple(controller_endpoints), roundtrip, tuple(concerns))
 
 
 def params(cases: Sequence[Case]) -> list[object]:
@@ -228,6 +232,10 @@ def check(c: Case) -> list[Finding]:
     if got != want:
         raise AssertionError(f"{c.name}: missing {sorted(want - got, key=str)}, unexpected "
                              f"{sorted(got - want, key=str)}\nall findings: {[(f.code, f.message) for f in found]}")
+    for code, nodes, hostports in c.concerns:
+        lists = [(f.node_ids, f.endpoints) for f in found if f.code == code]
+        if (nodes, hostports) not in lists:
+            raise AssertionError(f"{c.name}: no {code} concerns brokers {nodes} at {hostports}; they concern {lists}")
     for code, node, field, text in c.says:
         texts = [getattr(f, field) for f in found if f.code == code and f.node_id == node]
         if not any(text in t for t in texts):
