@@ -98,9 +98,10 @@ def _finding_key(f: Finding) -> tuple[object, ...]:
     """What makes two findings the same one: their code, severity and what they name, not their words.
 
     A message may quote a timing or a count that differs run to run; the code and what it names
-    (node, endpoint, bootstrap) do not, unless the verdict itself changed.
+    (nodes, endpoints, bootstrap) do not, unless the verdict itself changed. A finding merged over
+    three brokers on one side and two on the other is a different finding: one endpoint changed.
     """
-    return (f.code, f.severity, f.node_id, f.endpoint, f.bootstrap)
+    return (f.code, f.severity, f.node_ids, f.endpoints, f.bootstrap)
 
 
 def _cell(r: EndpointResult) -> str:

@@ -59,8 +59,8 @@ _HEADER = ("NODE", "ENDPOINT", "A", "B", "")
 
 
 def _finding_lines(f: Finding, width: int) -> list[str]:
-    where = ", ".join(x for x in (f"broker {f.node_id}" if f.node_id is not None else "",
-                                  safe(f.endpoint) if f.endpoint else "") if x)
+    brokers = ("broker " if len(f.node_ids) == 1 else "brokers ") + ", ".join(str(n) for n in f.node_ids[:10])
+    where = ", ".join(x for x in (brokers if f.node_ids else "", ", ".join(safe(e) for e in f.endpoints[:10])) if x)
     lines = [f"  {f.severity.upper()} {safe(f.code, limit=64)}" + (f" ({where})" if where else "")]
     for part in (f.message, "Fix: " + f.fix):
         lines.extend(textwrap.wrap(safe(part, limit=4000), width=width, initial_indent="    ",
@@ -121,7 +121,8 @@ def _side_dict(side: Side) -> dict[str, Any]:
 
 def _finding_dict(f: Finding) -> dict[str, Any]:
     return {"code": f.code, "severity": f.severity, "node_id": f.node_id, "endpoint": f.endpoint,
-            "bootstrap": f.bootstrap, "message": f.message, "fix": f.fix}
+            "endpoints": list(f.endpoints), "node_ids": list(f.node_ids), "bootstrap": f.bootstrap,
+            "message": f.message, "fix": f.fix}
 
 
 def to_dict(diff: ReportDiff) -> dict[str, Any]:

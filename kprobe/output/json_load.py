@@ -313,7 +313,16 @@ def _finding(o: _Obj) -> Finding:
     return Finding(code=o.text("code", required=True), severity=o.word("severity", get_args(Severity),
                                                                         required=True),
                    message=o.text("message", "") or "", fix=o.text("fix", "") or "", node_id=o.integer("node_id"),
-                   endpoint=o.text("endpoint"), bootstrap=o.text("bootstrap"))
+                   endpoint=o.text("endpoint"), bootstrap=o.text("bootstrap"), endpoints=o.texts("endpoints"),
+                   node_ids=_integers(o, "node_ids"))
+
+
+def _integers(o: _Obj, key: str) -> tuple[int, ...]:
+    values = o._get(key, (list,), [], False)
+    for i, v in enumerate(values):
+        if type(v) is not int:
+            raise BadReport(f"{o._at(key)}[{i}] is not an integer")
+    return tuple(values)
 
 
 def _controller(o: _Obj, seen: dict[tuple[object, ...], AdvertisedBroker]) -> ControllerBootstrapResult:

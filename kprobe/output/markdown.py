@@ -120,11 +120,13 @@ def _fence(text: str) -> list[str]:
 def finding_lines(f: Finding) -> list[str]:
     """One finding as a list item: severity, code, where, the message and the fix."""
     where = []
-    if f.node_id is not None:
-        where.append(f"broker {f.node_id}")
-    if f.endpoint:
-        where.append(code(f.endpoint))
-    if f.bootstrap and not f.endpoint:
+    if f.node_ids:
+        where.append(("broker " if len(f.node_ids) == 1 else "brokers ") + ", ".join(str(n) for n in f.node_ids[:10])
+                     + (f" and {len(f.node_ids) - 10} more" if len(f.node_ids) > 10 else ""))
+    if f.endpoints:
+        where.append(", ".join(code(e) for e in f.endpoints[:10])
+                     + (f" and {len(f.endpoints) - 10} more" if len(f.endpoints) > 10 else ""))
+    if f.bootstrap and not f.endpoints:
         where.append(f"bootstrap {code(f.bootstrap)}")
     place = f" ({', '.join(where)})" if where else ""
     return [f"- **{f.severity.upper()}** {code(f.code, limit=64)}{place}  ",
