@@ -645,7 +645,7 @@ def _secrets_in(args: list[str]) -> list[str]:
     `-X sasl.password=...` is the usual form; `-X sasl.password secret` (a typo) makes click
     quote the secret as an unexpected argument, so the word after a bare secret key counts too.
     """
-    from kprobe.secrets import is_secret
+    from kprobe.redaction import is_secret
 
     found = []
     for i, arg in enumerate(args):
@@ -693,7 +693,7 @@ def _app_for(args: list[str]) -> typer.Typer:
 
 
 def _scrub(message: str, secrets: list[str]) -> str:
-    from kprobe.secrets import REDACTED
+    from kprobe.redaction import REDACTED
 
     for secret in sorted(secrets, key=len, reverse=True):
         message = message.replace(secret, REDACTED)

@@ -37,7 +37,7 @@ from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect
 from kprobe.probe.reach import probe_endpoints
 from kprobe.probe.resolve import Resolver, resolve_all
-from kprobe.secrets import redact
+from kprobe.redaction import redact
 
 _LOG = logging.getLogger("kprobe.probe")
 

@@ -10,7 +10,7 @@ from kprobe.config import (
 from kprobe.errors import UsageError
 from kprobe.kafka.security import security_from
 from kprobe.models import BootstrapAddress
-from kprobe.secrets import is_secret, redact
+from kprobe.redaction import is_secret, redact
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent / "kprobe"
 
 LAYERS: list[tuple[str, ...]] = [
     # plain data and facts every layer shares
-    ("kprobe", "kprobe.errors", "kprobe.secrets", "kprobe.addresses", "kprobe.paths", "kprobe.models",
+    ("kprobe", "kprobe.errors", "kprobe.redaction", "kprobe.addresses", "kprobe.paths", "kprobe.models",
      "kprobe.sockets", "kprobe.maven", "kprobe.dualstack", "kprobe.kubernetes"),
     ("kprobe.kafka",),  # the wire: codec, security settings, certificates, one connection
     ("kprobe.config",),  # user input -> validated options
@@ -123,3 +123,15 @@ def test_the_graph_is_read():
     assert "kprobe.probe.identity" in GRAPH["kprobe.probe_run"]  # imported inside ProbeRun.run
     assert "kprobe.kafka.certs" in GRAPH["kprobe.kafka.connection"]  # imported inside _wrap_tls
     assert "kprobe.output.text" in GRAPH["kprobe.demo"]  # `from kprobe.output import text`
+
+
+def test_no_module_shares_a_standard_library_name():
+    """`spark-submit kprobe/aggregate/__main__.py` (and any run of a file) puts that file's folder first on
+    sys.path, where a `kprobe/aggregate/html.py` hid the standard library's `html` and the job died at its
+    last step. No module of kprobe may be named like a standard-library module, wherever it sits.
+    """
+    import sys
+
+    clashes = sorted(name for name in MODULES if name.rsplit(".", 1)[-1] in sys.stdlib_module_names
+                     and not name.endswith("__main__"))
+    assert not clashes, clashes

@@ -49,7 +49,7 @@ from kprobe.kafka.security import Security, security_from
 from kprobe.lab.http_server import HttpRequest, HttpResponse, LabHttpServer
 from kprobe.lab.native import NativeLab
 from kprobe.models import BootstrapAddress
-from kprobe.secrets import is_secret
+from kprobe.redaction import is_secret
 
 FAKE_KEY_ID = "AKIAKPROBEFAKE000042"
 FAKE_SECRET = "kprobeFakeSecretAccessKey/NotReal+0000000042"

@@ -211,7 +211,7 @@ def test_no_secret_in_any_repr():
 
 def test_every_oauth_secret_property_is_redacted():
     """The properties librdkafka marks sensitive for OAUTHBEARER, and the URL that may carry credentials."""
-    from kprobe.secrets import is_secret
+    from kprobe.redaction import is_secret
 
     for key in ("sasl.oauthbearer.client.secret", "sasl.oauthbearer.client.credentials.client.secret",
                 "sasl.oauthbearer.config", "sasl.oauthbearer.assertion.private.key.pem",

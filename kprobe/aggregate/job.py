@@ -425,7 +425,7 @@ def write(outputs: dict[str, DataFrame], quarantined: DataFrame, counts: dict[st
             return worst
         Path(staging, "counts.json").write_text(json.dumps(counts, indent=2) + "\n")
         if options.html:
-            from kprobe.aggregate.html import render_html
+            from kprobe.aggregate.page import render_html
 
             Path(staging, "report.html").write_text(render_html(written, counts, worst, observations))
         # What lets a later run replace this directory (checks.check_out refuses one without it).

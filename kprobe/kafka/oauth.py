@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kprobe.errors import UsageError
-from kprobe.secrets import REDACTED
+from kprobe.redaction import REDACTED
 
 _LOG = logging.getLogger("kprobe.kafka.oauth")
 

@@ -111,7 +111,7 @@ class Exporter:
 
     def scrub(self, text: str) -> str:
         """`text` with every secret the modules hold replaced."""
-        from kprobe.secrets import REDACTED
+        from kprobe.redaction import REDACTED
 
         for secret in sorted(self.secrets, key=len, reverse=True):
             text = text.replace(secret, REDACTED)

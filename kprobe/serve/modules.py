@@ -23,7 +23,7 @@ from typing import Any
 from kprobe.addresses import format_hostport
 from kprobe.config import ProbeOptions, parse_duration, probe_options
 from kprobe.errors import UsageError
-from kprobe.secrets import is_secret
+from kprobe.redaction import is_secret
 
 DEFAULT_MODULE = "default"
 _MODULE_KEYS = {"timeout", "deadline", "nameservers", "identity", "tls_expiry_days", "properties",
