@@ -1,110 +1,108 @@
-"""report.html: one self-contained page (images embedded), readable with no network access.
+"""report.html: the aggregation as one self-contained page people want to read, with no network.
 
-A vantage x endpoint heatmap of success rates (who can reach what), and a timeline per cluster
-(success rate per hour and vantage: when it broke). Plots are made with matplotlib on the
-driver, from the already-aggregated, small DataFrames.
+Why a script-drawn page and not pictures: a fixed image of the endpoint x vantage matrix was wider
+than the page past sixteen vantages and cut them off, and a picture cannot say, on hover, how many
+probes a cell stands for or why the last one failed. So the driver collects the small aggregated
+tables into compact JSON (`page_data`), and the page draws from it: per cluster, a matrix in its own
+scrolling box with sticky headers (the page itself never overflows), a cell's details on hover and
+click, a sortable and filterable table of the worst gaps, and per-cluster timelines in SVG whose
+legend sits beside the plot (the page itself: report_page.html beside this module). Everything is
+inline; every name from a report (brokers and vantages
+choose them) reaches the page as JSON text and is escaped by the page before it is shown.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import io
+import json
+from importlib import resources
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kprobe.aggregate.transforms import BOOTSTRAP_NODE, FAILURE_CLASSES
 
-def _png(fig: Any) -> str:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    return base64.b64encode(buffer.getvalue()).decode()
+# Per cluster, the timeline draws the vantages with the lowest success rate (and the cluster's
+# average): 200 lines on one plot read as none.
+TIMELINE_VANTAGES = 12
 
 
-def heatmap(endpoint_vantage: DataFrame) -> str | None:
-    """Success rate per (endpoint, vantage) as a base64 PNG."""
-    import matplotlib
+def page_data(endpoint_vantage: DataFrame, observations: DataFrame | None) -> dict[str, Any]:
+    """What the page draws, collected on the driver from the aggregated tables (small by then).
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = endpoint_vantage.select("cluster_id", "node_id", "host", "port", "vantage", "success_rate").collect()
-    if not rows:
-        return None
-    endpoints = sorted({(r.cluster_id, r.node_id, f"{r.host}:{r.port}") for r in rows})[:60]
-    vantages = sorted({r.vantage for r in rows})[:40]
-    grid = [[float("nan")] * len(vantages) for _ in endpoints]
+    Compact on purpose: 200 vantages x 300 endpoints are 60,000 cells, so a cell is a short array
+    (endpoint and vantage indexes, probes, successes, last status, last seen as Unix seconds,
+    failures by class) rather than an object of named fields.
+    """
+    fails = [f"fail_{name}" for name in FAILURE_CLASSES]
+    rows = endpoint_vantage.select(
+        "cluster_id", "node_id", "host", "port", "vantage", "probes", "successes", "last_status",
+        F.unix_timestamp("last_seen").alias("last_seen"), F.unix_timestamp("first_seen").alias("first_seen"),
+        *fails).collect()
+    statuses: list[str] = []
+    clusters: dict[str, dict[str, Any]] = {}
     for r in rows:
-        key = (r.cluster_id, r.node_id, f"{r.host}:{r.port}")
-        if key in endpoints and r.vantage in vantages:
-            grid[endpoints.index(key)][vantages.index(r.vantage)] = r.success_rate
-    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(vantages), 1 + 0.35 * len(endpoints)))
-    image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
-    ax.set_xticks(range(len(vantages)), vantages, rotation=45, ha="right")
-    # node -1 is a bootstrap no report got past (its cluster id is unknown): name it as such.
-    ax.set_yticks(range(len(endpoints)), [f"bootstrap {hp}" if n == -1 else f"{c[:8]} #{n} {hp}"
-                                          for c, n, hp in endpoints])
-    for i, row in enumerate(grid):
-        for j, value in enumerate(row):
-            if value == value:  # not NaN
-                ax.text(j, i, f"{value:.0%}", ha="center", va="center", fontsize=8)
-    fig.colorbar(image, ax=ax, label="success rate")
-    ax.set_title("Who can reach what: advertised endpoint x vantage")
-    data = _png(fig)
-    plt.close(fig)
-    return data
-
-
-def timelines(observations: DataFrame | None) -> list[tuple[str, str]]:
-    """Per cluster, success rate per hour and vantage, as base64 PNGs."""
-    if observations is None:
-        return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    hourly = (observations.groupBy("cluster_id", "vantage", F.date_trunc("hour", "ts").alias("hour"))
-              .agg(F.avg(F.col("success").cast("double")).alias("rate")).orderBy("hour").collect())
+        c = clusters.setdefault(r.cluster_id or "", {"id": r.cluster_id or "", "endpoints": {}, "vantages": {},
+                                                     "cells": []})
+        ep = c["endpoints"].setdefault((r.node_id, f"{r.host}:{r.port}"), len(c["endpoints"]))
+        va = c["vantages"].setdefault(r.vantage, len(c["vantages"]))
+        status = r.last_status or "ok"
+        if status not in statuses:
+            statuses.append(status)
+        failures = {name: r[f"fail_{name}"] for name in FAILURE_CLASSES if r[f"fail_{name}"]}
+        c["cells"].append([ep, va, r.probes, r.successes, statuses.index(status), r.last_seen, r.first_seen,
+                           failures])
     out = []
-    for cluster in sorted({r.cluster_id for r in hourly})[:10]:
-        fig, ax = plt.subplots(figsize=(9, 2.6))
-        for vantage in sorted({r.vantage for r in hourly if r.cluster_id == cluster}):
-            points = [(r.hour, r.rate) for r in hourly if r.cluster_id == cluster and r.vantage == vantage]
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=vantage)
-        ax.set_ylim(-0.05, 1.05)
-        ax.set_ylabel("success rate")
-        ax.set_title(f"cluster {cluster}")
-        ax.legend(loc="lower left", fontsize=7)
-        fig.autofmt_xdate()
-        out.append((cluster, _png(fig)))
-        plt.close(fig)
+    for c in clusters.values():
+        out.append({"id": c["id"], "endpoints": [[n, hp] for (n, hp) in c["endpoints"]],
+                    "vantages": list(c["vantages"]), "cells": c["cells"], "timeline": None})
+    timelines = _timelines(observations) if observations is not None else {}
+    for c in out:
+        c["timeline"] = timelines.get(c["id"])
+    return {"clusters": out, "statuses": statuses, "bootstrap_node": BOOTSTRAP_NODE}
+
+
+def _timelines(observations: DataFrame) -> dict[str, dict[str, Any]]:
+    """Per cluster: success rate per hour for its average and its worst vantages."""
+    hourly = observations.groupBy("cluster_id", "vantage", F.date_trunc("hour", "ts").alias("hour")).agg(
+        F.sum(F.col("success").cast("int")).alias("ok"), F.count(F.lit(1)).alias("n"))
+    rows = hourly.select("cluster_id", "vantage", F.unix_timestamp("hour").alias("hour"), "ok", "n").collect()
+    per: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        c = per.setdefault(r.cluster_id or "", {"hours": set(), "by_vantage": {}, "total": {}})
+        c["hours"].add(r.hour)
+        c["by_vantage"].setdefault(r.vantage, {})[r.hour] = (r.ok, r.n)
+        ok, n = c["total"].get(r.hour, (0, 0))
+        c["total"][r.hour] = (ok + r.ok, n + r.n)
+    out = {}
+    for cluster, c in per.items():
+        hours = sorted(c["hours"])
+
+        def rates(points: dict[int, tuple[int, int]], hours: list[int] = hours) -> list[float | None]:
+            return [round(points[h][0] / points[h][1], 4) if h in points else None for h in hours]
+
+        def overall(points: dict[int, tuple[int, int]]) -> float:
+            ok = sum(p[0] for p in points.values())
+            return ok / max(1, sum(p[1] for p in points.values()))
+
+        worst = sorted(c["by_vantage"], key=lambda v: (overall(c["by_vantage"][v]), v))[:TIMELINE_VANTAGES]
+        out[cluster] = {"hours": hours, "average": rates(c["total"]),
+                        "series": [{"vantage": v, "rates": rates(c["by_vantage"][v])} for v in worst],
+                        "vantages": len(c["by_vantage"])}
     return out
+
+
+def render_page(data: dict[str, Any], counts: dict[str, Any]) -> str:
+    """The page for already-collected data: pure, so its drawing is tested at any size without Spark."""
+    payload = json.dumps({**data, "counts": counts}, ensure_ascii=True, separators=(",", ":"), default=str)
+    # Inside <script>, only `</` can end the element early: JSON allows `<\/` for it.
+    payload = payload.replace("</", "<\\/")
+    template = resources.files("kprobe.aggregate").joinpath("report_page.html").read_text(encoding="utf-8")
+    return template.replace("/*DATA*/", payload)
 
 
 def render_html(outputs: dict[str, DataFrame], counts: dict[str, Any], worst: list[dict[str, Any]],
                 observations: DataFrame | None = None) -> str:
-    """The page, with everything inline."""
-    esc = html.escape
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>kprobe reachability</title>",
-             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:2px 8px}</style></head><body>",
-             "<h1>Kafka reachability by vantage</h1>",
-             f"<p id='counts'>{counts['input_records']} records: {counts['reports']} reports, "
-             f"{counts['duplicates']} duplicates, {counts['quarantined']} quarantined.</p>"]
-    picture = heatmap(outputs["endpoint_vantage"])
-    if picture:
-        parts.append(f"<h2>Heatmap</h2><img id='heatmap' alt='success rate heatmap' "
-                     f"src='data:image/png;base64,{picture}'>")
-    for cluster, png in timelines(observations):
-        parts.append(f"<h2>Timeline: {esc(cluster)}</h2><img class='timeline' alt='timeline' "
-                     f"src='data:image/png;base64,{png}'>")
-    parts.append("<h2>Worst gaps</h2><table><tr><th>success</th><th>cluster</th><th>broker</th>"
-                 "<th>endpoint</th><th>vantage</th><th>probes</th><th>last</th></tr>")
-    for w in worst:
-        parts.append(f"<tr><td>{w['success_rate']:.0%}</td><td>{esc(str(w['cluster_id']))}</td>"
-                     f"<td>{w['node_id']}</td><td>{esc(str(w['host']))}:{w['port']}</td>"
-                     f"<td>{esc(str(w['vantage']))}</td><td>{w['probes']}</td><td>{esc(str(w['last_status']))}</td></tr>")
-    parts.append("</table></body></html>\n")
-    return "".join(parts)
+    """The page of one aggregation. `worst` (the terminal's gap list) is recomputed by the page from every cell."""
+    del worst
+    return render_page(page_data(outputs["endpoint_vantage"], observations), counts)
