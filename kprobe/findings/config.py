@@ -57,7 +57,9 @@ def names_to_resolve(deployments: Sequence[Deployment]) -> list[str]:
         for broker in dep.brokers:
             for lst in broker.listeners:
                 host = lst.advertised.host if lst.advertised else ""
-                if (host and not host.startswith("<") and not lst.deploy_time and host not in WILDCARDS
+                if dep.platform == "kubernetes" and host.lower() in dep.internal_names:
+                    continue  # the cluster's DNS answers those; from outside, the listener has no bootstrap anyway
+                if (host and "<" not in host and not lst.deploy_time and host not in WILDCARDS
                         and not is_ip_literal(host) and not is_loopback_name(host)):
                     names.append(host)
     return list(dict.fromkeys(names))
@@ -455,19 +457,34 @@ def _static(dep: Deployment) -> list[Finding]:
                         f"Remove {lst.name} from {broker.setting('advertised.listeners')} (controllers are found "
                         "through controller.quorum.voters or controller.quorum.bootstrap.servers).",
                         node_id=broker.node_id, endpoint=lst.advertised.text))
-        if dep.platform == "kubernetes":
-            for lst in broker.listeners:
-                if lst.deploy_time and lst.advertised is not None:
-                    out.append(finding(
-                        "ADVERTISED_AT_DEPLOY", INFO,
-                        f"{who}, listener {lst.name} ({lst.exposure}): the address it advertises is "
-                        f"{lst.advertised.host}, which the platform decides when it deploys. No file says it, so "
-                        "kprobe cannot predict whether clients outside reach it.",
-                        "Once deployed, run kprobe check with --probe, or kprobe probe against the listener's "
-                        "bootstrap address; or set the addresses yourself in the resource (Strimzi: "
-                        "configuration.brokers[].advertisedHost; the Bitnami chart: "
-                        "externalAccess.*.service.loadBalancerIPs or domain).",
-                        node_id=broker.node_id, endpoint=lst.advertised.text))
+    out.extend(_at_deploy(dep))
+    return out
+
+
+def _at_deploy(dep: Deployment) -> list[Finding]:
+    """ADVERTISED_AT_DEPLOY, once per listener: one setting of the resource, however many brokers it covers."""
+    if dep.platform != "kubernetes":
+        return []
+    by_listener: dict[str, list[tuple[Broker, Listener]]] = defaultdict(list)
+    for broker in dep.brokers:
+        for lst in broker.listeners:
+            if lst.deploy_time and lst.advertised is not None:
+                by_listener[lst.name].append((broker, lst))
+    out = []
+    for name, owners in by_listener.items():
+        one = len(owners) == 1
+        broker, lst = owners[0]
+        assert lst.advertised is not None
+        who = (f"Broker {broker.name}" if one else f"Brokers {', '.join(b.name for b, _ in owners)}")
+        out.append(finding(
+            "ADVERTISED_AT_DEPLOY", INFO,
+            f"{who}, listener {name} ({lst.exposure}): {'it advertises' if one else 'each advertises'} an address the "
+            f"platform decides when it deploys ({lst.advertised.host}). No file says it, so kprobe cannot predict "
+            "whether clients outside the cluster reach it.",
+            "Once deployed, run kprobe check again with --probe, or kprobe probe against the listener's bootstrap "
+            "address; or set the addresses in the resource yourself (Strimzi: configuration.brokers[].advertisedHost; "
+            "the Bitnami chart: externalAccess.*.service.loadBalancerIPs, or domain with nodePorts).",
+            node_id=broker.node_id if one else None, endpoint=lst.advertised.text if one else None))
     return out
 
 
