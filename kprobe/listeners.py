@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kprobe.errors import UsageError
+from kprobe.models import Finding, Report
 
 Kind = Literal["properties", "compose", "strimzi", "bitnami"]
 Platform = Literal["host", "compose", "kubernetes"]
@@ -265,3 +266,70 @@ def protocol_of(name: str, protocol_map: tuple[tuple[str, str], ...] | None) -> 
 def names_list(text: str) -> tuple[str, ...]:
     """A comma-separated list of listener names (controller.listener.names), upper case."""
     return tuple(part.strip().upper() for part in text.split(",") if part.strip())
+
+
+ObservedStatus = Literal["reachable", "unresolvable", "unreachable", "partial", "degraded", "unchecked",
+                         "bootstrap_failed", "not_advertised"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observation:
+    """What `kprobe check --probe` saw for one listener, beside what was predicted for this vantage.
+
+    `agrees` is None where no comparison holds (nothing predicted, or the bootstrap did not answer);
+    `advertised` is what the broker really advertised, which may differ from the file (the file is not
+    what runs).
+    """
+
+    source: str
+    broker: str
+    listener: str
+    vantage: Vantage
+    bootstrap: str
+    predicted: ReachStatus
+    observed: ObservedStatus
+    advertised: str | None
+    agrees: bool | None
+    detail: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckReport:
+    """One `kprobe check`: the files, each listener judged, the findings, and with --probe what was seen.
+
+    `probe` is the whole `kprobe.report/v1` report of the probe run (a `kprobe.models.Report`), kept as
+    that type's instance so every format can embed it as `kprobe probe` would print it.
+    """
+
+    id: str
+    started_at: str
+    finished_at: str
+    vantage_name: str
+    hostname: str
+    resolver_kind: Literal["system", "nameserver"]
+    nameservers: tuple[str, ...]
+    files: tuple[str, ...]
+    deployments: tuple[Deployment, ...]
+    checks: tuple[ListenerCheck, ...]
+    findings: tuple[Finding, ...]
+    observations: tuple[Observation, ...] | None = None
+    probe: Report | None = None
+
+    @property
+    def status(self) -> Literal["ok", "gap", "failed"]:
+        """gap: an error finding or an observation that contradicts a working prediction; failed: --probe, and
+        no bootstrap answered.
+        """
+        if self.probe is not None and self.observations is not None and self.observations and all(
+                o.observed == "bootstrap_failed" for o in self.observations):
+            return "failed"
+        if any(f.severity == "error" for f in self.findings):
+            return "gap"
+        if self.observations and any(o.agrees is False for o in self.observations):
+            return "gap"
+        return "ok"
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every secret value the files hold, to scrub from output (never printed)."""
+        return tuple(s for d in self.deployments for s in d.secrets)

@@ -93,7 +93,7 @@ def read_compose(path: str, document: Any) -> Deployment:
                 return (Publish(host_ip="0.0.0.0", host_port=port, container_port=port),)
             return tuple(p for p in ports if p.container_port == port)
 
-        aliases = tuple(a for net in service_networks.values() for a in net)
+        aliases = [a for net in service_networks.values() for a in net]
         brokers.append(broker_from_settings(
             settings, name=str(service), source=path, where=where, hostname=hostname,
             own_names=() if host_mode else (*names, *aliases), networks=tuple(service_networks),

@@ -61,7 +61,7 @@ def read_properties(files: Sequence[tuple[str, str]]) -> Deployment:
             raise UsageError(f"{path}: no broker settings (listeners, advertised.listeners, process.roles, node.id): "
                              "is it a client's properties file? kprobe check reads a broker's server.properties")
         brokers.append(broker_from_settings(settings, name=Path(path).name, source=path, where=path))
-    notes = ()
+    notes: tuple[str, ...] = ()
     if any(b.listeners and b.listeners[0].advertised_from == "listeners" for b in brokers):
         notes = ("advertised.listeners is unset in some file, so Kafka advertises the listeners themselves "
                  "(an empty host as the machine's own name)",)

@@ -168,12 +168,12 @@ def _listener(path: str, cluster: str, index: int, raw: Any, fqdn: str, node_id:
     protocol = ("SASL_SSL" if sasl else "SSL") if raw.get("tls") else ("SASL_PLAINTEXT" if sasl else "PLAINTEXT")
     conf = raw.get("configuration") or {}
     secrets = secrets_of({str(k): v for k, v in (auth.get("listenerConfig") or {}).items()})
-    exposure: Exposure = kind  # type: ignore[assignment]
+    exposure: Exposure = kind
     bootstraps: list[tuple[Vantage, str]] = [("cluster", f"{bootstrap}:{port}")]
     if kind in ("internal", "cluster-ip"):
-        host = f"{fqdn}.cluster.local" if conf.get("useServiceDnsDomain") else fqdn
+        internal = f"{fqdn}.cluster.local" if conf.get("useServiceDnsDomain") else fqdn
         return Listener(name=name, protocol=protocol, bind=HostPort(host="0.0.0.0", port=port),
-                        advertised=HostPort(host=host, port=port), advertised_from="operator", exposure=exposure,
+                        advertised=HostPort(host=internal, port=port), advertised_from="operator", exposure=exposure,
                         bootstraps=tuple(bootstraps)), secrets
     mine = next((b for b in conf.get("brokers") or [] if isinstance(b, dict) and b.get("broker") == node_id), {})
     host = mine.get("advertisedHost") or (mine.get("host") if kind in ("route", "ingress") else None)

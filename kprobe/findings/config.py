@@ -137,7 +137,7 @@ def _here(host: str, resolved: Mapping[str, DnsResult]) -> tuple[str, str]:
     result = resolved.get(host)
     if result is None or result.status != "ok":
         why = (result.error or result.status) if result is not None else "not resolved"
-        return "fail", f"{host} does not resolve from here ({why})"
+        return "fail", f"{host} does not resolve from here ({why.removeprefix(host + ': ')})"
     addresses = ", ".join(result.addresses)
     if result.addresses and all(is_loopback_ip(a) for a in result.addresses):
         return "loopback", f"{host} resolves to this machine ({addresses})"
@@ -235,7 +235,7 @@ def _host_reach(lst: Listener, resolved: Mapping[str, DnsResult]) -> Reach:
     if lst.bind is None:
         return Reach(vantage="here", status="no_bootstrap", bootstrap=None, why="the listener is not bound")
     bind_host = lst.bind.host
-    boot = f"{host}:{lst.bind.port}" if bind_host in ("", *WILDCARDS) else f"{bind_host}:{lst.bind.port}"
+    boot: str | None = f"{host}:{lst.bind.port}" if bind_host in ("", *WILDCARDS) else f"{bind_host}:{lst.bind.port}"
     if bind_host in ("", *WILDCARDS) and (host in WILDCARDS or host.startswith("<")):
         boot = None
     if host in WILDCARDS:
