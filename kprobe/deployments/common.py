@@ -80,7 +80,9 @@ def broker_from_settings(
     protocol_map = parse_protocol_map(raw_map, where) if raw_map is not None else None
     advertised_set = "advertised.listeners" in settings and settings["advertised.listeners"].strip() != ""
     if advertised_set:
-        advertised = parse_listeners(settings["advertised.listeners"], f"{where} advertised.listeners")
+        # An empty host is the machine's canonical name here too (Kafka's BrokerServer fills it in at start).
+        advertised = [(n, hp if hp.host else HostPort(host=hostname or OWN_HOSTNAME, port=hp.port))
+                      for n, hp in parse_listeners(settings["advertised.listeners"], f"{where} advertised.listeners")]
         advertised_from = "advertised.listeners"
     else:
         # Kafka's own default: the listeners, without the controller's, an empty host as the machine's name.

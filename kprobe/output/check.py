@@ -110,7 +110,7 @@ def summary_line(report: CheckReport) -> str:
     errors = sum(f.severity == "error" for f in report.findings)
     warnings = sum(f.severity == "warning" for f in report.findings)
     listeners = sum(1 for c in report.checks if c.listener.advertised is not None)
-    brokers = sum(len(d.brokers) for d in report.deployments)
+    brokers = sum(1 for d in report.deployments for b in d.brokers if b.is_broker)
     code = {"ok": 0, "gap": 1, "failed": 3}[report.status]
     extra = ""
     if report.observations is not None:
@@ -187,7 +187,7 @@ def to_dict(report: CheckReport) -> dict[str, Any]:
         "probe": None if report.probe is None else probe_dict(report.probe),
         "summary": {
             "status": report.status,
-            "brokers": sum(len(d.brokers) for d in report.deployments),
+            "brokers": sum(1 for d in report.deployments for b in d.brokers if b.is_broker),
             "listeners": sum(1 for c in report.checks if c.listener.advertised is not None),
             "errors": sum(f.severity == "error" for f in report.findings),
             "warnings": sum(f.severity == "warning" for f in report.findings),
