@@ -109,7 +109,7 @@ def read_bitnami(path: str, document: Any) -> Deployment:
                                       bind=HostPort(host="", port=port), advertised=None, advertised_from="operator",
                                       controller=True, exposure="internal"))
         if override and "broker" in roles:
-            given = dict(parse_listeners(override, f"{path} listeners.advertisedListeners"))
+            given = dict(parse_listeners(override, f"{path}: listeners.advertisedListeners"))
             listeners = [Listener(**{**x.__dict__, "advertised": given.get(x.name), "deploy_time": False})
                          if not x.controller else x for x in listeners]
         brokers.append(Broker(

@@ -74,7 +74,7 @@ def broker_from_settings(
     `publishes` gives the Compose ports that reach a container port; `exposure` and `bootstraps`
     are an operator's per-listener facts.
     """
-    listeners = parse_listeners(settings.get("listeners", KAFKA_DEFAULT_LISTENERS), f"{where} listeners")
+    listeners = parse_listeners(settings.get("listeners", KAFKA_DEFAULT_LISTENERS), f"{where}: listeners")
     controller_names = names_list(settings.get("controller.listener.names", ""))
     raw_map = settings.get("listener.security.protocol.map")
     protocol_map = parse_protocol_map(raw_map, where) if raw_map is not None else None
@@ -82,7 +82,7 @@ def broker_from_settings(
     if advertised_set:
         # An empty host is the machine's canonical name here too (Kafka's BrokerServer fills it in at start).
         advertised = [(n, hp if hp.host else HostPort(host=hostname or OWN_HOSTNAME, port=hp.port))
-                      for n, hp in parse_listeners(settings["advertised.listeners"], f"{where} advertised.listeners")]
+                      for n, hp in parse_listeners(settings["advertised.listeners"], f"{where}: advertised.listeners")]
         advertised_from = "advertised.listeners"
     else:
         # Kafka's own default: the listeners, without the controller's, an empty host as the machine's name.

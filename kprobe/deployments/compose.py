@@ -69,7 +69,7 @@ def read_compose(path: str, document: Any) -> Deployment:
     for service, spec in services.items():
         if not isinstance(spec, dict):
             raise UsageError(f"{path}: service {service}: not a map")
-        where = f"{path} (service {service})"
+        where = f"{path}: service {service}"
         names = _service_names(str(service), spec)
         service_networks = _networks(where, spec)
         for net, aliases in service_networks.items():
