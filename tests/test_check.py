@@ -66,7 +66,7 @@ def test_the_seeds_broker_in_text():
     assert "LISTENER_BOB       PLAINTEXT      binds kafka0:29092, advertises kafka0:29092  (inter-broker, for " \
            "Compose network)" in out
     assert "LISTENER_FRED      PLAINTEXT      binds kafka0:9092, advertises localhost:9092  (published " \
-           "0.0.0.0:9092->9092, for Docker host)" in out
+           "0.0.0.0:9092->9092, for the Docker host)" in out
     assert re.search(r"\* on the Docker host +works +bootstrap localhost:9092", out)
     assert re.search(r"  inside the Compose network +fails +bootstrap kafka0:9092: localhost in a client's", out)
     assert "ERROR ADVERTISED_UNRESOLVABLE  node 0 never-gonna-give-you-up:29094" in out

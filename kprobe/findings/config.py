@@ -245,6 +245,10 @@ def _host_reach(lst: Listener, resolved: Mapping[str, DnsResult]) -> Reach:
         return Reach(vantage="here", status="unknown", bootstrap=boot,
                      why="the broker advertises its machine's own name, which the file does not say")
     kind, words = _here(host, resolved)
+    if kind == "loopback" and not _loopback(host):
+        # A name this machine resolves to itself (a hosts entry, or kprobe running on the broker's machine): the
+        # clients here reach it; other machines resolve the name their own way, which the file does not say.
+        return Reach(vantage="here", status="resolves", bootstrap=boot, why=words + f"; port {port}")
     if kind == "loopback":
         if _loopback(bind_host):
             return Reach(vantage="here", status="works", bootstrap=boot,

@@ -27,6 +27,8 @@ _REACH_COLOR = {"works": "green", "resolves": "green", "unresolvable": "red", "u
                 "no_bootstrap": "dim", "unknown": "yellow"}
 _SEVERITY_COLOR = {"error": "red", "warning": "yellow", "info": "dim"}
 _STATUS_COLOR = {"ok": "green", "gap": "red", "failed": "red"}
+_AUDIENCE_WORDS = {"compose-network": "the Compose network", "docker-host": "the Docker host",
+                   "cluster": "the cluster", "outside": "clients outside the cluster", "here": "clients here"}
 _REACH_WORDS = {"works": "works", "resolves": "resolves", "unresolvable": "unresolvable", "unreachable": "fails",
                 "no_bootstrap": "no way in", "unknown": "at deploy"}
 
@@ -59,9 +61,7 @@ def _listener_line(check: ListenerCheck) -> str:
     extra = [f"published {published}"] if published else []
     if lst.advertised_from == "listeners" and lst.advertised:
         extra.append("advertised.listeners unset: derived")
-    meant = ("for " + " and ".join(VANTAGE_WORDS[a].removeprefix("on the ").removeprefix("inside the ")
-                                    .removeprefix("from ").removeprefix("outside the ") for a in check.audiences)
-             if check.audiences else "")
+    meant = ("for " + " and ".join(_AUDIENCE_WORDS[a] for a in check.audiences)) if check.audiences else ""
     words = ", ".join(x for x in [*roles, *extra, meant] if x)
     return (f"  {safe(lst.name):<18} {safe(lst.protocol or '(no protocol)'):<14} {binds}, {advertises}"
             + (f"  ({words})" if words else ""))

@@ -57,8 +57,12 @@ def deployments(case: ConfigCase) -> list[Deployment]:
     for i, text in enumerate(case.files):
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
         path = f"{case.kind}{i}.yaml"
-        out.append({"compose": lambda: read_compose(path, docs[0]), "strimzi": lambda: read_strimzi(path, docs),
-                    "bitnami": lambda: read_bitnami(path, docs[0])}[case.kind]())
+        if case.kind == "compose":
+            out.append(read_compose(path, docs[0]))
+        elif case.kind == "strimzi":
+            out.append(read_strimzi(path, docs))
+        else:
+            out.append(read_bitnami(path, docs[0]))
     return out
 
 
