@@ -64,7 +64,7 @@ def test_the_seeds_broker_in_text():
     assert done.returncode == 1, done.stderr
     out = done.stdout
     assert "LISTENER_BOB       PLAINTEXT      binds kafka0:29092, advertises kafka0:29092  (inter-broker, for " \
-           "Compose network)" in out
+           "the Compose network)" in out
     assert "LISTENER_FRED      PLAINTEXT      binds kafka0:9092, advertises localhost:9092  (published " \
            "0.0.0.0:9092->9092, for the Docker host)" in out
     assert re.search(r"\* on the Docker host +works +bootstrap localhost:9092", out)
