@@ -222,7 +222,7 @@ def _by_resolver(vantage: Vantage, boot: str | None, host: str, resolved: Mappin
     if kind == "fail":
         return Reach(vantage=vantage, status="unresolvable", bootstrap=boot,
                      cause="internal-name" if internal else "name",
-                     why=words + (": only the platform's own network resolves it" if internal else ""))
+                     why=words)
     if kind == "loopback":
         return Reach(vantage=vantage, status="unreachable", bootstrap=boot, cause="loopback", why=words)
     return Reach(vantage=vantage, status="resolves", bootstrap=boot, why=words)
