@@ -18,6 +18,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "tests" / "data" / "configs"
@@ -244,3 +246,81 @@ def test_compose_variables_are_substituted(tmp_path):
     done = kprobe("check", str(compose), "--json", env=env)
     assert done.returncode == 0, done.stdout
     assert json.loads(done.stdout)["deployments"][0]["notes"] == []
+
+
+# -- any shape of file: bad input, never a traceback ----------------------------------------------------------
+
+_KEYS = ["name", "port", "type", "tls", "configuration", "brokers", "bootstrap", "listeners", "image", "environment",
+         "ports", "networks", "spec", "metadata", "kafka", "replicas", "roles", "authentication", "advertisedHost",
+         "target", "published", "aliases", "client", "controller", "interbroker", "external", "enabled", "service",
+         "replicaCount", "loadBalancerIPs", "nodePorts", "KAFKA_LISTENERS", "KAFKA_ADVERTISED_LISTENERS"]
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 70000), st.text(max_size=12),
+                     st.sampled_from(["PLAINTEXT://:9092", "kafka:9092", "0.0.0.0", "internal", "loadbalancer",
+                                      "9092:9092", "broker,controller"]))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4)), max_leaves=12)
+
+
+def _read_any(documents: list) -> None:
+    """Each document through detection and its reader, in-process: a UsageError, or deployments."""
+    import tempfile
+
+    import yaml
+
+    from kprobe.deployments import read_files
+    from kprobe.errors import UsageError
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "config.yaml"
+        path.write_text(yaml.safe_dump_all(documents))
+        try:
+            read_files([str(path)])
+        except UsageError:
+            pass
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_VALUES)
+def test_any_shape_of_compose_file_is_bad_input_or_read(value):
+    _read_any([{"services": {"kafka": {"image": "apache/kafka", "ports": value,
+                                       "environment": {"KAFKA_LISTENERS": "PLAINTEXT://:9092"}}}}])
+    _read_any([{"services": {"kafka": value}}])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_VALUES, _VALUES)
+def test_any_shape_of_strimzi_resource_is_bad_input_or_read(listener, spec):
+    _read_any([{"apiVersion": "kafka.strimzi.io/v1", "kind": "Kafka", "metadata": {"name": "c"},
+                "spec": {"kafka": {"replicas": 1, "listeners": [listener]}}}])
+    _read_any([{"apiVersion": "kafka.strimzi.io/v1beta2", "kind": "KafkaNodePool", "metadata": spec, "spec": spec},
+               {"apiVersion": "kafka.strimzi.io/v1beta2", "kind": "Kafka", "metadata": {"name": "c"}, "spec": spec}])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_VALUES)
+def test_any_shape_of_bitnami_values_is_bad_input_or_read(value):
+    _read_any([{"listeners": value}])
+    _read_any([{"externalAccess": value, "controller": {"replicaCount": 1}}])
+    _read_any([{"controller": value}])
+
+
+def test_probe_with_nothing_deployed_fails_with_exit_3(tmp_path):
+    """--probe before anything runs: no bootstrap answers, so there is no observation to compare (exit 3)."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on: bound, never listening, closed at once
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(f"services:\n  kafka:\n    image: apache/kafka:4.1.1\n    ports: ['127.0.0.1:{port}:9092']\n"
+                       "    environment:\n      KAFKA_LISTENERS: PLAINTEXT://:19092,HOST://:9092\n"
+                       f"      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka:19092,HOST://localhost:{port}\n"
+                       "      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,HOST:PLAINTEXT\n")
+    done = kprobe("check", str(compose), "--probe", "--json", "--timeout", "2s")
+    assert done.returncode == 3, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["summary"]["status"] == "failed" and report["findings"] == []
+    [observation] = report["observations"]
+    assert (observation["bootstrap"], observation["observed"], observation["agrees"]) == (
+        f"localhost:{port}", "bootstrap_failed", None)
+    assert report["probe"]["schema"] == "kprobe.report/v1"

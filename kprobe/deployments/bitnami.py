@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kprobe.deployments.common import secrets_of
+from kprobe.deployments.common import mapping, secrets_of, sequence
 from kprobe.errors import UsageError
 from kprobe.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage, parse_listeners
 
@@ -63,11 +63,11 @@ def read_bitnami(path: str, document: Any) -> Deployment:
     fullname = _fullname(values)
     namespace = "<namespace>"
     domain = str(values.get("clusterDomain") or "cluster.local")
-    lst = values["listeners"]
+    lst = mapping(values["listeners"], f"{path}: listeners")
     for role in ("client", "controller", "interbroker", "external"):
-        if not isinstance(lst.get(role), dict):
-            raise UsageError(f"{path}: listeners.{role} must be a map")
-    ctrl, brk = values["controller"], values["broker"]
+        mapping(lst.get(role), f"{path}: listeners.{role}", default_empty=False)
+    ctrl = mapping(values["controller"], f"{path}: controller")
+    brk = mapping(values["broker"], f"{path}: broker")
     controller_only = bool(ctrl.get("controllerOnly"))
     pods: list[tuple[str, str, int, tuple[str, ...], int]] = []
     for i in range(_int(path, ctrl.get("replicaCount"), "controller.replicaCount")):
@@ -79,8 +79,10 @@ def read_bitnami(path: str, document: Any) -> Deployment:
     if not any("broker" in roles for _, _, _, roles, _ in pods):
         raise UsageError(f"{path}: no pod has the broker role (controller.replicaCount with controllerOnly, "
                          "broker.replicaCount): nothing serves clients")
-    ext = values["externalAccess"]
-    client_port = _int(path, values["service"]["ports"].get("client"), "service.ports.client")
+    ext = mapping(values["externalAccess"], f"{path}: externalAccess")
+    mapping(ext.get("controller"), f"{path}: externalAccess.controller")
+    service_ports = mapping(mapping(values["service"], f"{path}: service").get("ports"), f"{path}: service.ports")
+    client_port = _int(path, service_ports.get("client"), "service.ports.client")
     service_boot = f"{fullname}.{namespace}.svc.{domain}:{client_port}"
     names = [f"{fullname}.{namespace}.svc.{domain}", f"{fullname}.{namespace}.svc"]
     brokers = []
@@ -90,7 +92,7 @@ def read_bitnami(path: str, document: Any) -> Deployment:
         names += [fqdn, fqdn.removesuffix("." + domain)]
         listeners: list[Listener] = []
         exposed = bool(ext.get("enabled")) and "broker" in roles and (
-            role == "broker" or not controller_only or ext["controller"].get("forceExpose"))
+            role == "broker" or not controller_only or (ext.get("controller") or {}).get("forceExpose"))
         if "broker" in roles:
             for key in ("client", "interbroker"):
                 spec = lst[key]
@@ -148,13 +150,14 @@ def _int(path: str, value: Any, key: str) -> int:
 def _external(path: str, spec: dict[str, Any], ext: dict[str, Any], role: str, index: int, node_id: int,
               fullname: str) -> Listener:
     """The EXTERNAL listener of one pod: its own service's address, given in the values or known at deploy time."""
-    service = (ext.get(role) or {}).get("service") or {}
+    service = mapping(mapping(ext.get(role), f"{path}: externalAccess.{role}").get("service"),
+                      f"{path}: externalAccess.{role}.service")
     kind = str(service.get("type", "LoadBalancer"))
     port = _int(path, spec.get("containerPort"), "listeners.external.containerPort")
 
     def nth(key: str) -> Any:
-        items = service.get(key) or []
-        return items[index] if isinstance(items, list) and index < len(items) else None
+        items = sequence(service.get(key), f"{path}: externalAccess.{role}.service.{key}")
+        return items[index] if index < len(items) else None
 
     exposure: Exposure
     if kind == "NodePort":
@@ -164,11 +167,11 @@ def _external(path: str, spec: dict[str, Any], ext: dict[str, Any], role: str, i
     elif kind == "ClusterIP":
         exposure = "cluster-ip"
         host = service.get("domain")
-        adv_port = (service.get("ports") or {}).get("external")
+        adv_port = mapping(service.get("ports"), f"{path}: externalAccess.{role}.service.ports").get("external")
     else:
         exposure = "loadbalancer"
         host = nth("loadBalancerIPs") or nth("loadBalancerNames")
-        adv_port = (service.get("ports") or {}).get("external")
+        adv_port = mapping(service.get("ports"), f"{path}: externalAccess.{role}.service.ports").get("external")
     where = f"<the {kind} address of {fullname}-{role}-{index}>"
     advertised = HostPort(host=str(host) if host else where, port=_int(path, adv_port, "external port") if adv_port
                           else 0)

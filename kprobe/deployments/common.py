@@ -134,3 +134,25 @@ def env_to_property(variable: str, prefix: str) -> str | None:
         return None
     rest = variable[len(prefix):].lower()
     return rest.replace("___", "-").replace("__", "\0").replace("_", ".").replace("\0", "_")
+
+
+def mapping(value: Any, where: str, *, default_empty: bool = True) -> dict[str, Any]:
+    """A map from the file, `{}` where absent: anything else is bad input naming where it is.
+
+    A YAML file is someone else's structure: a list where a map belongs must be one line and exit 2,
+    never an AttributeError deep in a reader.
+    """
+    if value is None and default_empty:
+        return {}
+    if not isinstance(value, dict):
+        raise UsageError(f"{where} must be a map, not {type(value).__name__}")
+    return value
+
+
+def sequence(value: Any, where: str) -> list[Any]:
+    """A list from the file, `[]` where absent; anything else is bad input."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise UsageError(f"{where} must be a list, not {type(value).__name__}")
+    return value

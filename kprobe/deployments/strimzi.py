@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kprobe.deployments.common import secrets_of
+from kprobe.deployments.common import mapping, secrets_of, sequence
 from kprobe.errors import UsageError
 from kprobe.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage
 
@@ -45,20 +45,20 @@ def read_strimzi(path: str, documents: list[Any]) -> Deployment:
                          "(with its KafkaNodePools) per file")
     kafka = kafkas[0]
     cluster = _name(kafka)
-    namespace = str((kafka.get("metadata") or {}).get("namespace") or "<namespace>")
-    spec = kafka.get("spec") or {}
-    kspec = spec.get("kafka") if isinstance(spec, dict) else None
+    namespace = str(mapping(kafka.get("metadata"), f"{path}: Kafka metadata").get("namespace") or "<namespace>")
+    spec = mapping(kafka.get("spec"), f"{path}: Kafka {cluster} spec")
+    kspec = spec.get("kafka")
     if not isinstance(kspec, dict):
-        raise UsageError(f"{path}: Kafka {cluster} has no spec.kafka")
+        raise UsageError(f"{path}: Kafka {cluster} has no spec.kafka map")
     raw_listeners = kspec.get("listeners")
     if not isinstance(raw_listeners, list) or not raw_listeners:
         raise UsageError(f"{path}: Kafka {cluster}: spec.kafka.listeners is not a list of listeners")
     pools = [d for d in maps if d.get("kind") == "KafkaNodePool"
-             and str(((d.get("metadata") or {}).get("labels") or {}).get("strimzi.io/cluster")) == cluster]
+             and str(_labels(path, d).get("strimzi.io/cluster")) == cluster]
     nodes = _nodes(path, cluster, kspec, pools)
     service = f"{cluster}-kafka-brokers"
     bootstrap = f"{cluster}-kafka-bootstrap.{namespace}.svc"
-    secrets = secrets_of({str(k): v for k, v in (kspec.get("config") or {}).items()})
+    secrets = secrets_of({str(k): v for k, v in mapping(kspec.get("config"), f"{path}: spec.kafka.config").items()})
     names = [bootstrap, f"{bootstrap}.cluster.local"]
     brokers = []
     for pod, node_id, roles in nodes:
@@ -94,7 +94,13 @@ def read_strimzi(path: str, documents: list[Any]) -> Deployment:
 
 
 def _name(document: dict[str, Any]) -> str:
-    return str((document.get("metadata") or {}).get("name") or "<unnamed>")
+    metadata = document.get("metadata")
+    return str((metadata.get("name") if isinstance(metadata, dict) else None) or "<unnamed>")
+
+
+def _labels(path: str, document: dict[str, Any]) -> dict[str, Any]:
+    metadata = mapping(document.get("metadata"), f"{path}: {document.get('kind')} metadata")
+    return mapping(metadata.get("labels"), f"{path}: {document.get('kind')} {_name(document)} metadata.labels")
 
 
 def _nodes(path: str, cluster: str, kspec: dict[str, Any],
@@ -111,11 +117,13 @@ def _nodes(path: str, cluster: str, kspec: dict[str, Any],
     taken: set[int] = set()
     for pool in pools:
         name = _name(pool)
-        pspec = pool.get("spec") or {}
+        pspec = mapping(pool.get("spec"), f"{path}: KafkaNodePool {name} spec")
         replicas = _int(path, pspec.get("replicas", 0), f"KafkaNodePool {name} spec.replicas")
-        roles = tuple(str(r) for r in (pspec.get("roles") or ["broker"]))
-        wanted = _next_ids(path, name, ((pool.get("metadata") or {}).get("annotations") or {}).get(
-            "strimzi.io/next-node-ids"))
+        roles = tuple(str(r) for r in (sequence(pspec.get("roles"), f"{path}: KafkaNodePool {name} spec.roles")
+                                       or ["broker"]))
+        metadata = mapping(pool.get("metadata"), f"{path}: KafkaNodePool {name} metadata")
+        annotations = mapping(metadata.get("annotations"), f"{path}: KafkaNodePool {name} metadata.annotations")
+        wanted = _next_ids(path, name, annotations.get("strimzi.io/next-node-ids"))
         for _ in range(replicas):
             while wanted and wanted[0] in taken:
                 wanted.pop(0)
@@ -163,11 +171,12 @@ def _listener(path: str, cluster: str, index: int, raw: Any, fqdn: str, node_id:
         raise UsageError(f"{where}: unknown type {kind!r}: Strimzi's are {', '.join(_TYPES)}")
     port = _int(path, raw["port"], f"spec.kafka.listeners[{index}].port")
     name = f"{str(raw['name']).upper()}-{port}"
-    auth = raw.get("authentication") or {}
+    auth = mapping(raw.get("authentication"), f"{where}.authentication")
     sasl = auth.get("type") in ("scram-sha-512", "oauth") or (auth.get("type") == "custom" and auth.get("sasl"))
     protocol = ("SASL_SSL" if sasl else "SSL") if raw.get("tls") else ("SASL_PLAINTEXT" if sasl else "PLAINTEXT")
-    conf = raw.get("configuration") or {}
-    secrets = secrets_of({str(k): v for k, v in (auth.get("listenerConfig") or {}).items()})
+    conf = mapping(raw.get("configuration"), f"{where}.configuration")
+    secrets = secrets_of({str(k): v for k, v in mapping(auth.get("listenerConfig"),
+                                                        f"{where}.authentication.listenerConfig").items()})
     exposure: Exposure = kind
     bootstraps: list[tuple[Vantage, str]] = [("cluster", f"{bootstrap}:{port}")]
     if kind in ("internal", "cluster-ip"):
@@ -175,16 +184,17 @@ def _listener(path: str, cluster: str, index: int, raw: Any, fqdn: str, node_id:
         return Listener(name=name, protocol=protocol, bind=HostPort(host="0.0.0.0", port=port),
                         advertised=HostPort(host=internal, port=port), advertised_from="operator", exposure=exposure,
                         bootstraps=tuple(bootstraps)), secrets
-    mine = next((b for b in conf.get("brokers") or [] if isinstance(b, dict) and b.get("broker") == node_id), {})
+    mine = next((b for b in sequence(conf.get("brokers"), f"{where}.configuration.brokers")
+                 if isinstance(b, dict) and b.get("broker") == node_id), {})
     host = mine.get("advertisedHost") or (mine.get("host") if kind in ("route", "ingress") else None)
     default_port = {"loadbalancer": port, "route": 443, "ingress": 443}.get(kind)
     adv_port = mine.get("advertisedPort") or (mine.get("nodePort") if kind == "nodeport" else None) or default_port
-    boot = conf.get("bootstrap") or {}
+    boot = mapping(conf.get("bootstrap"), f"{where}.configuration.bootstrap")
     outside = boot.get("host") or boot.get("loadBalancerIP") or f"<the {kind} address of {cluster}'s bootstrap>"
     outside_port = {"route": 443, "ingress": 443}.get(kind) or boot.get("nodePort") or port
     bootstraps.append(("outside", f"{outside}:{outside_port}"))
     advertised = HostPort(host=str(host) if host else f"<the {kind} address of broker {node_id}>",
-                          port=int(adv_port) if adv_port else 0)
+                          port=_int(path, adv_port, f"{where}: the advertised port") if adv_port else 0)
     return Listener(name=name, protocol=protocol, bind=HostPort(host="0.0.0.0", port=port), advertised=advertised,
                     advertised_from="operator", exposure=exposure, deploy_time=host is None or not adv_port,
                     bootstraps=tuple(bootstraps)), secrets
