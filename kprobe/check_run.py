@@ -20,7 +20,7 @@ from kprobe.addresses import format_hostport
 from kprobe.deployments import read_files
 from kprobe.findings.config import check_deployments, names_to_resolve
 from kprobe.listeners import CheckReport, ListenerCheck, Observation, ObservedStatus, ReachStatus, Vantage
-from kprobe.models import DnsResult, Report
+from kprobe.models import BootstrapResult, DnsResult, Report
 from kprobe.probe.resolve import Resolver, resolve_all
 from kprobe.probe_run import now_rfc3339
 
@@ -90,11 +90,9 @@ def with_observations(report: CheckReport, probe: Report) -> CheckReport:
     return replace(report, observations=tuple(observations), probe=probe, finished_at=now_rfc3339())
 
 
-def _observe(check: ListenerCheck, vantage: Vantage, predicted: ReachStatus, address: str, boot: object,
+def _observe(check: ListenerCheck, vantage: Vantage, predicted: ReachStatus, address: str, boot: BootstrapResult,
              probe: Report) -> Observation:
-    from kprobe.models import BootstrapResult
-
-    assert isinstance(boot, BootstrapResult)
+    """One listener's observation: the broker the file's node id names (or the only one) in the bootstrap's answer."""
     base = {"source": check.source, "broker": check.broker, "listener": check.listener.name, "vantage": vantage,
             "bootstrap": address, "predicted": predicted}
     if boot.status != "ok":

@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 
 from kprobe.addresses import is_ip_literal, is_loopback_ip, is_loopback_name
 from kprobe.findings.catalogue import ERROR, INFO, SEVERITY_ORDER, WARNING, finding
-from kprobe.findings.shapes import external_access
+from kprobe.findings.shapes import describe_name, external_access
+from kprobe.kubernetes import cluster_name
 from kprobe.listeners import (
     VANTAGE_WORDS,
     WILDCARDS,
@@ -265,7 +266,8 @@ def _cluster_reach(dep: Deployment, lst: Listener, vantage: Vantage, resolved: M
     assert lst.advertised is not None
     host = lst.advertised.host
     boot = dict(lst.bootstraps).get(vantage)
-    internal = host.lower() in dep.internal_names
+    # The operator's own names, or any `.svc` name (an advertisedHost override pointing inside the cluster).
+    internal = host.lower() in dep.internal_names or cluster_name(host) is not None
     if vantage == "cluster":
         if lst.deploy_time:
             return Reach(vantage=vantage, status="unknown", bootstrap=boot,
@@ -387,7 +389,9 @@ def _loopback_fix(dep: Deployment, broker: Broker, lst: Listener, vantage: Vanta
 def _internal_fix(dep: Deployment, broker: Broker, lst: Listener, vantage: Vantage, setting: str) -> str:
     assert lst.advertised is not None
     if dep.platform == "kubernetes":
-        return f"For clients outside the cluster, {external_access(dep.operator)}."
+        name = cluster_name(lst.advertised.host)
+        what = f"{lst.advertised.host} is {describe_name(name)}. " if name is not None else ""
+        return f"{what}For clients outside the cluster, {external_access(dep.operator, name)}."
     host_port = _first_host_port(lst)
     return (f"For clients on the Docker host, a listener of their own: advertise localhost:{host_port} for it in "
             f"{setting} (and publish it), and keep {lst.advertised.host} on a listener for the Compose network, as "

@@ -248,6 +248,14 @@ CASES: list[ConfigCase] = [
                      "{broker: 1, advertisedHost: kafka-1.example.com}]}"),
         resolves=("kafka-0.example.com",),
         expect=[("ADVERTISED_UNRESOLVABLE", "error", 1, "kafka-1.example.com:9094")]),
+    row("strimzi-external-listener-advertising-a-cluster-internal-name", "strimzi", STRIMZI.replace(
+        "{brokers}", ", configuration: {brokers: [{broker: 0, advertisedHost: my-cluster-dual-role-0.my-cluster-kafka-"
+                     "brokers.kafka.svc}, {broker: 1, advertisedHost: kafka-1.example.com}]}"),
+        resolves=("kafka-1.example.com",),
+        expect=[("ADVERTISED_INTERNAL_NAME", "error", 0,
+                 "my-cluster-dual-role-0.my-cluster-kafka-brokers.kafka.svc:9094")],
+        says=[("ADVERTISED_INTERNAL_NAME", "fix", "Strimzi's name for pod my-cluster-dual-role-0 of Kafka cluster "
+               "my-cluster"), ("ADVERTISED_INTERNAL_NAME", "fix", "add an external listener to the Kafka resource")]),
     row("bitnami-defaults-serve-the-cluster", "bitnami", "controller: {replicaCount: 3}\n", expect=[]),
     row("bitnami-external-access-by-load-balancer", "bitnami",
         "externalAccess: {enabled: true, autoDiscovery: {enabled: true}}\n",
