@@ -618,8 +618,8 @@ def check(
         raise UsageError(f"bad --format {fmt!r}: use text, json or markdown")
     if json_out and chosen != "json":
         raise UsageError("--json and --format disagree: give one of them")
-    if (prop or prop_file) and not probe:
-        raise UsageError("-X and -F are client settings for --probe: add --probe, or leave them out")
+    if prop and not probe:  # -F may come from KPROBE_CONFIG, set for probe runs: it only matters with --probe
+        raise UsageError("-X sets client settings for --probe: add --probe, or leave it out")
     nameservers = [parse_nameserver(n) for n in nameserver]
     per_request = parse_duration(timeout, "--timeout")
     parse_duration(deadline, "--deadline")

@@ -216,7 +216,7 @@ def test_bad_file_one_line_exit_2(tmp_path, name):
     (["check", "/nonexistent/compose.yaml"], "/nonexistent/compose.yaml: no such file"),
     (["check", "tests"], "tests: a directory; name the configuration files in it"),
     (["check", "docker/compose.yaml", "--format", "yaml"], "bad --format 'yaml': use text, json or markdown"),
-    (["check", "docker/compose.yaml", "-X", "sasl.mechanism=PLAIN"], "-X and -F are client settings for --probe"),
+    (["check", "docker/compose.yaml", "-X", "sasl.mechanism=PLAIN"], "-X sets client settings for --probe"),
     (["check", "docker/compose.yaml", "--nameserver", "dns.example"], "bad --nameserver 'dns.example'"),
     (["check", "tests/data/configs/strimzi/kafka-persistent.yaml", "--probe"],
      "--probe: no listener has a bootstrap address from here to probe"),
