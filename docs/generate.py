@@ -299,6 +299,10 @@ NOT_STAGED = {
     "ROUNDTRIP_DISAGREES": "it fires only where kprobe's verdict is wrong, and each lab scenario is one where a "
                            "real client agrees with it (the agreement test holds every scenario to that); the "
                            "rule's rows write both sides of a disagreement down",
+    **{code: "judged from configuration files by `kprobe check`, before anything runs; no probe emits it"
+       for code in ("ADVERTISED_WILDCARD", "LISTENER_NOT_IN_PROTOCOL_MAP", "ADVERTISED_LISTENER_UNDEFINED",
+                    "INTER_BROKER_NOT_ADVERTISED", "CONTROLLER_LISTENER_ADVERTISED", "ADVERTISED_INTERNAL_NAME",
+                    "PUBLISHED_PORT_DIFFERS", "ADVERTISED_AT_DEPLOY")},
     "LISTENER_NOT_FOUND": "the lab stages it (the three-brokers lab's PARTIAL listener and a topic led by broker 2), "
                           "but the message names every partition out of the listener's reach in the whole cluster, "
                           "which depends on the topics other runs created: no excerpt here would stay the same",

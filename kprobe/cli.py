@@ -580,8 +580,92 @@ def aggregate(
 
 
 @app.command()
-def schema() -> None:
-    """Print the JSON Schema of the report (kprobe.report/v1)."""
+def check(
+    files: Annotated[list[str], typer.Argument(help="server.properties files (several: one cluster), Compose files, a "
+                                               "Strimzi Kafka resource with its KafkaNodePools, Bitnami chart "
+                                               "values. The kind is read from each file's content.",
+                                               show_default=False)],
+    probe: Annotated[bool, typer.Option("--probe", help="Then probe the predicted bootstrap addresses from here "
+                                        "(kprobe's probe run) and set prediction and observation side by side.")]
+    = False,
+    nameserver: NameserverOpt = [],  # noqa: B006
+    timeout: TimeoutOpt = "5s",
+    deadline: DeadlineOpt = "30s",
+    prop: PropOpt = [],  # noqa: B006
+    prop_file: PropFileOpt = [],  # noqa: B006
+    json_out: Annotated[bool, typer.Option("--json", "-J", help="Print the kprobe.check/v1 JSON report (same as "
+                                           "--format json).")] = False,
+    fmt: Annotated[str | None, typer.Option("--format", help="text, json or markdown (a summary for a ticket).")]
+    = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the JSON report to this file, "
+                                                "atomically.")] = None,
+    vantage: VantageOpt = None,
+    no_color: NoColorOpt = False,
+) -> None:
+    """Predict the gap from listener settings, before anything is deployed: per broker and listener, where it
+    binds, what it advertises, its protocol, for whom it is meant and how clients on each network fare; then
+    findings with fixes.
+
+    Exit 0 no gap, 1 gap (or, with --probe, an observation contradicting the prediction), 2 bad input, 3 with
+    --probe when no bootstrap answered.
+    """
+    from kprobe.config import parse_duration, parse_nameserver
+    from kprobe.output import check as check_output
+    from kprobe.output.sanitize import use_color
+
+    chosen = (fmt or ("json" if json_out else "text")).lower()
+    if chosen not in ("text", "json", "markdown"):
+        raise UsageError(f"bad --format {fmt!r}: use text, json or markdown")
+    if json_out and chosen != "json":
+        raise UsageError("--json and --format disagree: give one of them")
+    if prop and not probe:  # -F may come from KPROBE_CONFIG, set for probe runs: it only matters with --probe
+        raise UsageError("-X sets client settings for --probe: add --probe, or leave it out")
+    nameservers = [parse_nameserver(n) for n in nameserver]
+    per_request = parse_duration(timeout, "--timeout")
+    parse_duration(deadline, "--deadline")
+    if output is not None:
+        from kprobe.output.files import check_file
+
+        check_file(output, "--output")
+    from kprobe.check_run import predict, probe_targets, with_observations
+
+    report = predict(files, nameservers=nameservers, timeout=per_request, vantage=vantage)
+    if probe:
+        targets = probe_targets(report)
+        if not targets:
+            raise UsageError("--probe: no listener has a bootstrap address from here to probe (each is unpublished, "
+                             "cluster-internal or decided at deploy time)")
+        from kprobe.config import probe_options
+        from kprobe.probe_run import ProbeRun
+        from kprobe.progress import run_in_foreground
+
+        options = probe_options(bootstrap=targets, props=prop, prop_files=prop_file, nameservers=nameserver,
+                                timeout=timeout, deadline=deadline, vantage=vantage)
+        report = with_observations(report, run_in_foreground(ProbeRun(options)))
+    if output is not None:
+        from kprobe.output.files import write_atomic
+
+        write_atomic(output, check_output.render_json(report, indent=True))
+    if chosen == "json":
+        sys.stdout.write(check_output.render_json(report, indent=sys.stdout.isatty()))
+    elif chosen == "markdown":
+        sys.stdout.write(check_output.render_markdown(report))
+    else:
+        sys.stdout.write(check_output.render_text(report, color=use_color(no_color)))
+    raise typer.Exit(STATUS_EXIT[report.status])
+
+
+@app.command()
+def schema(
+    check: Annotated[bool, typer.Option("--check", help="The schema of `kprobe check`'s report (kprobe.check/v1) "
+                                        "instead.")] = False,
+) -> None:
+    """Print the JSON Schema of the report (kprobe.report/v1), or with --check of kprobe check's (kprobe.check/v1)."""
+    if check:
+        from kprobe.output.check import schema_text as check_schema_text
+
+        sys.stdout.write(check_schema_text())
+        return
     from kprobe.output.json_report import schema_text
 
     sys.stdout.write(schema_text())

@@ -29,5 +29,5 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 def test_every_command_is_documented():
     docs = (ROOT / "README.md").read_text() + "".join(p.read_text() for p in (ROOT / "docs").glob("*.md"))
-    for command in ("kprobe probe", "kprobe list", "kprobe -L", "kprobe watch", "kprobe aggregate", "kprobe demo", "kprobe schema", "kprobe lab up", "kprobe lab down", "kprobe lab list", "kprobe show", "kprobe diff", "kprobe serve"):
+    for command in ("kprobe probe", "kprobe list", "kprobe -L", "kprobe watch", "kprobe aggregate", "kprobe demo", "kprobe schema", "kprobe lab up", "kprobe lab down", "kprobe lab list", "kprobe show", "kprobe diff", "kprobe serve", "kprobe check", "kprobe schema --check"):
         assert command in docs, command

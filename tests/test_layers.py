@@ -17,12 +17,12 @@ ROOT = Path(__file__).resolve().parent.parent / "kprobe"
 LAYERS: list[tuple[str, ...]] = [
     # plain data and facts every layer shares
     ("kprobe", "kprobe.errors", "kprobe.redaction", "kprobe.addresses", "kprobe.paths", "kprobe.models",
-     "kprobe.sockets", "kprobe.maven", "kprobe.dualstack", "kprobe.kubernetes"),
+     "kprobe.sockets", "kprobe.maven", "kprobe.dualstack", "kprobe.kubernetes", "kprobe.listeners"),
     ("kprobe.kafka",),  # the wire: codec, security settings, certificates, one connection
-    ("kprobe.config",),  # user input -> validated options
+    ("kprobe.config", "kprobe.deployments"),  # user input -> validated options; configuration files -> listeners
     ("kprobe.probe",),  # the steps: bootstrap, endpoints, resolve, connect, identity, tls
     ("kprobe.findings",),  # pure rules over the steps' results
-    ("kprobe.probe_run", "kprobe.list_run", "kprobe.compare"),  # the runs that string the steps together; diff
+    ("kprobe.probe_run", "kprobe.list_run", "kprobe.compare", "kprobe.check_run"),  # the runs; diff; check
     ("kprobe.output",),  # formatters
     ("kprobe.publish",),
     ("kprobe.deliver", "kprobe.progress", "kprobe.saved", "kprobe.show"),

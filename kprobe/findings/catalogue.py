@@ -20,7 +20,7 @@ INFO: Severity = "info"
 SEVERITY_ORDER: dict[Severity, int] = {ERROR: 0, WARNING: 1, INFO: 2}
 
 Stage = Literal["bootstrap", "advertised", "identity", "consistency", "tls", "dns", "run", "controllers", "shapes",
-                "roundtrip"]
+                "roundtrip", "config"]
 
 
 @dataclass(frozen=True)
@@ -195,6 +195,33 @@ CATALOGUE: dict[str, Kind] = {
     "ROUNDTRIP_FAILED": Kind(
         "roundtrip", (ERROR,), "A broker answered --roundtrip's produce or fetch with an error",
         "The endpoint works, the request does not: an authorization error, too few in-sync replicas."),
+    # kprobe check: judged from the listener settings alone, before anything runs (kprobe/findings/config.py).
+    "ADVERTISED_WILDCARD": Kind(
+        "config", (ERROR,), "A listener advertises 0.0.0.0 or ::",
+        "Nothing: Kafka refuses to start (advertised.listeners cannot use the nonroutable meta-address)."),
+    "LISTENER_NOT_IN_PROTOCOL_MAP": Kind(
+        "config", (ERROR,), "A listener is missing from listener.security.protocol.map",
+        "Nothing: Kafka refuses to start (no security protocol defined for the listener)."),
+    "ADVERTISED_LISTENER_UNDEFINED": Kind(
+        "config", (ERROR,), "advertised.listeners names a listener that listeners does not define",
+        "Nothing: Kafka refuses to start."),
+    "INTER_BROKER_NOT_ADVERTISED": Kind(
+        "config", (ERROR,), "The inter-broker listener is not advertised",
+        "Nothing: Kafka refuses to start (brokers reach each other through that listener's advertised endpoint)."),
+    "CONTROLLER_LISTENER_ADVERTISED": Kind(
+        "config", (ERROR,), "A broker advertises its KRaft controller listener",
+        "Nothing: Kafka refuses to start with the broker role; clients sent there would meet a controller."),
+    "ADVERTISED_INTERNAL_NAME": Kind(
+        "config", (ERROR, WARNING),
+        "A listener meant for the Docker host or the outside advertises a name only the container network or the "
+        "cluster resolves",
+        "Clients there bootstrap through the published port or external address, then fail to resolve the name."),
+    "PUBLISHED_PORT_DIFFERS": Kind(
+        "config", (ERROR,), "A listener is published on one port of the Docker host and advertised with another",
+        "Clients on the host bootstrap through the published port, then dial the advertised one and fail."),
+    "ADVERTISED_AT_DEPLOY": Kind(
+        "config", (INFO,), "An advertised address is decided when the platform deploys (a load balancer's, a node's)",
+        "Unknown until deployed: probe it then."),
 }
 
 

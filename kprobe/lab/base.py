@@ -211,10 +211,11 @@ def render(
     proxies = {**{name: spec.port for name, spec in scenario.proxies.items()}, **(proxy_ports or {})}
     controllers = {n.node_id: f"{n.spec.address}:{n.controller_port}" for n in nodes.values() if n.spec.is_controller}
     forwards = {**{name: spec.port for name, spec in scenario.forwards.items()}, **(forward_ports or {})}
+    ports = {n.node_id: {name: rl.port for name, rl in n.listeners.items()} for n in nodes.values()}
     for node in nodes.values():
         for rl in node.listeners.values():
             values: dict[str, Any] = {"addr": node.spec.address, "port": rl.port, "bh": holes, "ep": real,
-                                      "imp": fakes, "px": proxies, "ctl": controllers, "fw": forwards}
+                                      "imp": fakes, "px": proxies, "ctl": controllers, "fw": forwards, "pt": ports}
             rl.advertised = rl.spec.advertise.format(**values)
             rl.bootstrap = rl.spec.bootstrap.format(**values)
         node.controller_advertised = node.spec.controller_advertise.format(addr=node.spec.address,

@@ -8,9 +8,9 @@ for different networks). Adding a scenario is adding an entry to `SCENARIOS`.
 Templates in `bind`, `advertise` and `bootstrap` are `str.format` strings with:
 `{addr}` the node's address, `{port}` this listener's port, `{bh[NAME]}` a blackhole
 endpoint `host:port` kept by the lab, `{imp[NAME]}` an endpoint where a non-Kafka (HTTP)
-server answers, `{ep[NODE][LISTENER]}` another listener's real endpoint, `{px[NAME]}` the port
-of SNI proxy NAME (443 where the lab can bind it), `{ctl[NODE]}` the real endpoint of a quorum
-member's CONTROLLER listener.
+server answers, `{ep[NODE][LISTENER]}` another listener's real endpoint (`{pt[NODE][LISTENER]}`
+its port alone), `{px[NAME]}` the port of SNI proxy NAME (443 where the lab can bind it),
+`{ctl[NODE]}` the real endpoint of a quorum member's CONTROLLER listener.
 """
 
 from __future__ import annotations

@@ -138,6 +138,11 @@ def _finding(f: Finding) -> dict[str, Any]:
     }
 
 
+def finding_dict(f: Finding) -> dict[str, Any]:
+    """One finding as every kprobe JSON document writes it (`kprobe check`'s reuses it)."""
+    return _finding(f)
+
+
 def _roundtrip(rt: Roundtrip) -> dict[str, Any]:
     """--roundtrip's outcome (additive in v1)."""
     return {

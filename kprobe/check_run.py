@@ -1,0 +1,122 @@
+"""`kprobe check`: read listener settings, resolve their names from here, judge them; with --probe, compare.
+
+The prediction needs the network only for one thing: whether this machine's resolver (or the
+--nameserver given) resolves each advertised name, so a listener meant for clients here is judged by
+what they will meet. Everything else is pure (kprobe.findings.config). With --probe, the predicted
+bootstrap addresses for this vantage are probed by kprobe's own probe run (the CLI runs it, as it runs
+`kprobe probe`), and `with_observations` sets what each listener really advertised and how it fared
+beside the prediction: a file and what runs can differ, and that is worth seeing before a client does.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+
+from kprobe.addresses import format_hostport
+from kprobe.deployments import read_files
+from kprobe.findings.config import check_deployments, names_to_resolve
+from kprobe.listeners import CheckReport, ListenerCheck, Observation, ObservedStatus, ReachStatus, Vantage
+from kprobe.models import BootstrapResult, DnsResult, Report
+from kprobe.probe.resolve import Resolver, resolve_all
+from kprobe.probe_run import now_rfc3339
+
+# The vantage a probe from this machine stands for, by platform.
+HERE: dict[str, Vantage] = {"host": "here", "compose": "docker-host", "kubernetes": "outside"}
+# A prediction and the probe's endpoint status that bear it out.
+_AGREE: dict[ReachStatus, tuple[str, ...]] = {
+    "works": ("reachable", "degraded"),
+    "resolves": ("reachable", "degraded", "partial", "unreachable"),
+    "unresolvable": ("unresolvable",),
+    "unreachable": ("unreachable",),
+}
+
+
+def predict(paths: Sequence[str], *, nameservers: Sequence[tuple[str, int]] = (), timeout: float = 5.0,
+            vantage: str | None = None) -> CheckReport:
+    """Read the files, resolve the advertised names from here, judge every listener."""
+    started = now_rfc3339()
+    deployments = read_files(paths)
+    resolver = Resolver(nameservers, timeout=timeout)
+    names = names_to_resolve(deployments)
+    resolved: dict[str, DnsResult] = resolve_all(names, resolver, time.monotonic() + timeout) if names else {}
+    checks, findings = check_deployments(deployments, resolved)
+    hostname = socket.gethostname()
+    return CheckReport(
+        id=str(uuid.uuid4()), started_at=started, finished_at=now_rfc3339(), vantage_name=vantage or hostname,
+        hostname=hostname, resolver_kind=resolver.kind,
+        nameservers=tuple(format_hostport(ip, port) for ip, port in nameservers), files=tuple(paths),
+        deployments=tuple(deployments), checks=tuple(checks), findings=tuple(findings))
+
+
+def here_vantage(check: ListenerCheck, report: CheckReport) -> Vantage:
+    """The vantage this machine stands for, for the deployment the listener is in."""
+    dep = next(d for d in report.deployments if d.source == check.source)
+    return HERE[dep.platform]
+
+
+def probe_targets(report: CheckReport) -> list[str]:
+    """The bootstrap addresses a client here would use, one per listener predicted to have one.
+
+    Placeholders (an address decided at deploy time, a random published port) cannot be dialled and
+    are left out. TLS listeners get `SSL://`, SASL ones their protocol, so the probe speaks it.
+    """
+    targets = []
+    for check in report.checks:
+        reach = check.reach_of(here_vantage(check, report))
+        if reach is None or reach.bootstrap is None or "<" in reach.bootstrap:
+            continue
+        protocol = check.listener.protocol or "PLAINTEXT"
+        targets.append(reach.bootstrap if protocol == "PLAINTEXT" else f"{protocol}://{reach.bootstrap}")
+    return list(dict.fromkeys(targets))
+
+
+def with_observations(report: CheckReport, probe: Report) -> CheckReport:
+    """The prediction with the probe's observation beside each listener it dialled (pure)."""
+    by_address = {b.address: b for b in probe.bootstraps}
+    observations = []
+    for check in report.checks:
+        vantage = here_vantage(check, report)
+        reach = check.reach_of(vantage)
+        if reach is None or reach.bootstrap is None or "<" in reach.bootstrap:
+            continue
+        boot = by_address.get(reach.bootstrap)
+        if boot is None:
+            continue
+        observations.append(_observe(check, vantage, reach.status, reach.bootstrap, boot, probe))
+    return replace(report, observations=tuple(observations), probe=probe, finished_at=now_rfc3339())
+
+
+def _observe(check: ListenerCheck, vantage: Vantage, predicted: ReachStatus, address: str, boot: BootstrapResult,
+             probe: Report) -> Observation:
+    """One listener's observation: the broker the file's node id names (or the only one) in the bootstrap's answer."""
+    base = {"source": check.source, "broker": check.broker, "listener": check.listener.name, "vantage": vantage,
+            "bootstrap": address, "predicted": predicted}
+    if boot.status != "ok":
+        return Observation(**base, observed="bootstrap_failed", advertised=None, agrees=None,  # type: ignore[arg-type]
+                           detail=f"the bootstrap did not answer: {boot.status}" + (f" ({boot.error})" if boot.error
+                                                                                   else ""))
+    brokers = list(boot.brokers)
+    node = check.node_id if check.node_id is not None else boot.node_id
+    mine = next((b for b in brokers if b.node_id == node), None) or (brokers[0] if len(brokers) == 1 else None)
+    if mine is None:
+        return Observation(**base, observed="not_advertised", advertised=None, agrees=False,  # type: ignore[arg-type]
+                           detail=f"the bootstrap's metadata lists no broker {node}")
+    advertised = format_hostport(mine.host, mine.port)
+    result = next((r for r in probe.endpoints if r.endpoint.node_id == mine.node_id and r.endpoint.host == mine.host
+                   and r.endpoint.port == mine.port), None)
+    observed: ObservedStatus = result.status if result is not None else "unchecked"
+    expected = check.listener.advertised.text if check.listener.advertised else None
+    drift = expected is not None and "<" not in expected and expected.lower() != advertised.lower()
+    if predicted in _AGREE:
+        agrees: bool | None = observed in _AGREE[predicted] and not drift
+    else:
+        agrees = None
+    detail = f"advertises {advertised}: {observed}"
+    if drift:
+        detail += f"; the file says {expected}: the broker runs other settings than the file's"
+    return Observation(**base, observed=observed, advertised=advertised, agrees=agrees,  # type: ignore[arg-type]
+                       detail=detail)
