@@ -37,6 +37,8 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kprobe.kafka.connection import fetch_and_identify
@@ -155,13 +157,12 @@ def concurrency(timeout: float, count: int = 200) -> tuple[float, float]:
             hole.close()
 
 
-def concurrency_cli(timeout: float, count: int = 200) -> list[tuple[str, float, dict[str, int]]]:
-    """Wall seconds of whole `kprobe probe` runs against a broker advertising `count` brokers.
+@contextmanager
+def advertising_cluster(count: int = 200) -> Iterator[str]:
+    """A scripted broker advertising `count` brokers, half of them answering Kafka, half blackholed; its address.
 
-    Why the CLI and a broker that advertises them: the figure users feel includes start-up,
-    the metadata decode of a 200-broker answer, diagnosis and rendering, not only connects.
-    The reachable half are scripted brokers that answer Kafka (ApiVersions, Metadata), so the
-    identity check (on by default) meets brokers, as in a real cluster, not mute sockets.
+    The answering half are scripted brokers that answer ApiVersions and Metadata, so an identity check
+    meets brokers, as in a real cluster, not mute sockets (bench_show.py reuses it for its big report).
     """
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from hostile_broker import Broker, HostileBroker, Script
@@ -177,27 +178,37 @@ def concurrency_cli(timeout: float, count: int = 200) -> list[tuple[str, float, 
         for listener in listeners:
             listener.answer_with(script)
             listener.__enter__()
-        rows = []
         with HostileBroker(script) as broker:
-            for label, flags in (("identity on (default)", []), ("--no-identity", ["--no-identity"])):
-                cmd = [*KPROBE, "probe", "-b", broker.address, "--json",
-                       "--timeout", f"{timeout:g}", "--deadline", f"{10 * timeout:g}", *flags]
-                started = time.perf_counter()
-                done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-                elapsed = time.perf_counter() - started
-                report = json.loads(done.stdout)
-                verdicts: dict[str, int] = {}
-                for endpoint in report["endpoints"]:
-                    verdicts[endpoint["status"]] = verdicts.get(endpoint["status"], 0) + 1
-                assert report["summary"]["endpoints"] == count, report["summary"]
-                assert verdicts.get("reachable") == count // 2, verdicts
-                rows.append((label, elapsed, verdicts))
-        return rows
+            yield broker.address
     finally:
         for listener in listeners:
             listener.__exit__()
         for hole in holes:
             hole.close()
+
+
+def concurrency_cli(timeout: float, count: int = 200) -> list[tuple[str, float, dict[str, int]]]:
+    """Wall seconds of whole `kprobe probe` runs against a broker advertising `count` brokers.
+
+    Why the CLI and a broker that advertises them: the figure users feel includes start-up,
+    the metadata decode of a 200-broker answer, diagnosis and rendering, not only connects.
+    """
+    rows = []
+    with advertising_cluster(count) as address:
+        for label, flags in (("identity on (default)", []), ("--no-identity", ["--no-identity"])):
+            cmd = [*KPROBE, "probe", "-b", address, "--json",
+                   "--timeout", f"{timeout:g}", "--deadline", f"{10 * timeout:g}", *flags]
+            started = time.perf_counter()
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            elapsed = time.perf_counter() - started
+            report = json.loads(done.stdout)
+            verdicts: dict[str, int] = {}
+            for endpoint in report["endpoints"]:
+                verdicts[endpoint["status"]] = verdicts.get(endpoint["status"], 0) + 1
+            assert report["summary"]["endpoints"] == count, report["summary"]
+            assert verdicts.get("reachable") == count // 2, verdicts
+            rows.append((label, elapsed, verdicts))
+    return rows
 
 
 def startup(runs: int) -> list[tuple[str, float]]:

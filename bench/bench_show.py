@@ -50,27 +50,11 @@ def timed(cmd: list[str], runs: int) -> float:
 
 def big_report(path: Path, count: int = 200) -> None:
     """A real `kprobe probe -o` report of a cluster advertising `count` brokers."""
-    from bench_probe import Blackhole
-    from hostile_broker import Broker, HostileBroker, Script
+    from bench_probe import advertising_cluster
 
-    listeners, holes = [], []
-    try:
-        for i in range(count // 2):
-            listeners.append(HostileBroker(Script(brokers=[]), host=f"127.0.1.{1 + i % 250}"))
-            holes.append(Blackhole(f"127.0.2.{1 + i % 250}"))
-        places = [(b.host, b.port) for b in listeners] + [(h.host, h.port) for h in holes]
-        script = Script(brokers=[Broker(i, host.encode(), port) for i, (host, port) in enumerate(places)])
-        for listener in listeners:
-            listener.answer_with(script)
-            listener.__enter__()
-        with HostileBroker(script) as broker:
-            subprocess.run([*KPROBE, "probe", "-b", broker.address, "--timeout", "0.5", "--deadline", "5", "-o",
-                            str(path)], capture_output=True, check=False)
-    finally:
-        for listener in listeners:
-            listener.__exit__()
-        for hole in holes:
-            hole.close()
+    with advertising_cluster(count) as address:
+        subprocess.run([*KPROBE, "probe", "-b", address, "--timeout", "0.5", "--deadline", "5", "-o", str(path)],
+                       capture_output=True, check=False)
     assert len(json.loads(path.read_text())["endpoints"]) == count
 
 
