@@ -7,9 +7,11 @@ an error text), never an exception, so a report can always say how far a probe g
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from itertools import accumulate
+from typing import Literal, overload
 
 from kprobe.addresses import format_hostport
 
@@ -88,12 +90,172 @@ class PartitionInfo:
     error_code: int = 0
 
 
+# The most partitions one run holds: what is formatted or unpacked at once stays bounded (a struct
+# format and a %-template per run length), however big one topic is.
+RUN_MAX = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRun:
+    """Consecutive partitions of one topic with one error code and the same replica-list lengths, as columns.
+
+    One flat tuple of ints per run instead of objects per partition: a cluster of 100,000
+    partitions decodes with one `struct` call per run and renders with one %-format per run,
+    both in C (`kprobe list` at kcat's pace), in a few MB. `values` holds, per partition: its
+    id, its leader, then `replicas` replica ids, `isrs` in-sync ids and `offline` offline ids.
+    """
+
+    error_code: int
+    replicas: int
+    isrs: int
+    offline: int
+    values: tuple[int, ...]
+
+    @property
+    def stride(self) -> int:
+        """How many values each partition takes."""
+        return 2 + self.replicas + self.isrs + self.offline
+
+    def __len__(self) -> int:
+        return len(self.values) // self.stride
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        """The partition ids, in the run's order."""
+        return self.values[0::self.stride]
+
+    @property
+    def leaders(self) -> tuple[int, ...]:
+        """Each partition's leader (-1: none)."""
+        return self.values[1::self.stride]
+
+    def info(self, i: int) -> PartitionInfo:
+        """Partition number `i` of the run as a model object (made on demand: most runs never need one)."""
+        at = i * self.stride
+        v = self.values
+        r, s = at + 2 + self.replicas, at + 2 + self.replicas + self.isrs
+        return PartitionInfo(partition=v[at], leader=v[at + 1], replicas=v[at + 2:r], isrs=v[r:s],
+                             offline=v[s:s + self.offline], error_code=self.error_code)
+
+
+class RunBuilder:
+    """Partitions added one at a time, grouped into runs (a new run where error code or shape changes)."""
+
+    def __init__(self) -> None:
+        self.runs: list[PartitionRun] = []
+        self._key: tuple[int, int, int, int] | None = None
+        self._values: list[int] = []
+        self._count = 0
+
+    def add(self, error_code: int, partition: int, leader: int, replicas: Sequence[int], isrs: Sequence[int],
+            offline: Sequence[int]) -> None:
+        """Append one partition."""
+        key = (error_code, len(replicas), len(isrs), len(offline))
+        if key != self._key or self._count == RUN_MAX:
+            self._flush()
+            self._key = key
+        self._values += (partition, leader)
+        self._values += replicas
+        self._values += isrs
+        self._values += offline
+        self._count += 1
+
+    def append(self, run: PartitionRun) -> None:
+        """Append a whole run decoded elsewhere (in bulk)."""
+        self._flush()
+        self.runs.append(run)
+
+    def _flush(self) -> None:
+        if self._key is not None and self._count:
+            self.runs.append(PartitionRun(*self._key, values=tuple(self._values)))
+        self._key, self._values, self._count = None, [], 0
+
+    def table(self) -> PartitionTable:
+        """The partitions added so far."""
+        self._flush()
+        return PartitionTable(self.runs)
+
+
+class PartitionTable(Sequence[PartitionInfo]):
+    """A topic's partitions as runs of columns (`PartitionRun`), readable as a sequence of `PartitionInfo`.
+
+    The probe path reads partitions one by one as before; `kprobe list` reads the runs and never
+    makes an object per partition. Equal to any sequence of the same partitions (a tuple included).
+    """
+
+    __slots__ = ("_ends", "runs")
+
+    def __init__(self, runs: Iterable[PartitionRun] = ()) -> None:
+        self.runs: tuple[PartitionRun, ...] = tuple(run for run in runs if len(run))
+        self._ends = list(accumulate(len(run) for run in self.runs))
+
+    @classmethod
+    def of(cls, partitions: Iterable[PartitionInfo]) -> PartitionTable:
+        """A table of model objects (librdkafka's answer, tests), in their order."""
+        if isinstance(partitions, PartitionTable):
+            return partitions
+        builder = RunBuilder()
+        for p in partitions:
+            builder.add(p.error_code, p.partition, p.leader, p.replicas, p.isrs, p.offline)
+        return builder.table()
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    @overload
+    def __getitem__(self, index: int) -> PartitionInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[PartitionInfo, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> PartitionInfo | tuple[PartitionInfo, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("partition index out of range")
+        n = bisect_right(self._ends, index)
+        return self.runs[n].info(index - (self._ends[n - 1] if n else 0))
+
+    def __iter__(self) -> Iterator[PartitionInfo]:
+        for run in self.runs:
+            for i in range(len(run)):
+                yield run.info(i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PartitionTable) and self.runs == other.runs:
+            return True
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"PartitionTable({list(self)!r})"
+
+    def sorted_by_id(self) -> PartitionTable:
+        """The partitions in id order (librdkafka's, so kcat's): itself when already so, as brokers send them."""
+        last = None
+        for run in self.runs:
+            ids = run.ids
+            if (last is not None and ids[0] < last) or list(ids) != sorted(ids):
+                break
+            last = ids[-1]
+        else:
+            return self
+        return PartitionTable.of(sorted(self, key=lambda p: p.partition))
+
+
 @dataclass(frozen=True)
 class TopicInfo:
-    """One topic as a Metadata response describes it."""
+    """One topic as a Metadata response describes it.
+
+    `partitions` is a `PartitionTable` when decoded from the wire, any sequence elsewhere (tests).
+    """
 
     name: str
-    partitions: tuple[PartitionInfo, ...]
+    partitions: Sequence[PartitionInfo]
     error_code: int = 0
     is_internal: bool = False
 

@@ -31,6 +31,7 @@ class Partition:
     isrs: Sequence[int]
     offline: Sequence[int] = ()
     error: int = 0
+    tags: bytes = b"\x00"  # the tagged-fields section of flexible versions: none, as Kafka sends
 
 
 @dataclass
@@ -112,7 +113,7 @@ def metadata_body(script: Script, version: int = 8) -> bytes:
             out += _ints(p.replicas, flexible) + _ints(p.isrs, flexible)
             if version >= 5:
                 out += _ints(p.offline, flexible)
-            out += tags
+            out += p.tags if flexible else b""
         if version >= 8:
             out += struct.pack(">i", 0)  # topic authorized operations
         out += tags
