@@ -7,10 +7,8 @@ an error text), never an exception, so a report can always say how far a probe g
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Literal, overload
 
 from kprobe.addresses import format_hostport
@@ -97,12 +95,15 @@ RUN_MAX = 1024
 
 @dataclass(frozen=True, slots=True)
 class PartitionRun:
-    """Consecutive partitions of one topic with one error code and the same replica-list lengths, as columns.
+    """Partitions of one topic with one error code and the same replica-list lengths, as columns.
 
     One flat tuple of ints per run instead of objects per partition: a cluster of 100,000
-    partitions decodes with one `struct` call per run and renders with one %-format per run,
-    both in C (`kprobe list` at kcat's pace), in a few MB. `values` holds, per partition: its
-    id, its leader, then `replicas` replica ids, `isrs` in-sync ids and `offline` offline ids.
+    partitions decodes with a `struct` call per run and renders with a %-format per run, both in
+    C (`kprobe list` at kcat's pace), in a few MB. `values` holds, per partition: its id, its
+    leader, then `replicas` replica ids, `isrs` in-sync ids and `offline` offline ids. A run is
+    either a stretch of the broker's answer (`order` None: its partitions stood at `start`,
+    `start + 1`, ...) or gathers same-shaped partitions from a topic of mixed shapes (`order`
+    says where each stood), so a topic whose ISRs shrank still renders a run at a time.
     """
 
     error_code: int
@@ -110,6 +111,8 @@ class PartitionRun:
     isrs: int
     offline: int
     values: tuple[int, ...]
+    start: int = 0
+    order: tuple[int, ...] | None = None
 
     @property
     def stride(self) -> int:
@@ -129,6 +132,11 @@ class PartitionRun:
         """Each partition's leader (-1: none)."""
         return self.values[1::self.stride]
 
+    @property
+    def positions(self) -> Sequence[int]:
+        """Where each partition stood in the broker's answer (ties between equal ids keep that order)."""
+        return self.order if self.order is not None else range(self.start, self.start + len(self))
+
     def info(self, i: int) -> PartitionInfo:
         """Partition number `i` of the run as a model object (made on demand: most runs never need one)."""
         at = i * self.stride
@@ -139,36 +147,38 @@ class PartitionRun:
 
 
 class RunBuilder:
-    """Partitions added one at a time, grouped into runs (a new run where error code or shape changes)."""
+    """Partitions added one at a time in the answer's order, grouped into stretches of one shape."""
 
     def __init__(self) -> None:
         self.runs: list[PartitionRun] = []
+        self.added = 0  # partitions so far, runs appended whole included
         self._key: tuple[int, int, int, int] | None = None
         self._values: list[int] = []
-        self._count = 0
+        self._start = 0
 
     def add(self, error_code: int, partition: int, leader: int, replicas: Sequence[int], isrs: Sequence[int],
             offline: Sequence[int]) -> None:
         """Append one partition."""
         key = (error_code, len(replicas), len(isrs), len(offline))
-        if key != self._key or self._count == RUN_MAX:
+        if key != self._key or self.added - self._start == RUN_MAX:
             self._flush()
-            self._key = key
+            self._key, self._start = key, self.added
         self._values += (partition, leader)
         self._values += replicas
         self._values += isrs
         self._values += offline
-        self._count += 1
+        self.added += 1
 
     def append(self, run: PartitionRun) -> None:
-        """Append a whole run decoded elsewhere (in bulk)."""
+        """Append a whole run decoded elsewhere (in bulk), whose positions count from `added`."""
         self._flush()
         self.runs.append(run)
+        self.added += len(run)
 
     def _flush(self) -> None:
-        if self._key is not None and self._count:
-            self.runs.append(PartitionRun(*self._key, values=tuple(self._values)))
-        self._key, self._values, self._count = None, [], 0
+        if self._key is not None and self._values:
+            self.runs.append(PartitionRun(*self._key, values=tuple(self._values), start=self._start))
+        self._key, self._values = None, []
 
     def table(self) -> PartitionTable:
         """The partitions added so far."""
@@ -179,15 +189,18 @@ class RunBuilder:
 class PartitionTable(Sequence[PartitionInfo]):
     """A topic's partitions as runs of columns (`PartitionRun`), readable as a sequence of `PartitionInfo`.
 
-    The probe path reads partitions one by one as before; `kprobe list` reads the runs and never
-    makes an object per partition. Equal to any sequence of the same partitions (a tuple included).
+    As a sequence the partitions come in id order (librdkafka's, so kcat's), equal ids in the
+    answer's order. The probe path reads partitions one by one as before; `kprobe list` reads the
+    runs and never makes an object per partition. Equal to any sequence of the same partitions.
     """
 
-    __slots__ = ("_ends", "runs")
+    __slots__ = ("_listed", "in_order", "runs")
 
     def __init__(self, runs: Iterable[PartitionRun] = ()) -> None:
         self.runs: tuple[PartitionRun, ...] = tuple(run for run in runs if len(run))
-        self._ends = list(accumulate(len(run) for run in self.runs))
+        # Whether the runs, one after the other, already are the partitions in id order (as brokers send them).
+        self.in_order = _stretches_in_order(self.runs)
+        self._listed: list[tuple[PartitionRun, int]] | None = None
 
     @classmethod
     def of(cls, partitions: Iterable[PartitionInfo]) -> PartitionTable:
@@ -199,8 +212,18 @@ class PartitionTable(Sequence[PartitionInfo]):
             builder.add(p.error_code, p.partition, p.leader, p.replicas, p.isrs, p.offline)
         return builder.table()
 
+    def _list(self) -> list[tuple[PartitionRun, int]]:
+        if self._listed is None:
+            if self.in_order:
+                self._listed = [(run, i) for run in self.runs for i in range(len(run))]
+            else:
+                keyed = sorted((pid, at, n, i) for n, run in enumerate(self.runs)
+                               for i, (pid, at) in enumerate(zip(run.ids, run.positions, strict=True)))
+                self._listed = [(self.runs[n], i) for _, _, n, i in keyed]
+        return self._listed
+
     def __len__(self) -> int:
-        return self._ends[-1] if self._ends else 0
+        return sum(len(run) for run in self.runs)
 
     @overload
     def __getitem__(self, index: int) -> PartitionInfo: ...
@@ -210,22 +233,15 @@ class PartitionTable(Sequence[PartitionInfo]):
 
     def __getitem__(self, index: int | slice) -> PartitionInfo | tuple[PartitionInfo, ...]:
         if isinstance(index, slice):
-            return tuple(self)[index]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("partition index out of range")
-        n = bisect_right(self._ends, index)
-        return self.runs[n].info(index - (self._ends[n - 1] if n else 0))
+            return tuple(run.info(i) for run, i in self._list()[index])
+        run, i = self._list()[index]
+        return run.info(i)
 
     def __iter__(self) -> Iterator[PartitionInfo]:
-        for run in self.runs:
-            for i in range(len(run)):
-                yield run.info(i)
+        for run, i in self._list():
+            yield run.info(i)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, PartitionTable) and self.runs == other.runs:
-            return True
         return isinstance(other, Sequence) and tuple(self) == tuple(other)
 
     def __hash__(self) -> int:
@@ -234,17 +250,15 @@ class PartitionTable(Sequence[PartitionInfo]):
     def __repr__(self) -> str:
         return f"PartitionTable({list(self)!r})"
 
-    def sorted_by_id(self) -> PartitionTable:
-        """The partitions in id order (librdkafka's, so kcat's): itself when already so, as brokers send them."""
-        last = None
-        for run in self.runs:
-            ids = run.ids
-            if (last is not None and ids[0] < last) or list(ids) != sorted(ids):
-                break
-            last = ids[-1]
-        else:
-            return self
-        return PartitionTable.of(sorted(self, key=lambda p: p.partition))
+
+def _stretches_in_order(runs: Sequence[PartitionRun]) -> bool:
+    at, last = 0, None
+    for run in runs:
+        ids = run.ids
+        if run.order is not None or run.start != at or (last is not None and ids[0] < last) or list(ids) != sorted(ids):
+            return False
+        at, last = at + len(run), ids[-1]
+    return True
 
 
 @dataclass(frozen=True)

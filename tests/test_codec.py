@@ -238,17 +238,31 @@ def test_hostile_counts_in_partitions_are_protocol_errors(version):
         assert caught.value.kind == "protocol"
 
 
-def test_partition_table_reads_as_a_sequence_and_sorts_by_id():
+def test_partition_table_reads_in_id_order_as_librdkafka_lists_them():
     from kprobe.models import PartitionInfo, PartitionTable
 
     infos = [PartitionInfo(partition=i, leader=i % 3, replicas=(0, 1), isrs=(0,) if i == 5 else (0, 1))
              for i in (3, 1, 2, 0, 5, 4)]
     table = PartitionTable.of(infos)
-    assert list(table) == infos and table == tuple(infos) and len(table) == 6
-    assert table[4] == infos[4] and table[-1] == infos[-1] and table[1:3] == tuple(infos[1:3])
-    ordered = table.sorted_by_id()
-    assert [p.partition for p in ordered] == [0, 1, 2, 3, 4, 5]
-    assert ordered == tuple(sorted(infos, key=lambda p: p.partition))
-    assert ordered.sorted_by_id() is ordered
+    ordered = sorted(infos, key=lambda p: p.partition)
+    assert not table.in_order and len(table) == 6
+    assert list(table) == ordered and table == tuple(ordered)
+    assert table[4] == ordered[4] and table[-1] == ordered[-1] and table[1:3] == tuple(ordered[1:3])
+    assert PartitionTable.of(ordered).in_order and PartitionTable.of(table) is table
     with pytest.raises(IndexError):
         table[6]
+
+
+@pytest.mark.parametrize("version", [8, 12])
+def test_mixed_shapes_are_gathered_into_few_runs_and_read_in_id_order(version):
+    """A topic whose ISRs shrank on one broker alternates shapes: a run per shape, not per stretch."""
+    from hostile_broker import Broker, Partition, Script, Topic, metadata_body
+
+    partitions = [Partition(p, p % 3, [p % 3, (p + 1) % 3, (p + 2) % 3],
+                            [r for r in (p % 3, (p + 1) % 3, (p + 2) % 3) if r != 2 or p % 3 == 2]) for p in range(90)]
+    partitions[10], partitions[20] = partitions[20], partitions[10]  # and not quite in id order
+    script = Script(brokers=[Broker(0, b"b0", 9092)], topics=[Topic(b"t", partitions)])
+    [topic] = codec.decode_metadata(Reader(metadata_body(script, version)), version).topics
+    assert sorted(len(run) for run in topic.partitions.runs) == [30, 60]
+    assert [(p.partition, p.leader, p.isrs) for p in topic.partitions] == [
+        (p.index, p.leader, tuple(p.isrs)) for p in sorted(partitions, key=lambda p: p.index)]

@@ -15,7 +15,7 @@ import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import chain
 
 from kprobe.models import (
@@ -348,8 +348,14 @@ def _run_structs(version: int, replicas: int, isrs: int, offline: int, count: in
 
 @lru_cache(maxsize=256)
 def _one_struct(version: int, replicas: int, isrs: int, offline: int) -> struct.Struct:
-    """The values format of `_formats` for one partition (stretches of any length, with iter_unpack)."""
+    """The values format of `_formats` for one partition."""
     return struct.Struct(">" + _formats(version, replicas, isrs, offline)[1])
+
+
+@lru_cache(maxsize=256)
+def _check_struct(version: int, replicas: int, isrs: int, offline: int) -> struct.Struct:
+    """The check format of `_formats` for one partition: it spans the whole partition."""
+    return struct.Struct(">" + _formats(version, replicas, isrs, offline)[0])
 
 
 def _partitions(reader: Reader, version: int, count: int) -> PartitionTable:
@@ -365,13 +371,16 @@ def _partitions(reader: Reader, version: int, count: int) -> PartitionTable:
     left = count
     while left:
         chunk = min(left, RUN_MAX)
-        run = _uniform(reader, version, chunk)
+        run = _uniform(reader, version, chunk, builder.added)
         if run is None:
             _scan(reader, version, chunk, builder)
         else:
             builder.append(run)
         left -= chunk
     return builder.table()
+
+
+_INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
 
 
 def _shape(data: bytes, pos: int, version: int) -> tuple[int, int, int, int, int] | None:
@@ -411,10 +420,7 @@ def _shape(data: bytes, pos: int, version: int) -> tuple[int, int, int, int, int
     return error, replicas, isrs, offline, end - pos
 
 
-_INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
-
-
-def _uniform(reader: Reader, version: int, count: int) -> PartitionRun | None:
+def _uniform(reader: Reader, version: int, count: int, start: int) -> PartitionRun | None:
     """`count` partitions shaped like the first, read in bulk; None (nothing consumed) if they are not."""
     data, pos = reader.data, reader.pos
     first = _shape(data, pos, version)
@@ -429,43 +435,62 @@ def _uniform(reader: Reader, version: int, count: int) -> PartitionRun | None:
     if seen != seen[:width] * count:
         return None
     reader.pos = pos + size * count
-    return PartitionRun(error, replicas, isrs, offline, values.unpack_from(data, pos))
+    return PartitionRun(error, replicas, isrs, offline, values.unpack_from(data, pos), start=start)
 
 
 def _scan(reader: Reader, version: int, count: int, builder: RunBuilder) -> None:
-    """`count` partitions of varying shapes: each consecutive same-shaped stretch is read in bulk; a
-    partition in any other encoding (multi-byte counts, tagged fields, or broken) goes field by field.
+    """`count` partitions of mixed shapes (a topic whose ISRs shrank): same-shaped partitions are
+    gathered into one run each, read record by record in C; a partition in any other encoding
+    (multi-byte counts, tagged fields, or broken) is read field by field.
+
+    A topic has few shapes: each partition is first checked against the shapes already met (one
+    `struct` call each, the check of `_formats`, which reads the counts where that shape has them:
+    all equal means that shape), and measured field by field only when none fits.
     """
     data = reader.data
-    stretch_at, stretch, stretch_len = reader.pos, None, 0
-
-    def flush() -> None:
-        if stretch is not None and stretch_len:
-            one = _one_struct(version, *stretch[1:4])
-            block = memoryview(data)[stretch_at:stretch_at + one.size * stretch_len]
-            builder.append(PartitionRun(stretch[0], *stretch[1:4], values=tuple(chain.from_iterable(
-                one.iter_unpack(block)))))
-
     pos = reader.pos
-    for _ in range(count):
-        shape = _shape(data, pos, version)
-        if shape is None:
-            flush()
-            reader.pos = pos
-            _one_partition(reader, version, builder)
-            pos = stretch_at = reader.pos
-            stretch, stretch_len = None, 0
-            continue
-        if shape[:4] != (stretch[:4] if stretch else None):
-            flush()
-            stretch_at, stretch, stretch_len = pos, shape, 0
-        stretch_len += 1
-        pos += shape[4]
-    flush()
+    first = builder.added
+    # Per shape met: its check format, the values the check reads, its size, where its partitions are.
+    shapes: list[tuple[struct.Struct, tuple[int, ...], int, list[int], list[int]]] = []
+    odd: list[PartitionRun] = []
+    for k in range(count):
+        for shape in shapes:
+            try:
+                if shape[0].unpack_from(data, pos) == shape[1]:
+                    break
+            except struct.error:  # runs past the end: not this shape
+                pass
+        else:
+            measured = _shape(data, pos, version)
+            if measured is None:
+                reader.pos = pos
+                odd.append(_one_partition(reader, version, first + k))
+                pos = reader.pos
+                continue
+            check = _check_struct(version, *measured[1:4])
+            shape = (check, check.unpack_from(data, pos), measured[4], [], [])
+            shapes.append(shape)
+        shape[3].append(pos)
+        shape[4].append(first + k)
+        pos += shape[2]
     reader.pos = pos
+    for _, checked, _, at, order in shapes:
+        error, replicas, isrs, offline = _counts(version, checked)
+        read = partial(_one_struct(version, replicas, isrs, offline).unpack_from, data)
+        values = tuple(chain.from_iterable(map(read, at)))
+        builder.append(PartitionRun(error, replicas, isrs, offline, values, order=tuple(order)))
+    for run in odd:
+        builder.append(run)
 
 
-def _one_partition(reader: Reader, version: int, builder: RunBuilder) -> None:
+def _counts(version: int, checked: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """(error code, replicas, isrs, offline) from what a check format read."""
+    if version >= 9:
+        return checked[0], checked[1] - 1, checked[2] - 1, checked[3] - 1
+    return checked[0], checked[1], checked[2], checked[3] if version >= 5 else 0
+
+
+def _one_partition(reader: Reader, version: int, position: int) -> PartitionRun:
     """One partition field by field: any valid encoding, and the exact error for a broken one."""
     flexible = version >= 9
     p_code = reader.int16()
@@ -478,7 +503,8 @@ def _one_partition(reader: Reader, version: int, builder: RunBuilder) -> None:
     offline = reader.int32_array(flexible) if version >= 5 else ()
     if flexible:
         reader.tagged_fields()
-    builder.add(p_code, index, leader, replicas, isrs, offline)
+    return PartitionRun(p_code, len(replicas), len(isrs), len(offline), (index, leader, *replicas, *isrs, *offline),
+                        order=(position,))
 
 
 def encode_sasl_handshake(mechanism: str) -> bytes:
