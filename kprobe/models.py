@@ -88,9 +88,16 @@ class PartitionInfo:
     error_code: int = 0
 
 
-# The most partitions one run holds: what is formatted or unpacked at once stays bounded (a struct
-# format and a %-template per run length), however big one topic is.
+# The most partitions, and the most values, one run holds: what is unpacked or formatted at once
+# stays bounded (a compiled struct format and a %-template per run length take memory in
+# proportion), however big a topic or its replica lists are.
 RUN_MAX = 1024
+RUN_VALUES_MAX = 16_384
+
+
+def run_limit(replicas: int, isrs: int, offline: int) -> int:
+    """The most partitions of this shape one run holds."""
+    return max(1, min(RUN_MAX, RUN_VALUES_MAX // (2 + replicas + isrs + offline)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +167,7 @@ class RunBuilder:
             offline: Sequence[int]) -> None:
         """Append one partition."""
         key = (error_code, len(replicas), len(isrs), len(offline))
-        if key != self._key or self.added - self._start == RUN_MAX:
+        if key != self._key or self.added - self._start == run_limit(*key[1:]):
             self._flush()
             self._key, self._start = key, self.added
         self._values += (partition, leader)

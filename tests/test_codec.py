@@ -266,3 +266,19 @@ def test_mixed_shapes_are_gathered_into_few_runs_and_read_in_id_order(version):
     assert sorted(len(run) for run in topic.partitions.runs) == [30, 60]
     assert [(p.partition, p.leader, p.isrs) for p in topic.partitions] == [
         (p.index, p.leader, tuple(p.isrs)) for p in sorted(partitions, key=lambda p: p.index)]
+
+
+@pytest.mark.parametrize("version", [8, 12])
+def test_runs_stay_bounded_whatever_the_replica_lists(version):
+    """A run's compiled formats and templates grow with its values: long replica lists make short runs."""
+    from hostile_broker import Broker, Partition, Script, Topic, metadata_body
+
+    from kprobe.models import RUN_VALUES_MAX
+
+    wide = [Partition(p, 0, list(range(100)), list(range(100 - p % 2))) for p in range(300)]
+    script = Script(brokers=[Broker(0, b"b0", 9092)], topics=[Topic(b"wide", wide)])
+    [topic] = codec.decode_metadata(Reader(metadata_body(script, version)), version).topics
+    runs = topic.partitions.runs
+    assert all(len(run.values) <= RUN_VALUES_MAX for run in runs) and sum(len(run) for run in runs) == 300
+    assert len(runs) <= 8  # gathered by shape, two shapes: a few runs, not one per partition
+    assert [(p.partition, len(p.isrs)) for p in topic.partitions] == [(p, 100 - p % 2) for p in range(300)]

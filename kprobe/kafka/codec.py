@@ -27,6 +27,7 @@ from kprobe.models import (
     RunBuilder,
     TlsFailure,
     TopicInfo,
+    run_limit,
 )
 
 API_METADATA = 3
@@ -376,6 +377,7 @@ def _partitions(reader: Reader, version: int, count: int) -> PartitionTable:
             _scan(reader, version, chunk, builder)
         else:
             builder.append(run)
+            chunk = len(run)
         left -= chunk
     return builder.table()
 
@@ -421,12 +423,15 @@ def _shape(data: bytes, pos: int, version: int) -> tuple[int, int, int, int, int
 
 
 def _uniform(reader: Reader, version: int, count: int, start: int) -> PartitionRun | None:
-    """`count` partitions shaped like the first, read in bulk; None (nothing consumed) if they are not."""
+    """Up to `count` partitions shaped like the first (as many as one run holds), read in bulk;
+    None (nothing consumed) if they are not all alike.
+    """
     data, pos = reader.data, reader.pos
     first = _shape(data, pos, version)
     if first is None:
         return None
     error, replicas, isrs, offline, size = first
+    count = min(count, run_limit(replicas, isrs, offline))
     if pos + size * count > len(data):
         return None
     check, values = _run_structs(version, replicas, isrs, offline, count)
@@ -450,8 +455,9 @@ def _scan(reader: Reader, version: int, count: int, builder: RunBuilder) -> None
     data = reader.data
     pos = reader.pos
     first = builder.added
-    # Per shape met: its check format, the values the check reads, its size, where its partitions are.
-    shapes: list[tuple[struct.Struct, tuple[int, ...], int, list[int], list[int]]] = []
+    # Per shape met: its check format, the values the check reads, its size, where its partitions are
+    # (in the bytes and in the answer's order), and how many one run holds.
+    shapes: list[tuple[struct.Struct, tuple[int, ...], int, list[int], list[int], int]] = []
     odd: list[PartitionRun] = []
     for k in range(count):
         for shape in shapes:
@@ -468,19 +474,28 @@ def _scan(reader: Reader, version: int, count: int, builder: RunBuilder) -> None
                 pos = reader.pos
                 continue
             check = _check_struct(version, *measured[1:4])
-            shape = (check, check.unpack_from(data, pos), measured[4], [], [])
+            shape = (check, check.unpack_from(data, pos), measured[4], [], [], run_limit(*measured[1:4]))
             shapes.append(shape)
         shape[3].append(pos)
         shape[4].append(first + k)
         pos += shape[2]
+        if len(shape[3]) == shape[5]:  # as many as one run holds
+            builder.append(_gathered(data, version, shape[1], shape[3], shape[4]))
+            shape[3].clear()
+            shape[4].clear()
     reader.pos = pos
-    for _, checked, _, at, order in shapes:
-        error, replicas, isrs, offline = _counts(version, checked)
-        read = partial(_one_struct(version, replicas, isrs, offline).unpack_from, data)
-        values = tuple(chain.from_iterable(map(read, at)))
-        builder.append(PartitionRun(error, replicas, isrs, offline, values, order=tuple(order)))
+    for _, checked, _, at, order, _ in shapes:
+        if at:
+            builder.append(_gathered(data, version, checked, at, order))
     for run in odd:
         builder.append(run)
+
+
+def _gathered(data: bytes, version: int, checked: tuple[int, ...], at: list[int], order: list[int]) -> PartitionRun:
+    """The run of the same-shaped partitions at `at`, which stood at `order` in the answer."""
+    error, replicas, isrs, offline = _counts(version, checked)
+    read = partial(_one_struct(version, replicas, isrs, offline).unpack_from, data)
+    return PartitionRun(error, replicas, isrs, offline, tuple(chain.from_iterable(map(read, at))), order=tuple(order))
 
 
 def _counts(version: int, checked: tuple[int, ...]) -> tuple[int, int, int, int]:
