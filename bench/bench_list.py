@@ -208,9 +208,10 @@ def main() -> None:
     if args.baseline:
         baseline = [str(install_wheel(args.work / "baseline", args.baseline.resolve()) / "kprobe")]
         print(f"baseline: a wheel of {args.baseline}\n")
-    kcat = subprocess.run(["kcat", "-V"], capture_output=True, text=True, check=False).stdout.splitlines()
+    said = subprocess.run(["kcat", "-V"], capture_output=True, text=True, check=False).stdout
+    kcat = re.search(r"Version (\S+) .*?(librdkafka \S+)", said)
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, median of {args.runs}, "
-          f"{(kcat or ['kcat'])[0].strip()}\n")
+          f"kcat {' with '.join(kcat.groups()) if kcat else '(version unknown)'}\n")
     with tempfile.TemporaryDirectory() as tmp:
         for degraded in (False, True) if not args.no_degraded else (False,):
             with Cluster(degraded) as brokers:
