@@ -55,12 +55,12 @@ PYTHON = [sys.executable]
 KPROBE = [sys.executable, "-m", "kprobe"]
 
 
-def install_wheel(work: Path) -> Path:
-    """A venv holding a wheel of this checkout (pip byte-compiles it); returns its bin directory."""
+def install_wheel(work: Path, repo: Path = REPO) -> Path:
+    """A venv holding a wheel of this checkout, or of `repo` (pip byte-compiles it); returns its bin directory."""
     shutil.rmtree(work, ignore_errors=True)
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work / "wheel"), str(REPO)],
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work / "wheel"), str(repo)],
                    check=True)
     wheel = next((work / "wheel").glob("kprobe-*.whl"))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",

@@ -351,9 +351,9 @@ def list_(
         timeout=timeout, deadline=deadline, reachability=reachability, internal=not no_internal, resolve=resolve,
         connect_to=connect_to))
     if json_out:
-        sys.stdout.write(listing_report.render_json(listing))
+        listing_report.write_json(listing, sys.stdout)
     elif listing.answered:
-        sys.stdout.write(listing_report.render_text(listing))
+        listing_report.write_text(listing, sys.stdout)
     elif listing.status != "interrupted":
         from kprobe.output.sanitize import safe
 

@@ -10,51 +10,71 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
+from itertools import count, repeat
+from typing import NamedTuple
 
 from kprobe.config import ListOptions
 from kprobe.findings.consistency import LISTENER_NOT_FOUND
-from kprobe.models import CLIENTS_CONNECT, BootstrapResult, EndpointResult, PartitionInfo, TopicInfo
+from kprobe.models import (
+    CLIENTS_CONNECT,
+    BootstrapResult,
+    EndpointResult,
+    PartitionRun,
+    PartitionTable,
+    TopicInfo,
+)
 from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect
 from kprobe.probe.reach import probe_endpoints
 
 
-@dataclass(frozen=True)
-class PartitionView:
-    """A partition with what the listing derives from it."""
+class PartitionView(NamedTuple):
+    """A partition the listing has something to say about (only those are made), as it sorts in the
+    listing: by topic, then id, then where it stood in the broker's answer.
+    """
 
     topic: str
-    info: PartitionInfo
-    leader_known: bool
-    leader_reachable: bool | None
+    partition: int
+    position: int
+    leader: int
+    run: PartitionRun
+    row: int  # its place in `run`
 
     @property
     def offline(self) -> bool:
         """No leader: nobody can produce to or consume from it."""
-        return self.info.leader < 0
+        return self.leader < 0
 
     @property
-    def listener_not_found(self) -> bool:
-        """Led by a broker that lacks the listener asked (Kafka's error 72): not offline, out of its reach."""
-        return self.info.error_code == LISTENER_NOT_FOUND
-
-    @property
-    def under_replicated(self) -> bool:
-        """Fewer in-sync replicas than replicas."""
-        return len(self.info.isrs) < len(self.info.replicas)
+    def replicas(self) -> tuple[int, ...]:
+        """Its replica ids."""
+        return self.run.info(self.row).replicas
 
 
 @dataclass(frozen=True)
 class Listing:
-    """The answer of one bootstrap, and reachability of its advertised brokers if asked."""
+    """The answer of one bootstrap, and reachability of its advertised brokers if asked.
+
+    Partitions stay in the topics' `PartitionTable`s; only those with something to say (offline,
+    under-replicated, led from outside the listener or the broker list, unreachable) become
+    `PartitionView`s, so a healthy 100,000-partition listing makes no object per partition.
+    """
 
     bootstrap: BootstrapResult
     attempts: tuple[BootstrapResult, ...]
     topics: tuple[TopicInfo, ...]
     query: tuple[str, ...]
     reachability: dict[int, EndpointResult] | None
-    partitions: tuple[PartitionView, ...]
+    partition_count: int = 0
+    known: frozenset[int] = frozenset()  # the ids in the broker list
+    # Partitions with no leader, those answered LISTENER_NOT_FOUND (Kafka's error 72) apart.
+    offline: tuple[PartitionView, ...] = ()
+    listener_not_found: tuple[PartitionView, ...] = ()
+    under_replicated: tuple[PartitionView, ...] = ()  # of those with a leader
+    unknown_leader: tuple[PartitionView, ...] = ()  # led by an id missing from the broker list
+    unreachable_leaders: tuple[PartitionView, ...] = ()  # producing to them fails from here
     interrupted: bool = False
 
     @property
@@ -67,10 +87,13 @@ class Listing:
         """Topics the broker reported in error (unknown, unauthorised, ...)."""
         return tuple(t for t in self.topics if t.error_code != 0)
 
-    @property
-    def unreachable_leaders(self) -> tuple[PartitionView, ...]:
-        """Partitions whose leader this host cannot reach: producing to them fails from here."""
-        return tuple(p for p in self.partitions if p.leader_reachable is False)
+    def leader_known(self, leader: int) -> bool:
+        """Whether a leader id is in the broker list (clients know where to send)."""
+        return leader in self.known
+
+    def leader_reachable(self, leader: int) -> bool | None:
+        """Whether this host reaches a leader; None without reachability, without a leader, or unchecked."""
+        return _reachable(self.reachability, leader)
 
     @property
     def status(self) -> str:
@@ -79,11 +102,23 @@ class Listing:
             return "interrupted"
         if not self.answered:
             return "failed"
-        if self.topic_errors or self.unreachable_leaders or any(p.offline for p in self.partitions):
+        leaderless = self.offline or any(p.offline for p in self.listener_not_found)
+        if self.topic_errors or self.unreachable_leaders or leaderless:
             return "gap"
         if self.reachability is not None and any(r.status not in CLIENTS_CONNECT for r in self.reachability.values()):
             return "gap"
         return "ok"
+
+
+def _reachable(reach: dict[int, EndpointResult] | None, leader: int) -> bool | None:
+    if reach is None or leader < 0:
+        return None
+    endpoint = reach.get(leader)
+    if endpoint is None:
+        return False
+    if endpoint.status == "unchecked":  # cut off by the deadline: unknown, not unreachable
+        return None
+    return endpoint.status in ("reachable", "degraded", "partial")
 
 
 def run_list(options: ListOptions) -> Listing:
@@ -100,7 +135,7 @@ def run_list(options: ListOptions) -> Listing:
     except KeyboardInterrupt:
         attempts = [BootstrapResult(address=a.hostport, status="timeout", error="interrupted before an answer")
                     for a in options.bootstraps]
-        return Listing(attempts[0], tuple(attempts), (), tuple(options.topics), None, (), interrupted=True)
+        return Listing(attempts[0], tuple(attempts), (), tuple(options.topics), None, interrupted=True)
     try:
         return _listing(options, attempts, ctx)
     except KeyboardInterrupt:  # during the reachability check: the metadata stands, reachability unknown
@@ -110,26 +145,62 @@ def run_list(options: ListOptions) -> Listing:
 def _listing(options: ListOptions, attempts: Sequence[BootstrapResult], ctx: RunContext) -> Listing:
     chosen = next((a for a in attempts if a.status == "ok"), attempts[0])
     meta = chosen.metadata
-    # librdkafka sorts partitions by id, and kcat's users read them so.
-    topics = tuple(
-        replace(t, partitions=tuple(sorted(t.partitions, key=lambda p: p.partition))) for t in meta.topics
-    ) if meta else ()
+    # Tables list their partitions by id, as librdkafka sorts them and kcat's users read them.
+    topics = tuple(replace(t, partitions=PartitionTable.of(t.partitions)) for t in meta.topics) if meta else ()
     if not options.internal:
         topics = tuple(t for t in topics if not t.is_internal)
     reach: dict[int, EndpointResult] | None = None
     if options.reachability and meta is not None:
         results = probe_endpoints(collect([chosen]), ctx)
         reach = {r.endpoint.node_id: r for r in results}
-    known = {b.node_id for b in chosen.brokers}
-    views = []
+    known = frozenset(b.node_id for b in chosen.brokers)
+    notable: dict[str, list[PartitionView]] = {k: [] for k in _NOTABLE}
+    total = 0
     for topic in topics:
-        for p in topic.partitions:
-            reachable = None
-            if reach is not None and p.leader >= 0:
-                endpoint = reach.get(p.leader)
-                if endpoint is None:
-                    reachable = False
-                elif endpoint.status != "unchecked":  # cut off by the deadline: unknown, not unreachable
-                    reachable = endpoint.status in ("reachable", "degraded", "partial")
-            views.append(PartitionView(topic.name, p, p.leader in known, reachable))
-    return Listing(chosen, tuple(attempts), topics, tuple(options.topics), reach, tuple(views))
+        table = topic.partitions
+        assert isinstance(table, PartitionTable)
+        found: dict[str, list[PartitionView]] = {k: [] for k in _NOTABLE}
+        for run in table.runs:
+            total += len(run)
+            _notable(topic.name, run, known, reach, found)
+        for kind, views in found.items():
+            notable[kind] += sorted(views)  # a run gathers partitions from all over its topic
+    return Listing(chosen, tuple(attempts), topics, tuple(options.topics), reach, partition_count=total, known=known,
+                   offline=tuple(notable["offline"]), listener_not_found=tuple(notable["lnf"]),
+                   under_replicated=tuple(notable["under"]), unknown_leader=tuple(notable["unknown"]),
+                   unreachable_leaders=tuple(notable["unreachable"]))
+
+
+_NOTABLE = ("offline", "lnf", "under", "unknown", "unreachable")
+_VIEW = partial(tuple.__new__, PartitionView)
+
+
+def _notable(topic: str, run: PartitionRun, known: frozenset[int], reach: dict[int, EndpointResult] | None,
+             found: dict[str, list[PartitionView]]) -> None:
+    """Add a run's partitions that have something to say, judged per leader id and per run, not
+    per partition: a run shares its error code and its replica-list lengths, and has few leaders.
+    """
+    leaders = run.leaders
+    bad = {leader for leader in set(leaders)
+           if leader < 0 or leader not in known or _reachable(reach, leader) is False}
+    lnf = run.error_code == LISTENER_NOT_FOUND
+    under = run.isrs < run.replicas
+    if not bad and not lnf and not under:
+        return
+    # tuple.__new__ is what PartitionView._make calls, minus a Python frame per partition.
+    views = map(_VIEW, zip(repeat(topic), run.ids, run.positions, leaders, repeat(run), count()))
+    if under and not bad and not lnf:  # every partition of the run, and nothing else to say
+        found["under"] += views
+        return
+    for view in views:
+        leader = view.leader
+        if lnf:
+            found["lnf"].append(view)
+        elif leader < 0:
+            found["offline"].append(view)
+        if under and leader >= 0:
+            found["under"].append(view)
+        if leader >= 0 and leader not in known:
+            found["unknown"].append(view)
+        if leader in bad and _reachable(reach, leader) is False:
+            found["unreachable"].append(view)

@@ -10,6 +10,7 @@ that stops mid-answer is the commonest hostile input there is.
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,123 @@ def test_describe_cluster_request_encodings():
     assert codec.encode_describe_cluster(1, 2) == b"\x00\x02\x00"
     assert codec.encode_describe_cluster(2, 2) == b"\x00\x02\x00\x00"
     assert codec.is_flexible(codec.API_DESCRIBE_CLUSTER, 0) and not codec.is_flexible(codec.API_METADATA, 8)
+
+
+# -- Partitions in bulk: scripted answers of every version (tests/hostile_broker.py encodes them) ------
+# What the decoder must find is the script itself. The bulk decoder reads uniform stretches with one
+# struct call and falls back partition by partition; these answers mix both, in every version.
+def _scripted_topics() -> list:
+    from hostile_broker import Partition, Topic
+
+    uniform = [Partition(p, p % 3, [p % 3, (p + 1) % 3, (p + 2) % 3], [p % 3, (p + 1) % 3, (p + 2) % 3])
+               for p in range(2500)]  # more than one run of RUN_MAX
+    mixed = [Partition(p, -1 if p % 7 == 0 else p % 3, [0, 1, 2][: 1 + p % 3], [0, 1, 2][: p % 2],
+                       [2] if p % 5 == 0 else [], error=5 if p % 7 == 0 else 0) for p in range(300)]
+    odd = [Partition(0, 1, list(range(130)), [1]),  # a count of two varint bytes from v9
+           Partition(1, 1, [1], [1], tags=b"\x01\x05\x02hi"),  # a tagged field the decoder skips
+           Partition(2, 2, [2], [2])]
+    return [Topic(b"uniform", uniform), Topic(b"mixed", mixed), Topic(b"odd", odd), Topic(b"missing", [], error=3),
+            Topic(b"__consumer_offsets", uniform[:50], internal=True), Topic(b"empty-lists", [Partition(0, -1, [], [])])]
+
+
+def _expected(topic, version: int) -> list[tuple]:
+    return [(p.index, p.leader, tuple(p.replicas), tuple(p.isrs), tuple(p.offline) if version >= 5 else (), p.error)
+            for p in topic.partitions]
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_scripted_metadata_decodes_to_the_script_in_every_version(version):
+    from hostile_broker import Broker, Script, metadata_body
+
+    script = Script(brokers=[Broker(0, b"b0", 9092, b"r0"), Broker(1, b"b1", 9093)], topics=_scripted_topics())
+    meta = codec.decode_metadata(Reader(metadata_body(script, version)), version)
+    assert [(b.node_id, b.host, b.port, b.rack) for b in meta.brokers] == [(0, "b0", 9092, "r0"), (1, "b1", 9093, None)]
+    assert [(t.name, t.error_code, t.is_internal) for t in meta.topics] == [
+        (t.name.decode(), t.error, t.internal) for t in script.topics]
+    for ours, theirs in zip(meta.topics, script.topics, strict=True):
+        got = [(p.partition, p.leader, p.replicas, p.isrs, p.offline, p.error_code) for p in ours.partitions]
+        assert got == _expected(theirs, version), theirs.name
+        assert len(ours.partitions) == len(theirs.partitions)
+    # The uniform topic is read in bulk: runs of RUN_MAX partitions, not one per partition.
+    assert [len(run) for run in meta.topics[0].partitions.runs] == [1024, 1024, 452]
+
+
+@pytest.mark.parametrize("version", [4, 8, 9, 12])
+def test_every_truncation_of_a_scripted_answer_is_a_protocol_error(version):
+    from hostile_broker import Broker, Partition, Script, Topic, metadata_body
+
+    script = Script(brokers=[Broker(0, b"b0", 9092)], topics=[
+        Topic(b"a", [Partition(p, 0, [0, 1], [0, 1] if p != 3 else [0]) for p in range(6)]),
+        Topic(b"b", [Partition(0, 1, list(range(130)), [1], tags=b"\x01\x05\x02hi")])])
+    raw = metadata_body(script, version)
+    codec.decode_metadata(Reader(raw), version)
+    for cut in range(len(raw)):
+        with pytest.raises(WireError) as caught:
+            codec.decode_metadata(Reader(raw[:cut]), version)
+        assert caught.value.kind == "protocol"
+
+
+@pytest.mark.parametrize("version", [8, 12])
+def test_hostile_counts_in_partitions_are_protocol_errors(version):
+    """Counts a broker could lie with: null (-1, or 0 in a compact array) and bigger than the answer."""
+    from hostile_broker import Broker, Partition, Script, Topic, metadata_body
+
+    script = Script(brokers=[Broker(0, b"b0", 9092)], topics=[Topic(b"a", [Partition(0, 0, [0], [0])] * 3)])
+    raw = metadata_body(script, version)
+    # The first partition's replica count: after the topic's name, (id,) internal flag, partition
+    # count, then error, index, leader and epoch.
+    name_end = raw.index(b"\x02a" if version >= 9 else b"\x00\x01a") + (2 if version >= 9 else 3)
+    replicas_at = name_end + (16 + 1 + 1 if version >= 9 else 1 + 4) + 14
+    assert raw[replicas_at:replicas_at + 5] == (b"\x02\x00\x00\x00\x00" if version >= 9 else b"\x00\x00\x00\x01\x00")
+    for count, said in ((struct.pack(">i", -1), "null"), (struct.pack(">i", 2**30), "does not fit")) if version < 9 else (
+            (b"\x00", "null"), (b"\xff\xff\xff\x7f", "does not fit")):
+        broken = raw[:replicas_at] + count + raw[replicas_at + (4 if version < 9 else 1):]
+        with pytest.raises(WireError, match=said) as caught:
+            codec.decode_metadata(Reader(broken), version)
+        assert caught.value.kind == "protocol"
+
+
+def test_partition_table_reads_in_id_order_as_librdkafka_lists_them():
+    from kprobe.models import PartitionInfo, PartitionTable
+
+    infos = [PartitionInfo(partition=i, leader=i % 3, replicas=(0, 1), isrs=(0,) if i == 5 else (0, 1))
+             for i in (3, 1, 2, 0, 5, 4)]
+    table = PartitionTable.of(infos)
+    ordered = sorted(infos, key=lambda p: p.partition)
+    assert not table.in_order and len(table) == 6
+    assert list(table) == ordered and table == tuple(ordered)
+    assert table[4] == ordered[4] and table[-1] == ordered[-1] and table[1:3] == tuple(ordered[1:3])
+    assert PartitionTable.of(ordered).in_order and PartitionTable.of(table) is table
+    with pytest.raises(IndexError):
+        table[6]
+
+
+@pytest.mark.parametrize("version", [8, 12])
+def test_mixed_shapes_are_gathered_into_few_runs_and_read_in_id_order(version):
+    """A topic whose ISRs shrank on one broker alternates shapes: a run per shape, not per stretch."""
+    from hostile_broker import Broker, Partition, Script, Topic, metadata_body
+
+    partitions = [Partition(p, p % 3, [p % 3, (p + 1) % 3, (p + 2) % 3],
+                            [r for r in (p % 3, (p + 1) % 3, (p + 2) % 3) if r != 2 or p % 3 == 2]) for p in range(90)]
+    partitions[10], partitions[20] = partitions[20], partitions[10]  # and not quite in id order
+    script = Script(brokers=[Broker(0, b"b0", 9092)], topics=[Topic(b"t", partitions)])
+    [topic] = codec.decode_metadata(Reader(metadata_body(script, version)), version).topics
+    assert sorted(len(run) for run in topic.partitions.runs) == [30, 60]
+    assert [(p.partition, p.leader, p.isrs) for p in topic.partitions] == [
+        (p.index, p.leader, tuple(p.isrs)) for p in sorted(partitions, key=lambda p: p.index)]
+
+
+@pytest.mark.parametrize("version", [8, 12])
+def test_runs_stay_bounded_whatever_the_replica_lists(version):
+    """A run's compiled formats and templates grow with its values: long replica lists make short runs."""
+    from hostile_broker import Broker, Partition, Script, Topic, metadata_body
+
+    from kprobe.models import RUN_VALUES_MAX
+
+    wide = [Partition(p, 0, list(range(100)), list(range(100 - p % 2))) for p in range(300)]
+    script = Script(brokers=[Broker(0, b"b0", 9092)], topics=[Topic(b"wide", wide)])
+    [topic] = codec.decode_metadata(Reader(metadata_body(script, version)), version).topics
+    runs = topic.partitions.runs
+    assert all(len(run.values) <= RUN_VALUES_MAX for run in runs) and sum(len(run) for run in runs) == 300
+    assert len(runs) <= 8  # gathered by shape, two shapes: a few runs, not one per partition
+    assert [(p.partition, len(p.isrs)) for p in topic.partitions] == [(p, 100 - p % 2) for p in range(300)]

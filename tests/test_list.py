@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -286,3 +287,93 @@ def test_nothing_listens_exit_3():
     assert done.returncode == 3
     assert done.stdout == ""
     assert done.stderr.startswith("kprobe: no bootstrap answered (127.0.0.1:")
+
+
+# -- Big and irregular answers: the scripted broker of tests/hostile_broker.py, side by side with kcat --------
+def _big_irregular_topics() -> list:
+    """A cluster after a bad night: most topics healthy, some with ISRs shrunk on one broker (mixed
+    shapes within a topic), partition and topic errors, leaderless and unsorted partitions."""
+    from hostile_broker import Partition, Topic
+
+    topics = []
+    for t in range(150):
+        partitions = []
+        for p in range(100):
+            leader = (t + p) % 3
+            replicas = [leader, (leader + 1) % 3, (leader + 2) % 3]
+            isrs = [r for r in replicas if r != 2 or leader == 2] if t % 3 == 0 else replicas
+            partitions.append(Partition(p, leader, replicas, isrs))
+        topics.append(Topic(f"topic-{t:03d}".encode(), partitions))
+    topics += [
+        Topic(b"missing", [], error=3),
+        Topic(b"unsorted", [Partition(i, i % 3, [i % 3, (i + 1) % 3], [i % 3]) for i in (5, 3, 4, 0, 2, 1)]),
+        Topic(b"troubled", [Partition(0, -1, [1, 2], [], error=5), Partition(1, 0, [0, 1], [0, 1], error=9),
+                            Partition(2, 1, [1, 0], [1, 0], offline=[0]), Partition(3, 0, [0], [0])]),
+        Topic(b"__consumer_offsets", [Partition(i, i % 3, [0, 1, 2], [0, 1, 2]) for i in range(50)], internal=True),
+        Topic("caf\u00e9-\u65e5\u672c".encode(), [Partition(0, 1, [1], [1])]),
+    ]
+    return topics
+
+
+@pytest.fixture(scope="module")
+def big_broker():
+    """One scripted broker advertising itself as three brokers; Metadata up to v12 for kprobe, v4 for kcat."""
+    from hostile_broker import Broker, HostileBroker, Script
+
+    broker = HostileBroker(Script())
+    script = Script(brokers=[Broker(i, b"127.0.0.1", broker.port) for i in range(3)], topics=_big_irregular_topics(),
+                    metadata_max=12)
+    broker.answer_with(script)
+    with broker:
+        yield broker
+
+
+@needs_kcat
+def test_big_irregular_answer_equals_kcat_line_for_line(big_broker):
+    ours = cli("list", "-b", big_broker.address)
+    theirs = subprocess.run([KCAT, "-b", big_broker.address, "-L"], capture_output=True, text=True, timeout=60,
+                            check=True)
+    assert ours.returncode == 1, ours.stderr  # a topic in error, a partition without leader
+    kprobe_lines = [ln for ln in ours.stdout.splitlines() if not re.match(r" \d+ partitions ", ln)]
+    assert normalise("\n".join(kprobe_lines)) == normalise(theirs.stdout)
+    assert '  topic "missing" with 0 partitions: Broker: Unknown topic or partition' in ours.stdout
+    assert "    partition 0, leader -1, replicas: 1,2, isrs: , Broker: Leader not available\n" in ours.stdout
+    unsorted = ours.stdout.split('  topic "unsorted" with 6 partitions:\n')[1].splitlines()[:6]
+    assert [ln.split(",")[0] for ln in unsorted] == [f"    partition {i}" for i in range(6)]
+    under = sum(len(p.isrs) < len(p.replicas) and p.leader >= 0 for t in _big_irregular_topics() for p in t.partitions)
+    assert f"\n {under} partitions under-replicated: topic-000/0, topic-000/1, topic-000/3, " in ours.stdout
+
+
+@needs_kcat
+def test_big_irregular_json_is_a_superset_of_kcat_and_json_dumps_bytes(big_broker):
+    ours = cli("list", "-b", big_broker.address, "-J")
+    theirs = json.loads(subprocess.run([KCAT, "-b", big_broker.address, "-L", "-J"], capture_output=True, text=True,
+                                       timeout=60, check=True).stdout)
+    data = json.loads(ours.stdout)
+    # Written a topic at a time, yet byte for byte what json.dumps makes of the whole document.
+    assert ours.stdout == json.dumps(data, ensure_ascii=True) + "\n"
+    for doc in (data, theirs):
+        doc.pop("originating_broker")
+    _kcat_keys_agree(theirs, data)
+    troubled = next(t for t in data["topics"] if t["topic"] == "troubled")["partitions"]
+    assert troubled[2]["offline_replicas"] == [{"id": 0}] and troubled[1]["error"] == "Broker: Replica not available"
+    assert data["summary"]["partitions"] == 150 * 100 + 6 + 4 + 50 + 1
+    assert data["summary"]["offline_partitions"] == 1 and data["summary"]["topics_in_error"] == 1
+
+
+def test_every_metadata_version_lists_the_same(big_broker):
+    """The bulk decoder reads plain and flexible encodings (v5 without the leader epoch, v8, v12): one listing."""
+    from hostile_broker import HostileBroker, Script
+
+    listed = {}
+    for version in (5, 8, 12):
+        with HostileBroker(Script()) as broker:
+            broker.answer_with(replace(big_broker.script, metadata_max=version))
+            text = cli("list", "-b", broker.address).stdout.replace(broker.address, "ADDR")
+            data = cli("list", "-b", broker.address, "-J", "--reachability").stdout.replace(broker.address, "ADDR")
+        reach = json.loads(data)
+        assert reach["summary"]["unreachable_leader_partitions"] == 0 and "[reachable" not in text
+        assert {b["reachable"] for b in reach["brokers"]} == {True}
+        reach.pop("reachability")
+        listed[version] = (text.replace(str(broker.port), "PORT"), reach)
+    assert listed[5] == listed[8] == listed[12]
