@@ -11,6 +11,7 @@ which field is wrong: a file found in a directory may be anything.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from operator import itemgetter
 from typing import Any, TypeVar, get_args
 
 from kprobe.errors import BadReport
@@ -53,6 +54,7 @@ SCHEMA_PREFIX = "kprobe.report/v"
 MAJOR = 1
 
 T = TypeVar("T")
+_BROKER_FIELDS = itemgetter("node_id", "host", "port", "rack")
 _KIND_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
                dict: "an object"}
 
@@ -207,16 +209,20 @@ def _brokers(o: _Obj, key: str, seen: dict[tuple[object, ...], AdvertisedBroker]
     values = o._get(key, (list,), [], False)
     out = []
     for i, b in enumerate(values):
-        if type(b) is dict:
-            node, host, port, rack = b.get("node_id"), b.get("host"), b.get("port"), b.get("rack")
-            if type(node) is int and type(host) is str and type(port) is int and (rack is None or type(rack) is str):
-                ident = (node, host, port, rack)
-                broker = seen.get(ident)
-                if broker is None:
-                    broker = seen[ident] = AdvertisedBroker(node, host, port, rack)
-                out.append(broker)
+        try:
+            ident = _BROKER_FIELDS(b)  # one C call; a non-object or a missing field goes the general way
+        except (KeyError, TypeError):
+            out.append(_broker(_Obj(b, f"{o._at(key)}[{i}]")))
+            continue
+        broker = seen.get(ident)
+        if broker is None:
+            node, host, port, rack = ident
+            if not (type(node) is int and type(host) is str and type(port) is int and (rack is None
+                                                                                         or type(rack) is str)):
+                out.append(_broker(_Obj(b, f"{o._at(key)}[{i}]")))
                 continue
-        out.append(_broker(_Obj(b, f"{o._at(key)}[{i}]")))
+            broker = seen[ident] = AdvertisedBroker(node, host, port, rack)
+        out.append(broker)
     return tuple(out)
 
 
