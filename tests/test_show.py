@@ -156,6 +156,7 @@ def _bad(tmp_path: Path, name: str, content: bytes) -> Path:
 @pytest.mark.parametrize(("name", "content", "says"), [
     ("list.json", b"[1, 2]", "not a kprobe report (a JSON list, not an object)"),
     ("other.json", b'{"name": "x"}', 'not a kprobe report (no "schema": "kprobe.report/v1")'),
+    ("check.json", b'{"schema": "kprobe.check/v1"}', "a kprobe.check/v1 document, not a probe report"),
     ("v2.json", b'{"schema": "kprobe.report/v2", "id": "x"}', "a kprobe.report/v2 report: this kprobe reads "
                                                               "kprobe.report/v1 reports"),
     ("cut.json", b'{"schema": "kprobe.report/v1", "id": "x", "endpoints": [{"host": "a', "cut short"),

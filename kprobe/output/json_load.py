@@ -125,6 +125,9 @@ def check_schema(data: object) -> None:
         raise BadReport(f"not a kprobe report (a JSON {type(data).__name__.replace('dict', 'object')}, "
                         f"not an object)")
     schema = data.get("schema")
+    if isinstance(schema, str) and schema.startswith("kprobe.") and not schema.startswith(SCHEMA_PREFIX):
+        raise BadReport(f"a {schema[:40]} document, not a probe report: show and diff read what kprobe probe and "
+                        "kprobe watch write")
     if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
         raise BadReport(f'not a kprobe report (no "schema": "{SCHEMA_PREFIX}{MAJOR}")')
     major = schema[len(SCHEMA_PREFIX):].split(".", 1)[0]
