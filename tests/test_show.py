@@ -237,7 +237,7 @@ def _write_out_dir(root: Path, base: dict, n: int, vantages: tuple[str, ...] = (
         report["summary"]["status"] = "gap" if i % 10 == 0 else "ok"
         path = report_path(root, report["vantage"]["name"], report["started_at"], report["id"])
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=1))
+        path.write_text(json.dumps(report, separators=(",", ":")))
         written.append(report)
     return written
 
