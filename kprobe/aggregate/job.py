@@ -431,7 +431,8 @@ def _run(spark: SparkSession, options: JobOptions, root: Path, progress: Progres
         seen_in = Observation("read")
         split = Observation("split")
         flat = tf.flat_records(tf.quarantine_reason(tf.parse(raw.observe(seen_in, F.count(F.lit(1)).alias("n")))))
-        flat = flat.observe(split, *[F.count(F.when(F.col("kind") == k, 1)).alias(k) for k in "qro"])
+        flat = flat.observe(split, F.count(F.when(F.col("kind") == "q", 1)).alias("q"),
+                            F.count(F.when(F.col("rep"), 1)).alias("r"), F.count(F.when(F.col("o"), 1)).alias("o"))
         flat.write.partitionBy("kind", "d").parquet(str(root / "records" / f"run={run_no}"))
         counted = split.get
         batch = {"input_records": seen_in.get["n"], "quarantined": counted["q"], "usable": counted["r"],
@@ -477,6 +478,7 @@ def _run(spark: SparkSession, options: JobOptions, root: Path, progress: Progres
     st.commit(root, manifest)  # the run counts from here on; the outputs below are rebuilt from the state
     st.collect_garbage(root, manifest)
     window = _rollups(spark, root, manifest, options.since, options.until) if options.since or options.until else every
+    window = window.cache()  # small; every output merges it
     outputs = {
         "endpoint_vantage": tf.endpoint_vantage(window),
         "cluster_summary": tf.cluster_summary(window),
@@ -491,7 +493,10 @@ def _run(spark: SparkSession, options: JobOptions, root: Path, progress: Progres
     counts["quarantine_reasons"] = dict(sorted(manifest.counts["quarantine_reasons"].items()))
     counts["new_records"] = batch["input_records"]
     obs = _observations(spark, root, manifest, options.since, options.until)
-    worst = write(outputs, counts, options, obs, progress, root)
+    try:
+        worst = write(outputs, counts, options, obs, progress, root)
+    finally:
+        window.unpersist()
     return {"counts": counts, "worst": worst}
 
 
@@ -506,6 +511,7 @@ def _unread_part(spark: SparkSession, root: Path, manifest: st.Manifest, records
     old = _read(spark, root, "records", parts)
     if old is None:
         return records.drop("h")
+    old = old.where(F.col("file").isNotNull())  # a record's first row (the others do not repeat its file)
     files = records.select("file").distinct()
     done = (old.join(F.broadcast(files), "file", "semi").groupBy("file", "h").agg(F.count(F.lit(1)).alias("done")))
     nth = F.row_number().over(Window.partitionBy("file", "h").orderBy(F.lit(1)))
@@ -526,10 +532,10 @@ def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int,
     older = [(r, k, d) for r, k, d in manifest.records if r != run_no and k == "r"]
     now = _read(spark, root, "records", mine)
     assert now is not None
-    ids = now.groupBy("rid", "report_id").agg(F.count(F.lit(1)).alias("n"))
+    ids = now.where("rep").groupBy("rid", "report_id").agg(F.count(F.lit(1)).alias("n"))
     before = _read(spark, root, "records", older)
     if before is not None:
-        known = before.select("rid", "report_id").join(F.broadcast(ids.select("rid", "report_id"))
+        known = before.where("rep").select("rid", "report_id").join(F.broadcast(ids.select("rid", "report_id"))
                                                        if batch["usable"] < 2_000_000 else ids.select("rid", "report_id"),
                                                        ["rid", "report_id"], "semi").distinct().withColumn("known", F.lit(1))
         ids = ids.join(known, ["rid", "report_id"], "left")
@@ -544,7 +550,7 @@ def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int,
     again = ids.where((F.col("n") > 1) | F.col("known").isNotNull()).select("rid", "report_id")
     every = _read(spark, root, "records", [*older, *mine])
     assert every is not None
-    copies = every.join(F.broadcast(again), ["rid", "report_id"], "semi")
+    copies = every.where("rep").join(F.broadcast(again), ["rid", "report_id"], "semi")
     touched = {row["d"] for row in copies.select("d").distinct().collect()}
     chosen = tf.winners(copies)
     if manifest.copies is not None:
@@ -559,21 +565,20 @@ def _copies(spark: SparkSession, root: Path, manifest: st.Manifest) -> DataFrame
     return None if manifest.copies is None else spark.read.parquet(str(root / "copies" / f"run={manifest.copies}"))
 
 
-def _kept(spark: SparkSession, root: Path, manifest: st.Manifest, kind: str, days: set[str]) -> DataFrame | None:
-    """The kept rows of one kind (r or o) on these days, read from every run that wrote some."""
-    rows = _read(spark, root, "records", [(r, k, d) for r, k, d in manifest.records if k == kind and d in days])
+def _kept(spark: SparkSession, root: Path, manifest: st.Manifest, days: set[str]) -> DataFrame | None:
+    """The kept rows of usable reports on these days, read from every run that wrote some."""
+    rows = _read(spark, root, "records", [(r, k, d) for r, k, d in manifest.records if k == "r" and d in days])
     return None if rows is None else tf.kept(rows, _copies(spark, root, manifest))
 
 
 def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int, days: set[str]) -> None:
     """Recompute the rollups of these days from their kept records; the manifest points at them."""
-    reps = _kept(spark, root, manifest, "r", days)
-    obs = _kept(spark, root, manifest, "o", days)
+    rows = _kept(spark, root, manifest, days)
     target = root / "rollups" / f"run={run_no}"
-    if reps is not None:
-        if obs is None:
-            obs = spark.createDataFrame([], tf.FLAT).withColumn("run", F.lit(None).cast("int"))
-        tf.day_rollups(reps, obs).write.partitionBy("d").parquet(str(target))
+    if rows is not None:
+        # Small after aggregation: one file per day, not one per shuffle partition and rollup kind,
+        # which every later run would open.
+        tf.day_rollups(rows).coalesce(1).write.partitionBy("d").parquet(str(target))
     done = {d for _, d in st.written(target)} if target.exists() else set()
     for day in days:
         if day in done:
@@ -607,23 +612,20 @@ def _rollups(spark: SparkSession, root: Path, manifest: st.Manifest, since: str 
             whole.append((manifest.rollups[day], "", day))
     stored = _read(spark, root, "rollups", whole)
     if edges:
-        reps = _kept(spark, root, manifest, "r", edges)
-        obs = _kept(spark, root, manifest, "o", edges)
-        assert reps is not None
-        if obs is None:
-            obs = spark.createDataFrame([], tf.FLAT).withColumn("run", F.lit(None).cast("int"))
-        made = tf.day_rollups(tf.within(reps, since, until), tf.within(obs, since, until))
+        rows = _kept(spark, root, manifest, edges)
+        assert rows is not None
+        made = tf.day_rollups(tf.within(rows, since, until))
         stored = made if stored is None else stored.drop("run").unionByName(made, allowMissingColumns=True)
     if stored is None:
-        return tf.day_rollups(spark.createDataFrame([], tf.FLAT), spark.createDataFrame([], tf.FLAT))
+        return tf.day_rollups(spark.createDataFrame([], tf.FLAT))
     return stored
 
 
 def _observations(spark: SparkSession, root: Path, manifest: st.Manifest, since: str | None,
                   until: str | None) -> DataFrame | None:
     """Every kept observation in the window, read only if the page asks for it."""
-    obs = _kept(spark, root, manifest, "o", set(manifest.rollups))
-    return None if obs is None else tf.observations(tf.within(obs, since, until))
+    rows = _kept(spark, root, manifest, set(manifest.rollups))
+    return None if rows is None else tf.observations(tf.within(rows.where("o"), since, until))
 
 
 def _sum(rollups: DataFrame, kind: str, column: str) -> int:

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kprobe.aggregate.schema import CORRUPT, SUPPORTED, read_schema
+from kprobe.aggregate.schema import CORRUPT, READ, SUPPORTED, prune, read_schema, report_schema
 
 FAILURE_CLASSES = ("dns", "refused", "timeout", "unreachable", "tls", "identity", "auth", "partial")
 TLS_FAILURES = ("untrusted", "hostname_mismatch", "handshake_failed")
@@ -31,32 +31,33 @@ ADV_KEYS = ("cluster_id", "vantage", "bootstrap", "node_id")
 BOOTSTRAP_NODE = -1
 BOOTSTRAP_FAILURES = {"dns_failed": "dns", "refused": "refused", "timeout": "timeout", "auth_failed": "auth"}
 UNSUPPORTED_FILE = "unsupported file type (kprobe reads *.json, *.jsonl, *.ndjson, optionally gzipped)"
-QUARANTINE_DAY = "none"  # the `d` partition of quarantined records, which have no usable time
+QUARANTINE_DAY = "none"
+BOOT = "boot:"  # marks a bootstrap standing in for endpoints in flat_records  # the `d` partition of quarantined records, which have no usable time
 # Latency percentiles come from histograms that merge across days: bucket b holds the latencies
 # in (e^((b-1)/K), e^(b/K)] ms, K = BUCKETS_PER_E, so a bucket is 2% wide; the percentile is the
 # largest latency seen in the bucket where its rank falls, within 2% of the exact one.
 BUCKETS_PER_E = 50
 ZERO_BUCKET = -1_000_000  # latencies of 0 ms (or less): log() has no bucket for them
 
-# The flat rows the job keeps: `kind` r (usable report), o (endpoint observation) or q (quarantined).
-# Every kind has every column (null where it does not apply), so that one pass writes them all.
+# The flat rows the job keeps, one per endpoint observation: `kind` r (a usable report) or q
+# (quarantined). The report's own fields ride on its first row only (`rep`), so that one pass
+# writes reports and observations without a row of its own for each report; a report with no
+# observation (all unchecked) still has that one row, with `o` false.
 FLAT = T.StructType([
     T.StructField("kind", T.StringType()), T.StructField("d", T.StringType()),
-    T.StructField("seq", T.LongType()), T.StructField("file", T.StringType()), T.StructField("h", T.LongType()),
-    T.StructField("rid", T.LongType()), T.StructField("ts", T.TimestampType()), T.StructField("day", T.DateType()),
-    T.StructField("report_id", T.StringType()), T.StructField("cluster_id", T.StringType()),
-    T.StructField("vantage", T.StringType()), T.StructField("status", T.StringType()),
-    T.StructField("n_adv", T.IntegerType()), T.StructField("n_reach", T.IntegerType()),
-    T.StructField("findings", T.ArrayType(T.StructType([
-        T.StructField("code", T.StringType()), T.StructField("severity", T.StringType()),
-        T.StructField("weight", T.IntegerType())]))),
-    T.StructField("brokers", T.ArrayType(T.StructType([
-        T.StructField("bootstrap", T.StringType()), T.StructField("node_id", T.LongType()),
-        T.StructField("advertised", T.StringType())]))),
+    T.StructField("seq", T.LongType()), T.StructField("h", T.LongType()), T.StructField("rid", T.LongType()),
+    T.StructField("ts", T.TimestampType()), T.StructField("day", T.DateType()),
+    T.StructField("cluster_id", T.StringType()), T.StructField("vantage", T.StringType()),
+    T.StructField("rep", T.BooleanType()), T.StructField("o", T.BooleanType()),
     T.StructField("node_id", T.LongType()), T.StructField("host", T.StringType()), T.StructField("port", T.LongType()),
     T.StructField("failure", T.StringType()), T.StructField("dns_ms", T.DoubleType()),
-    T.StructField("tcp_ms", T.DoubleType()), T.StructField("reason", T.StringType()),
-    T.StructField("record", T.StringType()),
+    T.StructField("tcp_ms", T.DoubleType()),
+    T.StructField("file", T.StringType()), T.StructField("report_id", T.StringType()),
+    T.StructField("status", T.StringType()), T.StructField("n_adv", T.IntegerType()),
+    T.StructField("n_reach", T.IntegerType()),
+    T.StructField("findings", prune(report_schema()["findings"].dataType, READ["findings"])),
+    T.StructField("bootstraps", prune(report_schema()["bootstraps"].dataType, READ["bootstraps"])),
+    T.StructField("reason", T.StringType()), T.StructField("record", T.StringType()),
 ])
 
 
@@ -97,16 +98,9 @@ def quarantine_reason(parsed: DataFrame) -> DataFrame:
     return parsed.withColumn("reason", reason)
 
 
-def _row(**columns: Column) -> Column:
-    """One FLAT row as a struct: the columns given, typed nulls for the rest (every kind one type)."""
-    unknown = set(columns) - set(FLAT.names)
-    assert not unknown, unknown
-    return F.struct(*[(columns[f.name] if f.name in columns else F.lit(None)).cast(f.dataType).alias(f.name)
-                      for f in FLAT.fields])
-
-
 def _failure(e: Column) -> Column:
-    tcp_statuses = F.transform(e["tcp"], lambda t: t["status"])
+    """An endpoint's failure class, or null for a success (partial counts as one, and as `partial`)."""
+    tcp_statuses = e["tcp"]["status"]
     return (
         F.when(e["status"] == "unresolvable", F.lit("dns"))
         .when((e["status"] == "unreachable") & F.array_contains(tcp_statuses, "timeout"), F.lit("timeout"))
@@ -117,6 +111,15 @@ def _failure(e: Column) -> Column:
         .when(e["identity"]["status"].isin(*IDENTITY_FAILURES), F.lit("identity"))
         .when(e["status"].isin("partial", "degraded"), F.lit("partial"))
     )
+
+
+def _tcp_ms(e: Column) -> Column:
+    """The fastest successful connect to an endpoint's addresses (one address: no lambda, which Spark interprets)."""
+    tcp = e["tcp"]
+    one = F.try_element_at(tcp, F.lit(1))
+    return (F.when(F.size(tcp) == 1, F.when(one["status"] == "ok", one["ms"]))
+            .when(F.size(tcp) > 1, F.array_min(F.transform(F.filter(tcp, lambda t: t["status"] == "ok"),
+                                                           lambda t: t["ms"]))))
 
 
 def _bootstrap_failure(status: Column) -> Column:
@@ -138,51 +141,64 @@ def flat_records(records: DataFrame) -> DataFrame:
     worst gap of all (the vantage cannot reach the cluster at all), so it is keyed by its
     bootstrap addresses and each bootstrap becomes an observation (node BOOTSTRAP_NODE), instead
     of the report vanishing from the outputs.
+
+    Why positions and plain expressions rather than `transform` over the endpoints: Spark
+    interprets lambdas row by row, while these compile; on a million observations that was
+    most of the pass.
     """
-    # get(), not [0]: with ANSI SQL (Spark 4's default) indexing an empty array fails the whole
-    # job, and a report whose bootstraps all failed has no bootstrap with a cluster id.
-    found = F.expr("get(filter(r.bootstraps, b -> b.cluster_id is not null), 0).cluster_id")
-    boot_key = F.concat(F.lit("bootstrap:"), F.array_join(F.array_sort(
-        F.transform("r.bootstraps", lambda b: b["address"])), ","))
-    base = records.select(
-        "file", "line", "r", "reason", F.monotonically_increasing_id().alias("seq"), F.xxhash64("line").alias("h"),
-        found.alias("found_cluster"),
-        F.to_timestamp("r.started_at").alias("ts"),
-    ).select("*", F.coalesce("found_cluster", boot_key, F.lit("unknown")).alias("cluster"),
-             F.xxhash64("r.id").alias("rid"), F.to_date("ts").alias("day"),
-             F.date_format("ts", "yyyy-MM-dd").alias("d"))
-    common = {"seq": F.col("seq"), "file": F.col("file"), "h": F.col("h"), "rid": F.col("rid"), "ts": F.col("ts"),
-              "day": F.col("day"), "d": F.col("d"), "cluster_id": F.col("cluster"), "vantage": F.col("r.vantage.name")}
-    seen = F.filter("r.endpoints", lambda e: e["status"] != "unchecked")
-    observed = F.transform(seen, lambda e: _row(
-        kind=F.lit("o"), **common, node_id=e["node_id"], host=e["host"], port=e["port"], failure=_failure(e),
-        dns_ms=e["dns"]["ms"],
-        tcp_ms=F.array_min(F.transform(F.filter(e["tcp"], lambda t: t["status"] == "ok"), lambda t: t["ms"]))))
+    ids = F.col("r.bootstraps.cluster_id")
+    # The first bootstrap's cluster id that is known (get() of a filter, for the rare report with
+    # more than three bootstraps; a lambda Spark would otherwise run on every report).
+    found = (F.when(F.size("r.bootstraps") <= 3, F.coalesce(*[F.try_element_at(ids, F.lit(i)) for i in (1, 2, 3)]))
+             .otherwise(F.expr("get(filter(r.bootstraps, b -> b.cluster_id is not null), 0).cluster_id")))
+    boot_key = F.concat(F.lit("bootstrap:"), F.array_join(F.sort_array("r.bootstraps.address"), ","))
+    usable = F.col("reason").isNull()
+    endpoint_type = read_schema()["endpoints"].dataType
     address = r"^\[?(.*?)\]?:(\d+)$"
-    gaps = F.transform(F.filter("r.bootstraps", lambda b: b["status"] != "unchecked"), lambda b: _row(
-        kind=F.lit("o"), **common, node_id=F.lit(BOOTSTRAP_NODE), host=F.regexp_extract(b["address"], address, 1),
-        port=F.regexp_extract(b["address"], address, 2), failure=_bootstrap_failure(b["status"]),
-        tcp_ms=b["ms"]))
-    brokers = F.flatten(F.transform(
-        F.filter("r.bootstraps", lambda b: b["status"] == "ok"),
-        lambda b: F.transform(b["brokers"], lambda br: F.struct(
-            b["address"].alias("bootstrap"), br["node_id"].alias("node_id"),
-            F.concat_ws(":", br["host"], br["port"].cast("string")).alias("advertised")))))
-    # A finding now stands for every endpoint it concerns (findings[].endpoints); `weight` counts
-    # them, so that occurrences stay comparable with reports that wrote one finding per endpoint.
-    findings = F.transform("r.findings", lambda f: F.struct(
-        f["code"].alias("code"), f["severity"].alias("severity"),
-        F.greatest(F.coalesce(F.size(f["endpoints"]), F.lit(1)), F.lit(1)).alias("weight")))
-    report = _row(kind=F.lit("r"), **common, report_id=F.col("r.id"), status=F.col("r.summary.status"),
-                  n_adv=F.size("r.endpoints"),
-                  n_reach=F.size(F.filter("r.endpoints", lambda e: e["status"] == "reachable")),
-                  findings=findings, brokers=brokers)
-    quarantined = _row(kind=F.lit("q"), seq=F.col("seq"), file=F.col("file"), h=F.col("h"),
-                       d=F.lit(QUARANTINE_DAY), reason=F.col("reason"), record=F.substring("line", 1, 10_000))
-    rows = (F.when(F.col("reason").isNotNull(), F.array(quarantined))
-            .when(F.col("found_cluster").isNull(), F.concat(F.array(report), gaps))
-            .otherwise(F.concat(F.array(report), observed)))
-    return base.select(F.explode(rows).alias("x")).select("x.*")
+    # Bootstraps standing in for endpoints (rare): endpoint-shaped, their status marked `boot:`.
+    boots = F.transform("r.bootstraps", lambda x: F.struct(
+        F.lit(BOOTSTRAP_NODE).cast("long").alias("node_id"), F.regexp_extract(x["address"], address, 1).alias("host"),
+        F.regexp_extract(x["address"], address, 2).cast("long").alias("port"),
+        F.concat(F.lit(BOOT), x["status"]).alias("status"),
+        F.struct(F.lit(None).cast("string").alias("status"), F.lit(None).cast("double").alias("ms")).alias("dns"),
+        F.array(F.struct(F.lit("ok").alias("status"), x["ms"].alias("ms"))).alias("tcp"),
+        F.struct(F.lit(None).cast("string").alias("status")).alias("tls"),
+        F.struct(F.lit(None).cast("string").alias("status")).alias("identity"))).cast(endpoint_type)
+    base = records.select(
+        F.when(usable, found).alias("found"), F.when(usable, F.to_timestamp("r.started_at")).alias("ts"),
+        F.monotonically_increasing_id().alias("seq"), F.xxhash64("line").alias("h"), "file", "reason",
+        F.when(~usable, F.substring("line", 1, 10_000)).alias("record"), F.when(usable, F.xxhash64("r.id")).alias("rid"),
+        F.col("r.vantage.name").alias("vantage"), F.col("r.id").alias("report_id"),
+        F.col("r.summary.status").alias("status"), F.size("r.endpoints").alias("n_adv"),
+        # Counted without a lambda (Spark interprets those row by row; these compile): the
+        # reachable ones are what array_remove takes away.
+        (F.size("r.endpoints.status") - F.size(F.array_remove("r.endpoints.status", "reachable"))).alias("n_reach"),
+        # Kept as parsed: the findings' weights and the advertised addresses are worked out per
+        # day in `day_rollups`, on the few columns read back, not here on every parsed report.
+        F.col("r.findings").alias("findings"), F.col("r.bootstraps").alias("bootstraps"),
+        F.when(~usable, F.array().cast(endpoint_type)).when(F.col("found").isNull(), boots)
+        .otherwise(F.col("r.endpoints")).alias("slots"),
+        F.when(usable, F.coalesce(found, boot_key, F.lit("unknown"))).alias("cluster_id"),
+    )
+    rows = base.select("*", F.posexplode_outer("slots").alias("i", "e")).drop("slots")
+    e = F.col("e")
+    boot = e["status"].startswith(BOOT)
+    first = F.col("i").isNull() | (F.col("i") == 0)
+    on_first = ("file", "report_id", "status", "n_adv", "n_reach", "findings", "bootstraps")
+    columns = {
+        "kind": F.when(usable, F.lit("r")).otherwise(F.lit("q")),
+        "d": F.when(usable, F.date_format("ts", "yyyy-MM-dd")).otherwise(F.lit(QUARANTINE_DAY)),
+        "day": F.to_date("ts"),
+        "rep": usable & first,
+        "o": usable & e.isNotNull() & (e["status"] != "unchecked") & (e["status"] != BOOT + "unchecked"),
+        "node_id": e["node_id"], "host": e["host"], "port": e["port"],
+        "failure": F.when(boot, _bootstrap_failure(F.substring(e["status"], len(BOOT) + 1, 100))).otherwise(_failure(e)),
+        "dns_ms": e["dns"]["ms"],
+        "tcp_ms": _tcp_ms(e),
+        **{k: F.when(first, F.col(k)) for k in on_first},
+    }
+    return rows.select(*[(columns[f.name] if f.name in columns else F.col(f.name)).cast(f.dataType).alias(f.name)
+                         for f in FLAT.fields])
 
 
 def kept(rows: DataFrame, copies: DataFrame | None) -> DataFrame:
@@ -226,8 +242,8 @@ def _bucket(ms: Column) -> Column:
     return F.when(ms <= 0, F.lit(ZERO_BUCKET)).otherwise(F.ceil(F.log(ms) * BUCKETS_PER_E).cast("int"))
 
 
-def day_rollups(reps: DataFrame, obs: DataFrame) -> DataFrame:
-    """Kept reports and observations -> per-day partial aggregates, one table, `t` telling them apart.
+def day_rollups(rows: DataFrame) -> DataFrame:
+    """Kept FLAT rows -> per-day partial aggregates, one table, `t` telling them apart.
 
     t = ev (per endpoint and vantage: counts, failure classes, maxima, first and last
     observation, status changes within the day), h (latency histogram buckets), hr (per cluster,
@@ -236,19 +252,25 @@ def day_rollups(reps: DataFrame, obs: DataFrame) -> DataFrame:
     (changes of it within the day). Each merges across days in the functions below.
     """
     day = ("d", "day")
-    w = Window.partitionBy(*KEYS, *day).orderBy("ts", "rid")
+    reps = rows.where("rep")
+    obs = rows.where("o")
     ob = obs.select(*KEYS, *day, "ts", "rid", "failure", "dns_ms", "tcp_ms", _success().alias("ok"))
-    ev = (ob.withColumn("prev", F.lag("ok").over(w)).groupBy(*KEYS, *day).agg(
+    ev = ob.groupBy(*KEYS, *day).agg(
         F.count(F.lit(1)).alias("probes"), F.sum(F.col("ok").cast("long")).alias("successes"),
         *[F.sum((F.col("failure") == name).cast("long")).alias(f"fail_{name}") for name in FAILURE_CLASSES],
         F.max("dns_ms").alias("dns_max_ms"), F.max("tcp_ms").alias("tcp_max_ms"),
-        F.min(F.struct("ts", "rid", "ok")).alias("first"),
-        F.max(F.struct("ts", "rid", "ok", F.coalesce("failure", F.lit("ok")).alias("status"))).alias("last"),
-        F.sum((F.col("prev").isNotNull() & (F.col("prev") != F.col("ok"))).cast("long")).alias("changes"),
-    ).select("*", F.col("first.ts").alias("first_ts"), F.col("first.rid").alias("first_rid"),
-             F.col("first.ok").alias("first_ok"), F.col("last.ts").alias("last_ts"),
-             F.col("last.rid").alias("last_rid"), F.col("last.ok").alias("last_ok"),
-             F.col("last.status").alias("last_status")).drop("first", "last").withColumn("t", F.lit("ev")))
+        F.min(_status_key()).alias("first_key"), F.max(_status_key()).alias("last_key"),
+    )
+    # Status changes need the day's observations in order, but only where both outcomes occur:
+    # an endpoint always reachable (or never) that day changed 0 times, and is not sorted.
+    mixed = ev.where((F.col("successes") > 0) & (F.col("successes") < F.col("probes"))).select(*KEYS, *day)
+    w = Window.partitionBy(*KEYS, *day).orderBy("ts", "rid")
+    flips = (ob.join(F.broadcast(mixed), [*KEYS, *day], "semi").withColumn("prev", F.lag("ok").over(w))
+             .groupBy(*KEYS, *day).agg(F.sum((F.col("prev").isNotNull() & (F.col("prev") != F.col("ok")))
+                                             .cast("long")).alias("changes")))
+    ev = (ev.join(flips, [*KEYS, *day], "left").withColumn("changes", F.coalesce("changes", F.lit(0)))
+          .withColumn("first_ts", _key_ts("first_key")).withColumn("last_ts", _key_ts("last_key"))
+          .withColumn("t", F.lit("ev")))
     lat = ob.select(*KEYS, *day, F.explode(F.array(
         F.struct(F.lit("dns").alias("metric"), F.col("dns_ms").alias("ms")),
         F.struct(F.lit("tcp").alias("metric"), F.col("tcp_ms").alias("ms")))).alias("x")).where("x.ms is not null")
@@ -257,36 +279,87 @@ def day_rollups(reps: DataFrame, obs: DataFrame) -> DataFrame:
     hourly = (ob.groupBy("cluster_id", "vantage", *day, F.date_trunc("hour", "ts").alias("hour"))
               .agg(F.count(F.lit(1)).alias("probes"), F.sum(F.col("ok").cast("long")).alias("successes"))
               .withColumn("t", F.lit("hr")))
-    cs = reps.groupBy("cluster_id", "vantage", *day).agg(
+    pair = ["cluster_id", "vantage", *day]
+    cs = reps.groupBy(*pair).agg(
         F.count(F.lit(1)).alias("reports"),
         F.max(F.when(F.col("status") == "ok", F.col("ts"))).alias("last_good"),
         F.max(F.when(F.col("status") != "ok", F.col("ts"))).alias("last_bad"),
-        F.max(F.struct("ts", "rid", "n_adv", "n_reach", "status")).alias("l"),
-    ).select("*", F.col("l.ts").alias("last_ts"), F.col("l.rid").alias("last_rid"), F.col("l.n_adv").alias("n_adv"),
-             F.col("l.n_reach").alias("n_reach"), F.col("l.status").alias("last_report_status")
-             ).drop("l").withColumn("t", F.lit("cs"))
+        F.max("ts").alias("last_ts"))
+    # The latest report's picture: the reports at the latest time (one, but for a tie), looked up.
+    latest = (reps.join(F.broadcast(cs.select(*pair, F.col("last_ts").alias("ts"))), [*pair, "ts"], "semi")
+              .groupBy(*pair).agg(F.max(F.struct("rid", "n_adv", "n_reach", "status")).alias("l")))
+    cs = (cs.join(latest, pair, "left")
+          .select("*", F.col("l.rid").alias("last_rid"), F.col("l.n_adv").alias("n_adv"),
+                  F.col("l.n_reach").alias("n_reach"), F.col("l.status").alias("last_report_status"))
+          .drop("l").withColumn("t", F.lit("cs")))
+    # A finding stands for every endpoint it concerns (findings[].endpoints, since findings were
+    # merged across endpoints): `occurrences` counts one per endpoint (at least one per finding),
+    # comparable with reports that wrote one finding per endpoint; `findings` counts them as written.
+    f = F.col("f")
+    weight = F.when(f["endpoints"].isNull() | (F.size(f["endpoints"]) < 1), F.lit(1)).otherwise(F.size(f["endpoints"]))
     found = (reps.select("cluster_id", "vantage", *day, F.explode("findings").alias("f"))
-             .groupBy("cluster_id", "vantage", *day, F.col("f.code").alias("code"), F.col("f.severity").alias("severity"))
-             .agg(F.sum("f.weight").cast("long").alias("occurrences"), F.count(F.lit(1)).alias("findings"))
+             .groupBy("cluster_id", "vantage", *day, f["code"].alias("code"), f["severity"].alias("severity"))
+             .agg(F.sum(weight).cast("long").alias("occurrences"), F.count(F.lit(1)).alias("findings"))
              .withColumn("t", F.lit("f")))
-    brokers = reps.select("cluster_id", "vantage", *day, "ts", "rid", "report_id", F.explode("brokers").alias("x")).select(
-        "cluster_id", "vantage", *day, "ts", "rid", "report_id", "x.bootstrap", "x.node_id", "x.advertised")
+    boots = (reps.select("cluster_id", "vantage", *day, "ts", "rid", "report_id", F.explode("bootstraps").alias("b"))
+             .where(F.col("b.status") == "ok"))
+    brokers = boots.select("cluster_id", "vantage", *day, "ts", "rid", "report_id",
+                           F.col("b.address").alias("bootstrap"), F.explode("b.brokers").alias("x")).select(
+        "cluster_id", "vantage", *day, "ts", "rid", "report_id", "bootstrap", F.col("x.node_id").alias("node_id"),
+        F.concat_ws(":", "x.host", F.col("x.port").cast("string")).alias("advertised"))
+    # Per address seen: when first and last. One address a day (the rule) has no change inside the
+    # day, and needs no ordering of its reports; only days with several are ordered.
+    spans = brokers.groupBy(*ADV_KEYS, *day, "advertised").agg(F.min("ts").alias("a_ts"), F.max("ts").alias("z_ts"))
+    ends = spans.groupBy(*ADV_KEYS, *day).agg(  # small: one row per address seen
+        F.min(F.struct("a_ts", "advertised")).alias("a"), F.max(F.struct("z_ts", "advertised")).alias("z"),
+        F.count(F.lit(1)).alias("addresses"))
+    moved = ends.where(F.col("addresses") > 1).select(*ADV_KEYS, *day)
     order = Window.partitionBy(*ADV_KEYS, *day).orderBy("ts", "rid")
-    changes = (brokers.withColumn("previous", F.lag("advertised").over(order))
+    changes = (brokers.join(F.broadcast(moved), [*ADV_KEYS, *day], "semi")
+               .withColumn("previous", F.lag("advertised").over(order))
                .where(F.col("previous").isNotNull() & (F.col("previous") != F.col("advertised")))
                .select(*ADV_KEYS, *day, "previous", F.col("advertised").alias("current"),
                        F.col("ts").alias("changed_at"), "report_id").withColumn("t", F.lit("chg")))
-    ends = brokers.groupBy(*ADV_KEYS, *day).agg(
-        F.min(F.struct("ts", "rid", "advertised", "report_id")).alias("a"),
-        F.max(F.struct("ts", "rid", "advertised")).alias("z"),
-    ).select(*ADV_KEYS, *day, F.col("a.ts").alias("first_ts"), F.col("a.rid").alias("first_rid"),
-             F.col("a.advertised").alias("first_adv"), F.col("a.report_id").alias("report_id"),
-             F.col("z.ts").alias("last_ts"), F.col("z.rid").alias("last_rid"), F.col("z.advertised").alias("last_adv")
-             ).withColumn("t", F.lit("adv"))
+    ends = ends.select(*ADV_KEYS, *day, F.col("a.a_ts").alias("first_ts"), F.col("a.advertised").alias("first_adv"),
+                       F.col("z.z_ts").alias("last_ts"), F.col("z.advertised").alias("last_adv"))
+    # The day's first report with its first address (named if a change across midnight is found).
+    firsts = (reps.join(F.broadcast(ends.select("cluster_id", "vantage", *day, F.col("first_ts").alias("ts"))
+                                    .distinct()), ["cluster_id", "vantage", *day, "ts"], "semi")
+              .groupBy("cluster_id", "vantage", *day, F.col("ts").alias("first_ts"))
+              .agg(F.min("report_id").alias("report_id")))
+    ends = ends.join(firsts, ["cluster_id", "vantage", *day, "first_ts"], "left").withColumn("t", F.lit("adv"))
     out = ev
     for part in (hist, hourly, cs, found, changes, ends):
         out = out.unionByName(part, allowMissingColumns=True)
     return out
+
+
+STATUSES = ("ok", *FAILURE_CLASSES)
+
+
+def _status_key() -> Column:
+    """An observation's time and outcome in one long, ts in microseconds * 16 + the outcome's index.
+
+    Why: the first and last outcome of a day are then a min and a max of a number, which Spark
+    aggregates in a hash table; a min of a struct would sort every observation. Two outcomes at
+    the same microsecond are ordered by outcome, the same way in every run.
+    """
+    index = F.lit(0)
+    for i, name in enumerate(FAILURE_CLASSES, start=1):
+        index = F.when(F.col("failure") == name, F.lit(i)).otherwise(index)
+    return F.unix_micros("ts") * 16 + index
+
+
+def _key_ts(key: str) -> Column:
+    return F.timestamp_micros(F.floor(F.col(key) / 16).cast("long"))
+
+
+def _key_status(key: str) -> Column:
+    return F.element_at(F.array(*[F.lit(s) for s in STATUSES]), (F.col(key) % 16 + 1).cast("int"))
+
+
+def _key_ok(key: str) -> Column:
+    return _key_status(key).isin("ok", "partial")
 
 
 def _rank(n: Column, percent: int) -> Column:
@@ -310,17 +383,18 @@ def endpoint_vantage(rollups: DataFrame) -> DataFrame:
     """One row per (cluster, node, advertised host:port, vantage): its reachability over time."""
     ev = rollups.where(F.col("t") == "ev")
     by_day = Window.partitionBy(*KEYS).orderBy("day")
-    crossed = F.lag("last_ok").over(by_day)
-    ev = ev.withColumn("crossed", (crossed.isNotNull() & (crossed != F.col("first_ok"))).cast("long"))
+    crossed = F.lag(_key_ok("last_key")).over(by_day)
+    ev = ev.withColumn("crossed", (crossed.isNotNull() & (crossed != _key_ok("first_key"))).cast("long"))
     out = ev.groupBy(*KEYS).agg(
         F.sum("probes").alias("probes"), F.sum("successes").alias("successes"),
         *[F.sum(f"fail_{name}").alias(f"fail_{name}") for name in FAILURE_CLASSES],
         F.max("dns_max_ms").alias("dns_max_ms"), F.max("tcp_max_ms").alias("tcp_max_ms"),
         F.min("first_ts").alias("first_seen"), F.max("last_ts").alias("last_seen"),
-        F.max(F.struct("last_ts", "last_rid", "last_status"))["last_status"].alias("last_status"),
+        F.max("last_key").alias("last_key"),
         (F.sum("changes") + F.sum("crossed")).alias("status_changes"),
     ).join(percentiles(rollups), list(KEYS), "left")
-    out = out.withColumn("success_rate", F.col("successes") / F.col("probes"))
+    out = out.withColumn("success_rate", F.col("successes") / F.col("probes")).withColumn("last_status",
+                                                                                           _key_status("last_key"))
     latency = [f"{m}_{s}_ms" for m in ("dns", "tcp") for s in ("p50", "p95", "max")]
     return out.select(*KEYS, "probes", "successes", "success_rate", *[f"fail_{n}" for n in FAILURE_CLASSES],
                       *latency, "first_seen", "last_seen", "last_status", "status_changes")
