@@ -405,9 +405,9 @@ def _read(spark: SparkSession, root: Path, table: str, parts: list[tuple[int, st
     return df.withColumn("run", F.col("run").cast("int"))
 
 
-def _run(spark: SparkSession, options: JobOptions, root: Path, progress: Progress) -> dict[str, Any]:
-    manifest = st.prepare(root, options.full)
-    st.collect_garbage(root, manifest)
+def _ingest(spark: SparkSession, options: JobOptions, root: Path, manifest: st.Manifest,
+            progress: Progress) -> tuple[dict[str, Any], dict[str, int]]:
+    """Read what is new, keep it as flat records, roll up the days it touched, commit; returns the counts."""
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     # A partitioned write sorts each task's rows by partition unless it may keep a writer open per
     # partition; a pass touches few days, so a few writers spare the sort of every record.
@@ -476,9 +476,22 @@ def _run(spark: SparkSession, options: JobOptions, root: Path, progress: Progres
     if error:
         raise KprobeError(error)
     st.commit(root, manifest)  # the run counts from here on; the outputs below are rebuilt from the state
+    return counts, batch
+
+
+def _run(spark: SparkSession, options: JobOptions, root: Path, progress: Progress) -> dict[str, Any]:
+    manifest = st.prepare(root, options.full)
     st.collect_garbage(root, manifest)
-    window = _rollups(spark, root, manifest, options.since, options.until) if options.since or options.until else every
-    window = window.cache()  # small; every output merges it
+    run_no = manifest.run + 1
+    try:
+        counts, batch = _ingest(spark, options, root, manifest, progress)
+    except BaseException:
+        # Not committed: what this run wrote is nobody's; removed now rather than by the next run.
+        for table in ("records", "rollups", "copies"):
+            shutil.rmtree(root / table / f"run={run_no}", ignore_errors=True)
+        raise
+    st.collect_garbage(root, manifest)
+    window = _rollups(spark, root, manifest, options.since, options.until).cache()  # small; every output merges it
     outputs = {
         "endpoint_vantage": tf.endpoint_vantage(window),
         "cluster_summary": tf.cluster_summary(window),
