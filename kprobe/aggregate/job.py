@@ -223,7 +223,7 @@ class InputFile:
 
     @property
     def kind(self) -> str:
-        """lines (JSON Lines), whole (one document or JSON Lines) or other (quarantined unread)."""
+        """Lines (JSON Lines), whole (one document or JSON Lines) or other (quarantined unread)."""
         name = self.path.rsplit("/", 1)[-1].lower().removesuffix(".gz")
         if name.endswith((".jsonl", ".ndjson")):
             return "lines"
@@ -257,9 +257,9 @@ def list_inputs(spark: SparkSession, inputs: tuple[str, ...]) -> list[InputFile]
                         st = os.stat(path)
                         found[path] = InputFile(path, st.st_size, st.st_mtime_ns)
             continue
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm: Any = spark.sparkContext._jvm
         hadoop_path = jvm.org.apache.hadoop.fs.Path(item)
-        fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+        fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
         for status in fs.globStatus(hadoop_path) or []:
             listing = fs.listFiles(status.getPath(), True)
             base = status.getPath().toString()
@@ -362,6 +362,7 @@ class Progress:
         self.started = time.monotonic()
 
     def __call__(self, stage: str, detail: str) -> None:
+        """Print `[elapsed] stage: detail` if on."""
         if self.enabled:
             sys.stderr.write(f"[{time.monotonic() - self.started:6.1f}s] {stage}: {detail}\n")
             sys.stderr.flush()
@@ -548,9 +549,11 @@ def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int,
     ids = now.where("rep").groupBy("rid", "report_id").agg(F.count(F.lit(1)).alias("n"))
     before = _read(spark, root, "records", older)
     if before is not None:
-        known = before.where("rep").select("rid", "report_id").join(F.broadcast(ids.select("rid", "report_id"))
-                                                       if batch["usable"] < 2_000_000 else ids.select("rid", "report_id"),
-                                                       ["rid", "report_id"], "semi").distinct().withColumn("known", F.lit(1))
+        mine_ids = ids.select("rid", "report_id")
+        # An increment's ids are few: broadcast, so history is scanned once and never shuffled.
+        probe = F.broadcast(mine_ids) if batch["usable"] < 2_000_000 else mine_ids
+        known = (before.where("rep").select("rid", "report_id").join(probe, ["rid", "report_id"], "semi")
+                 .distinct().withColumn("known", F.lit(1)))
         ids = ids.join(known, ["rid", "report_id"], "left")
     else:
         ids = ids.withColumn("known", F.lit(None).cast("int"))

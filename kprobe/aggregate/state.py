@@ -54,6 +54,7 @@ class Manifest:
         "input_records": 0, "quarantined": 0, "usable": 0, "ids": 0, "quarantine_reasons": {}})
 
     def to_json(self) -> str:
+        """The manifest as written, its format named first so a foreign or future one is told apart."""
         return json.dumps({"format": FORMAT, **asdict(self)}, indent=1, sort_keys=True) + "\n"
 
 

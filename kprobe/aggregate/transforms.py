@@ -31,8 +31,8 @@ ADV_KEYS = ("cluster_id", "vantage", "bootstrap", "node_id")
 BOOTSTRAP_NODE = -1
 BOOTSTRAP_FAILURES = {"dns_failed": "dns", "refused": "refused", "timeout": "timeout", "auth_failed": "auth"}
 UNSUPPORTED_FILE = "unsupported file type (kprobe reads *.json, *.jsonl, *.ndjson, optionally gzipped)"
-QUARANTINE_DAY = "none"
-BOOT = "boot:"  # marks a bootstrap standing in for endpoints in flat_records  # the `d` partition of quarantined records, which have no usable time
+QUARANTINE_DAY = "none"  # the `d` partition of quarantined records, which have no usable time
+BOOT = "boot:"  # marks a bootstrap standing in for endpoints in flat_records
 # Latency percentiles come from histograms that merge across days: bucket b holds the latencies
 # in (e^((b-1)/K), e^(b/K)] ms, K = BUCKETS_PER_E, so a bucket is 2% wide; the percentile is the
 # largest latency seen in the bucket where its rank falls, within 2% of the exact one.
@@ -167,7 +167,8 @@ def flat_records(records: DataFrame) -> DataFrame:
     base = records.select(
         F.when(usable, found).alias("found"), F.when(usable, F.to_timestamp("r.started_at")).alias("ts"),
         F.monotonically_increasing_id().alias("seq"), F.xxhash64("line").alias("h"), "file", "reason",
-        F.when(~usable, F.substring("line", 1, 10_000)).alias("record"), F.when(usable, F.xxhash64("r.id")).alias("rid"),
+        F.when(~usable, F.substring("line", 1, 10_000)).alias("record"),
+        F.when(usable, F.xxhash64("r.id")).alias("rid"),
         F.col("r.vantage.name").alias("vantage"), F.col("r.id").alias("report_id"),
         F.col("r.summary.status").alias("status"), F.size("r.endpoints").alias("n_adv"),
         # Counted without a lambda (Spark interprets those row by row; these compile): the
@@ -192,7 +193,8 @@ def flat_records(records: DataFrame) -> DataFrame:
         "rep": usable & first,
         "o": usable & e.isNotNull() & (e["status"] != "unchecked") & (e["status"] != BOOT + "unchecked"),
         "node_id": e["node_id"], "host": e["host"], "port": e["port"],
-        "failure": F.when(boot, _bootstrap_failure(F.substring(e["status"], len(BOOT) + 1, 100))).otherwise(_failure(e)),
+        "failure": F.when(boot, _bootstrap_failure(F.substring(e["status"], len(BOOT) + 1, 100)))
+        .otherwise(_failure(e)),
         "dns_ms": e["dns"]["ms"],
         "tcp_ms": _tcp_ms(e),
         **{k: F.when(first, F.col(k)) for k in on_first},
@@ -213,7 +215,8 @@ def kept(rows: DataFrame, copies: DataFrame | None) -> DataFrame:
         return rows
     winner = F.broadcast(copies.select("rid", F.col("run").alias("win_run"), F.col("seq").alias("win_seq")))
     return (rows.join(winner, "rid", "left")
-            .where(F.col("win_run").isNull() | ((F.col("run") == F.col("win_run")) & (F.col("seq") == F.col("win_seq"))))
+            .where(F.col("win_run").isNull()
+                   | ((F.col("run") == F.col("win_run")) & (F.col("seq") == F.col("win_seq"))))
             .drop("win_run", "win_seq"))
 
 
@@ -443,8 +446,8 @@ def advertised_changes(rollups: DataFrame) -> DataFrame:
     by_day = Window.partitionBy(*ADV_KEYS).orderBy("day")
     ends = rollups.where(F.col("t") == "adv").withColumn("previous", F.lag("last_adv").over(by_day))
     crossed = (ends.where(F.col("previous").isNotNull() & (F.col("previous") != F.col("first_adv")))
-               .select(*ADV_KEYS, "previous", F.col("first_adv").alias("current"), F.col("first_ts").alias("changed_at"),
-                       "report_id"))
+               .select(*ADV_KEYS, "previous", F.col("first_adv").alias("current"),
+                       F.col("first_ts").alias("changed_at"), "report_id"))
     inside = rollups.where(F.col("t") == "chg").select(*ADV_KEYS, "previous", "current", "changed_at", "report_id")
     return inside.unionByName(crossed).select("cluster_id", "vantage", "bootstrap", "node_id", "previous", "current",
                                               "changed_at", "report_id")
