@@ -324,7 +324,9 @@ def read_records(spark: SparkSession, files: list[InputFile],
         start = json.dumps({topic: {str(p): r[0] for p, r in ranges.items()}})
         end = json.dumps({topic: {str(p): r[1] for p, r in ranges.items()}})
         messages = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                    .option("subscribe", topic).option("startingOffsets", start).option("endingOffsets", end)
+                    # assign, not subscribe: only the partitions with news, each from where the last run stopped
+                    .option("assign", json.dumps({topic: sorted(ranges)}))
+                    .option("startingOffsets", start).option("endingOffsets", end)
                     .option("failOnDataLoss", "false").load())
         parts.append(messages.select(
             F.concat(F.lit(f"kafka://{bootstrap}/{topic}/"), F.col("partition").cast("string"), F.lit("@"),

@@ -260,7 +260,8 @@ def day_rollups(rows: DataFrame) -> DataFrame:
     ob = obs.select(*KEYS, *day, "ts", "rid", "failure", "dns_ms", "tcp_ms", _success().alias("ok"))
     ev = ob.groupBy(*KEYS, *day).agg(
         F.count(F.lit(1)).alias("probes"), F.sum(F.col("ok").cast("long")).alias("successes"),
-        *[F.sum((F.col("failure") == name).cast("long")).alias(f"fail_{name}") for name in FAILURE_CLASSES],
+        *[F.sum(F.when(F.col("failure") == name, 1).otherwise(0).cast("long")).alias(f"fail_{name}")
+          for name in FAILURE_CLASSES],
         F.max("dns_ms").alias("dns_max_ms"), F.max("tcp_ms").alias("tcp_max_ms"),
         F.min(_status_key()).alias("first_key"), F.max(_status_key()).alias("last_key"),
     )
