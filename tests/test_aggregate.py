@@ -700,7 +700,7 @@ def test_state_survives_kill_9_mid_run(spark, tmp_path):
     lines = screen.decode().replace("\r\n", "\n").splitlines()
     stages = [line.split("] ", 1)[1].split(":", 1)[0] for line in lines if line.startswith("[")]
     assert stages == ["reading", "observations", "rollups", *OUTPUTS], lines
-    assert not [line for line in lines if any(s in line for s in (*STARTUP_LINES, "WARN", "INFO"))], lines
+    assert not [line for line in lines if any(s in line for s in (*STARTUP_LINES, "WARN", "INFO", "Warning"))], lines
     assert state_json(out)["run"] == 2 and not (out / ".state" / "records" / "run=3").exists()
 
     full = run(spark, JobOptions((str(inputs),), str(tmp_path / "full"), html=False))["counts"]

@@ -713,8 +713,9 @@ def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOpt
                     progress(name, f"{written[name].count():,} rows")
                 continue
             # The merged outputs are small (rows per endpoint and vantage, per day, per hour): their
-            # JSON is Spark's own (toJSON), written here in one file, a Spark job fewer per output.
-            lines = written[name].toJSON().collect()
+            # JSON is Spark's own (to_json, as its writer makes it), written here in one file: a
+            # Spark job fewer per output.
+            lines = [row[0] for row in written[name].select(F.to_json(F.struct("*"))).collect()]
             _write_json(Path(staging, "json", name), lines)
             if name in ("endpoint_vantage", "cluster_summary"):
                 key = "probes" if name == "endpoint_vantage" else "reports"
