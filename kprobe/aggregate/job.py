@@ -752,7 +752,9 @@ def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOpt
 def _write_json(directory: Path, lines: list[str]) -> None:
     """JSON Lines as Spark's writer lays them out: a part file and `_SUCCESS`."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "part-00000.json").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    # A new name each run, as Spark's writer gives: a reader that lists the directory never mixes runs.
+    part = directory / f"part-00000-{uuid.uuid4()}-c000.json"
+    part.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     (directory / "_SUCCESS").write_text("")
 
 
