@@ -717,11 +717,15 @@ def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOpt
             # Spark job fewer per output.
             lines = [row[0] for row in written[name].select(F.to_json(F.struct("*"))).collect()]
             _write_json(Path(staging, "json", name), lines)
-            if name in ("endpoint_vantage", "cluster_summary"):
-                key = "probes" if name == "endpoint_vantage" else "reports"
-                totals[name] = sum(json.loads(line)[key] for line in lines)
+            if name == "endpoint_vantage":
+                rows = [json.loads(line) for line in lines]
+                totals[name] = sum(r["probes"] for r in rows)
+                worst = _worst(rows)
+            if name == "cluster_summary":
+                totals[name] = sum(json.loads(line)["reports"] for line in lines)
             progress(name, f"{len(lines):,} rows")
-        worst = worst_gaps(written["endpoint_vantage"])
+        if "endpoint_vantage" not in totals:
+            worst = worst_gaps(written["endpoint_vantage"])
         counts["observations"] = totals.get("endpoint_vantage") or _total(written["endpoint_vantage"], "probes")
         counts["reports_in_window"] = totals.get("cluster_summary") or _total(written["cluster_summary"], "reports")
         if final is None:
@@ -747,6 +751,12 @@ def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOpt
     os.rename(staging, final)
     shutil.rmtree(old, ignore_errors=True)
     return worst
+
+
+def _worst(rows: list[dict[str, Any]], limit: int = 10) -> list[dict[str, Any]]:
+    """worst_gaps over the rows already in hand (as JSON: times are RFC 3339 strings); no Spark job."""
+    order = ("success_rate", "cluster_id", "vantage", "node_id", "host", "port")
+    return sorted(rows, key=lambda r: tuple((r.get(k) is not None, r.get(k)) for k in order))[:limit]
 
 
 def _write_json(directory: Path, lines: list[str]) -> None:
