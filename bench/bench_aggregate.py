@@ -1,149 +1,165 @@
-"""The aggregation's speed, as ratios measured in one run.
+"""The aggregation's speed, as ratios measured side by side in one run.
 
-    python bench/bench_aggregate.py [--sizes 1000000,4000000,10000000] [--work /tmp/kprobe-bench] [--drop-inputs]
+    .venv/bin/pip install -e '.[bench]'   # duckdb: the single-machine reference (never a product dependency)
+    python bench/bench_aggregate.py [--sizes 1000000,4000000] [--repeat 3] [--work /tmp/kprobe-bench] [--drop-inputs]
 
-For each size (endpoint observations; 3 per report): the whole job (kprobe.aggregate.job.run,
-html off) versus Spark's bare read of the same input with the same schema
-(`spark.read.schema(S).json(path).count()`, which prunes every column and parses nothing) and
-a scan that parses the endpoints, all on local[*], plus the endpoint_vantage table computed in
-plain Python on one core as the single-machine reference. The growth exponent is the slope of
-log(time) against log(size).
+For each size (endpoint observations; 3 per report, 20 vantages x 10 clusters of 3 brokers, one
+report per vantage and cluster a minute), `--repeat` times, in this order:
+
+- Spark's parsing scan of the input: `spark.read.schema(S).json(path)` summing the endpoint
+  arrays' sizes, which forces the parse a job cannot avoid (a bare `count()` parses nothing);
+- the whole job, from scratch (`--full`, html off: every output, Parquet and JSON, and its state);
+- the parsing scan again (the job is compared with the mean of the scans on either side of it,
+  so that a load change on a shared machine moves both);
+- the incremental run: the same input plus 1% new reports (the next 1% of the period), which
+  reads only the new files and rolls up only the days they fall on;
+- DuckDB computing the endpoint_vantage table from the same files (dedupe by report id, counts,
+  success rate, failure classes, first/last seen, exact DNS and TCP percentiles, status changes).
+
+Medians over the repeats are printed as a Markdown table. The growth exponent is the slope of
+log(time) against log(size) of the whole job.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import datetime as dt
 import math
 import shutil
+import statistics
 import time
-from collections import Counter, defaultdict
-from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
-from kprobe.aggregate.generate import reports, write_jsonl
+from kprobe.aggregate.generate import START, reports, write_jsonl
 from kprobe.aggregate.job import JobOptions, run, session
 from kprobe.aggregate.schema import report_schema
 
-TLS_FAILURES = {"untrusted", "hostname_mismatch", "handshake_failed"}
-IDENTITY_FAILURES = {"mismatch", "not_kafka", "silent"}
+VANTAGES, CLUSTERS = 20, 10
+
+DUCKDB_COLUMNS = {
+    "id": "VARCHAR", "started_at": "TIMESTAMP", "vantage": "STRUCT(name VARCHAR)",
+    "bootstraps": "STRUCT(cluster_id VARCHAR)[]",
+    "endpoints": "STRUCT(node_id BIGINT, host VARCHAR, port BIGINT, status VARCHAR, dns STRUCT(ms DOUBLE), "
+                 "tcp STRUCT(status VARCHAR, ms DOUBLE)[], tls STRUCT(status VARCHAR), "
+                 "identity STRUCT(status VARCHAR))[]",
+}
+
+DUCKDB_QUERY = """
+WITH r AS (SELECT * FROM read_json({paths}, format = 'newline_delimited', columns = {columns})),
+d AS (SELECT * FROM r QUALIFY row_number() OVER (PARTITION BY id ORDER BY started_at) = 1),
+o AS (SELECT coalesce(list_filter(bootstraps, lambda b: b.cluster_id IS NOT NULL)[1].cluster_id, 'unknown')
+                 AS cluster_id, vantage.name AS vantage, started_at AS ts, id, unnest(endpoints) AS e FROM d),
+f AS (SELECT cluster_id, e.node_id AS node_id, e.host AS host, e.port AS port, vantage, ts, id,
+             CASE WHEN e.status = 'unresolvable' THEN 'dns'
+                  WHEN e.status = 'unreachable' AND list_contains(list_transform(e.tcp, lambda t: t.status), 'timeout')
+                       THEN 'timeout'
+                  WHEN e.status = 'unreachable' AND list_unique(list_transform(e.tcp, lambda t: t.status)) = 1
+                       AND list_contains(list_transform(e.tcp, lambda t: t.status), 'refused') THEN 'refused'
+                  WHEN e.status = 'unreachable' THEN 'unreachable'
+                  WHEN e.tls.status IN ('untrusted', 'hostname_mismatch', 'handshake_failed') THEN 'tls'
+                  WHEN e.identity.status IN ('mismatch', 'not_kafka', 'silent') THEN 'identity'
+                  WHEN e.status IN ('partial', 'degraded') THEN 'partial' END AS failure,
+             e.dns.ms AS dns_ms,
+             list_min(list_transform(list_filter(e.tcp, lambda t: t.status = 'ok'), lambda t: t.ms)) AS tcp_ms
+      FROM o WHERE e.status <> 'unchecked'),
+g AS (SELECT *, failure IS NULL OR failure = 'partial' AS ok FROM f),
+w AS (SELECT *, lag(ok) OVER (PARTITION BY cluster_id, node_id, host, port, vantage ORDER BY ts, id) AS prev FROM g)
+SELECT cluster_id, node_id, host, port, vantage, count(*) AS probes, sum(ok::INT) AS successes,
+       sum(ok::INT) / count(*) AS success_rate,
+       count(*) FILTER (failure = 'dns') AS fail_dns, count(*) FILTER (failure = 'refused') AS fail_refused,
+       count(*) FILTER (failure = 'timeout') AS fail_timeout,
+       count(*) FILTER (failure = 'unreachable') AS fail_unreachable,
+       quantile_disc(dns_ms, 0.5) AS dns_p50_ms, quantile_disc(dns_ms, 0.95) AS dns_p95_ms, max(dns_ms) AS dns_max_ms,
+       quantile_disc(tcp_ms, 0.5) AS tcp_p50_ms, quantile_disc(tcp_ms, 0.95) AS tcp_p95_ms, max(tcp_ms) AS tcp_max_ms,
+       min(ts) AS first_seen, max(ts) AS last_seen, arg_max(coalesce(failure, 'ok'), ts) AS last_status,
+       sum((prev IS NOT NULL AND prev <> ok)::INT) AS status_changes
+FROM w GROUP BY ALL
+"""
 
 
-def _failure(e: dict) -> str | None:
-    """The job's failure class of one endpoint observation (kprobe.aggregate.transforms._failure)."""
-    status = e["status"]
-    tcp = {t["status"] for t in e["tcp"]}
-    if status == "unresolvable":
-        return "dns"
-    if status == "unreachable":
-        return "timeout" if "timeout" in tcp else "refused" if tcp == {"refused"} else "unreachable"
-    if (e.get("tls") or {}).get("status") in TLS_FAILURES:
-        return "tls"
-    if (e.get("identity") or {}).get("status") in IDENTITY_FAILURES:
-        return "identity"
-    return "partial" if status == "partial" else None
+def duckdb_endpoint_vantage(paths: list[Path]) -> tuple[float, int]:
+    """Seconds DuckDB takes for the endpoint_vantage table from these JSON Lines directories, and its rows."""
+    import duckdb
 
-
-def _pct(values: list[float], q: float) -> float | None:
-    """Spark's percentile_approx on exact data: the smallest value with rank >= q * n."""
-    if not values:
-        return None
-    values.sort()
-    return values[max(0, math.ceil(q * len(values)) - 1)]
-
-
-def plain_python(directory: Path) -> float:
-    """The endpoint_vantage table (every column the job writes) in plain Python on one core.
-
-    The single-machine reference: same dedup by report id, same observations (deadline-cut
-    endpoints skipped), same failure classes, percentiles, first/last seen, last status and
-    status changes. It keeps everything in memory, which is what stops it scaling past a machine.
-    """
+    columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in DUCKDB_COLUMNS.items()) + "}"
+    files = "[" + ", ".join(f"'{p}/*.jsonl'" for p in paths) + "]"
     started = time.perf_counter()
-    seen_ids: set[str] = set()
-    obs: dict[tuple, list[tuple]] = defaultdict(list)
-    for path in sorted(directory.glob("*.jsonl")):
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                r = json.loads(line)
-                if r["id"] in seen_ids:
-                    continue
-                seen_ids.add(r["id"])
-                cluster = next((b["cluster_id"] for b in r["bootstraps"] if b.get("cluster_id")), "unknown")
-                ts, vantage = r["started_at"], r["vantage"]["name"]
-                for e in r["endpoints"]:
-                    if e["status"] == "unchecked":
-                        continue
-                    tcp_ok = [t["ms"] for t in e["tcp"] if t["status"] == "ok" and t["ms"] is not None]
-                    failure = _failure(e)
-                    obs[(cluster, e["node_id"], e["host"], e["port"], vantage)].append(
-                        (ts, r["id"], failure in (None, "partial"), failure, e["dns"]["ms"], min(tcp_ok, default=None)))
-    rows = []
-    for key, items in obs.items():
-        items.sort(key=lambda o: (o[0], o[1]))
-        fails = Counter(o[3] for o in items if o[3])
-        dns = [o[4] for o in items if o[4] is not None]
-        tcp = [o[5] for o in items if o[5] is not None]
-        changes = sum(1 for a, b in pairwise(items) if a[2] != b[2])
-        successes = sum(o[2] for o in items)
-        rows.append((*key, len(items), successes, successes / len(items), dict(fails),
-                     _pct(dns, 0.5), _pct(dns, 0.95), max(dns, default=None),
-                     _pct(tcp, 0.5), _pct(tcp, 0.95), max(tcp, default=None),
-                     items[0][0], items[-1][0], items[-1][3] or "ok", changes))
-    assert rows, "no observations: the generator wrote nothing?"
-    return time.perf_counter() - started
+    with duckdb.connect() as db:
+        rows = db.sql(DUCKDB_QUERY.format(paths=files, columns=columns)).fetchall()
+    return time.perf_counter() - started, len(rows)
 
 
-def parsing_scan(spark: object, data: Path) -> float:
+def parsing_scan(spark: Any, data: list[Path]) -> float:
     """Spark reading the same files with the same schema *and parsing every endpoint*.
 
     `count()` alone prunes every column, so Spark never parses a record; summing the endpoint
     arrays' sizes forces the parse a job cannot avoid, which is the floor that matters.
     """
     started = time.perf_counter()
-    spark.read.schema(report_schema()).json(str(data)).selectExpr("sum(size(endpoints))").collect()  # type: ignore[attr-defined]
+    spark.read.schema(report_schema()).json([str(p) for p in data]).selectExpr("sum(size(endpoints))").collect()
     return time.perf_counter() - started
+
+
+def prepare(work: Path, size: int) -> tuple[Path, Path]:
+    """The input for `size` observations, and the 1% a later run adds (the period that follows)."""
+    per_hour = VANTAGES * CLUSTERS * 60
+    hours = size / 3 / per_hour
+    base, more = work / f"in-{size}", work / f"in-{size}-more"
+    if not base.exists():
+        write_jsonl(base, reports(VANTAGES, CLUSTERS, hours))
+    if not more.exists():
+        later = START + dt.timedelta(hours=hours)
+        write_jsonl(more, reports(VANTAGES, CLUSTERS, hours / 100, seed=8, start=later), per_file=5_000)
+    return base, more
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="1000000,4000000,10000000")
+    parser.add_argument("--sizes", default="1000000,4000000")
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--work", type=Path, default=Path("/tmp/kprobe-bench"))
     parser.add_argument("--drop-inputs", action="store_true", help="delete each size's input after measuring it")
+    parser.add_argument("--no-duckdb", action="store_true")
     args = parser.parse_args()
     spark = session("local[*]", app="kprobe-bench")
-    rows = []
+    table = []
     for size in (int(s) for s in args.sizes.split(",")):
-        reports_needed = size // 3
-        vantages, clusters = 20, 10
-        hours = reports_needed / (vantages * clusters * 60)
-        data = args.work / f"in-{size}"
-        if not data.exists():
-            write_jsonl(data, reports(vantages, clusters, hours))
-        bare_started = time.perf_counter()
-        spark.read.schema(report_schema()).json(str(data)).count()
-        bare = time.perf_counter() - bare_started
-        parsed = parsing_scan(spark, data)
-        job_started = time.perf_counter()
-        result = run(spark, JobOptions((str(data),), str(args.work / f"out-{size}"), html=False))
-        job = time.perf_counter() - job_started
-        python = plain_python(data)
-        observations = result["counts"]["observations"]
-        rows.append((observations, job, bare, parsed, python))
-        shutil.rmtree(args.work / f"out-{size}", ignore_errors=True)
+        base, more = prepare(args.work, size)
+        out = args.work / f"out-{size}"
+        runs: list[dict[str, float]] = []
+        for _ in range(args.repeat):
+            before = parsing_scan(spark, [base])
+            started = time.perf_counter()
+            result = run(spark, JobOptions((str(base),), str(out), html=False, full=True))
+            job = time.perf_counter() - started
+            after = parsing_scan(spark, [base])
+            started = time.perf_counter()
+            again = run(spark, JobOptions((str(base), str(more)), str(out), html=False))
+            incremental = time.perf_counter() - started
+            duck = duckdb_endpoint_vantage([base])[0] if not args.no_duckdb else math.nan
+            scan = (before + after) / 2
+            runs.append({"job": job, "scan": scan, "ratio": job / scan, "incremental": incremental,
+                         "incr_ratio": incremental / job, "duckdb": duck})
+            observations = result["counts"]["observations"]
+            print(f"{observations:,} observations: job {job:.1f} s, parsing scan {before:.1f} / {after:.1f} s "
+                  f"(job / scan {job / scan:.2f}), +1% ({again['counts']['new_records']:,} reports) "
+                  f"{incremental:.1f} s ({incremental / job:.2f} of the job), DuckDB {duck:.1f} s", flush=True)
+        shutil.rmtree(out, ignore_errors=True)
         if args.drop_inputs:
-            shutil.rmtree(data, ignore_errors=True)
-        print(f"{observations:,} observations: job {job:.1f} s, bare {bare:.1f} s, parsing scan {parsed:.1f} s, "
-              f"python {python:.1f} s", flush=True)
-    print("| observations | job | bare read (count) | parsing scan | job / bare | job / parsing scan | obs/s (job) "
-          "| plain Python, 1 core, same table |")
+            shutil.rmtree(base, ignore_errors=True)
+            shutil.rmtree(more, ignore_errors=True)
+        table.append((observations, {k: statistics.median(r[k] for r in runs) for k in runs[0]}))
+    print(f"\nmedians of {args.repeat} runs:")
+    print("| observations | whole job | parsing scan | job / parsing scan | incremental (+1%) | incremental / job "
+          "| DuckDB, endpoint_vantage | observations/s (job) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for obs, job, bare, parsed, python in rows:
-        print(f"| {obs:,} | {job:.1f} s | {bare:.1f} s | {parsed:.1f} s | {job / bare:.1f} | {job / parsed:.2f} "
-              f"| {obs / job:,.0f} | {python:.1f} s |")
-    if len(rows) > 1:
-        xs = [math.log(r[0]) for r in rows]
-        ys = [math.log(r[1]) for r in rows]
+    for obs, m in table:
+        print(f"| {obs:,} | {m['job']:.1f} s | {m['scan']:.1f} s | {m['ratio']:.2f} | {m['incremental']:.1f} s "
+              f"| {m['incr_ratio']:.2f} | {m['duckdb']:.1f} s | {obs / m['job']:,.0f} |")
+    if len(table) > 1:
+        xs = [math.log(obs) for obs, _ in table]
+        ys = [math.log(m["job"]) for _, m in table]
         mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
         slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
         print(f"\ngrowth exponent of the job's time: {slope:.2f} (1.0 = linear)")

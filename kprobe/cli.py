@@ -554,6 +554,10 @@ def aggregate(
     since: Annotated[str | None, typer.Option("--since", help="Only reports at or after (RFC 3339 or date).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Only reports before (RFC 3339 or date).")] = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip report.html.")] = False,
+    full: Annotated[bool, typer.Option("--full", help="Recompute everything from the inputs (by default a run "
+                                       "reads only the files and messages no earlier run read).")] = False,
+    state: Annotated[str | None, typer.Option("--state", help="Directory of the job's state between runs "
+                                              "(default: OUT/.state).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Spark's and the JVM's own lines "
                                           "(kept in a log file otherwise).")] = False,
 ) -> None:
@@ -567,12 +571,13 @@ def aggregate(
     from kprobe.aggregate.checks import validate
 
     inputs = inputs or []
-    topics = validate(inputs, out, kafka, since, until)
+    topics = validate(inputs, out, kafka, since, until, state, full)
     from kprobe.aggregate.job import JobOptions, run, session, summary_lines
 
     spark = session(master, kafka=bool(topics), verbose=verbose)
     try:
-        result = run(spark, JobOptions(tuple(inputs), out, master, since, until, not no_html, topics))
+        result = run(spark, JobOptions(tuple(inputs), out, master, since, until, not no_html, topics, full=full,
+                                       state=state))
     finally:
         spark.stop()
     typer.echo("\n".join(summary_lines(result)))

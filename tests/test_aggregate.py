@@ -11,7 +11,6 @@ import subprocess
 import sys
 import uuid
 from collections import Counter, defaultdict
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -25,11 +24,9 @@ from kprobe.aggregate.checks import MARKER, validate  # noqa: E402
 from kprobe.aggregate.job import (  # noqa: E402
     JobOptions,
     accounting_error,
-    read_records,
     run,
     session,
     spark_log,
-    staged,
     summary_lines,
 )
 from kprobe.errors import KprobeError, UsageError  # noqa: E402
@@ -44,11 +41,19 @@ def spark():
     s.stop()
 
 
+OUTPUTS = ("endpoint_vantage", "cluster_summary", "findings", "advertised_changes", "hourly", "quarantine")
+
+
 @pytest.fixture
-def job_reports(spark):
-    """The reports the job itself aggregates from some inputs (job.staged, dedupe or not); caches dropped after."""
-    with ExitStack() as stack:
-        yield lambda path: stack.enter_context(staged(read_records(spark, (str(path),))))
+def job_outputs(spark, tmp_path):
+    """The job run over some inputs (html off): its counts and its outputs as read back from Parquet."""
+    made = iter(range(1000))
+
+    def outputs(path: Path, **options) -> tuple[dict, dict]:
+        out = tmp_path / f"out-{next(made)}"
+        result = run(spark, JobOptions((str(path),), str(out), html=False, **options))
+        return result, {name: spark.read.parquet(str(out / "parquet" / name)) for name in OUTPUTS}
+    return outputs
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +106,10 @@ def hand_endpoint_vantage(reports: list[dict]) -> dict[tuple, dict]:
 
 
 @pytest.mark.parametrize("delivery", ["once", "redelivered"])
-def test_endpoint_vantage_matches_hand_counts(job_reports, lab_reports, listeners_lab, tmp_path, delivery):
-    """Once: every id is unique and the job skips the dedupe. Redelivered: one report comes twice, and
-    another again a day later under another vantage name (same id): the dedupe runs and must keep the
-    first of each, so the hand counts of the original files still hold and no "ghost" row appears."""
+def test_endpoint_vantage_matches_hand_counts(job_outputs, lab_reports, listeners_lab, tmp_path, delivery):
+    """Once: every id is unique. Redelivered: one report comes twice, and another again a day later under
+    another vantage name (same id): the dedupe must keep the first of each, so the hand counts of the
+    original files still hold and no "ghost" row appears."""
     inputs = lab_reports
     if delivery == "redelivered":
         inputs = tmp_path / "in"
@@ -115,10 +120,9 @@ def test_endpoint_vantage_matches_hand_counts(job_reports, lab_reports, listener
         later["started_at"] = (parse_time(later["started_at"]) + dt.timedelta(days=1)).isoformat().replace("+00:00", "Z")
         later["vantage"]["name"] = "ghost"
         (inputs / "later.json").write_text(json.dumps(later))
-    reports = job_reports(inputs)
-    assert (reports.deduped, reports.duplicates) == ((False, 0) if delivery == "once" else (True, 2))
-    got = {(r.cluster_id, r.node_id, r.host, r.port, r.vantage): r
-           for r in tf.endpoint_vantage(tf.observations(reports.reports)).collect()}
+    result, outputs = job_outputs(inputs)
+    assert result["counts"]["duplicates"] == (0 if delivery == "once" else 2)
+    got = {(r.cluster_id, r.node_id, r.host, r.port, r.vantage): r for r in outputs["endpoint_vantage"].collect()}
     expected = hand_endpoint_vantage(load(lab_reports))
     assert set(got) == set(expected) and len(got) == 2
     for key, want in expected.items():
@@ -137,9 +141,9 @@ def test_endpoint_vantage_matches_hand_counts(job_reports, lab_reports, listener
     assert (host.success_rate, host.last_status, host.fail_dns) == (0.0, "dns", 3)
 
 
-def test_cluster_summary_and_findings(job_reports, lab_reports, listeners_lab):
-    reps = job_reports(lab_reports).reports
-    summary = {r.vantage: r for r in tf.cluster_summary(reps).collect()}
+def test_cluster_summary_and_findings(job_outputs, lab_reports, listeners_lab):
+    _, outputs = job_outputs(lab_reports)
+    summary = {r.vantage: r for r in outputs["cluster_summary"].collect()}
     reports = load(lab_reports)
     for vantage in ("docker", "host"):
         mine = [r for r in reports if r["vantage"]["name"] == vantage]
@@ -152,18 +156,30 @@ def test_cluster_summary_and_findings(job_reports, lab_reports, listeners_lab):
     assert summary["host"].last_good is None
     rank = {"error": 0, "warning": 1, "info": 2}
     for vantage in ("docker", "host"):
-        seen = Counter((f["code"], f["severity"]) for r in reports if r["vantage"]["name"] == vantage
-                       for f in r["findings"])
+        seen = Counter()
+        for r in reports:
+            for f in r["findings"] if r["vantage"]["name"] == vantage else []:
+                seen[(f["code"], f["severity"])] += weight(f)
         worst = min(seen, key=lambda k: (rank[k[1]], -seen[k], k[0])) if seen else (None, None)
         assert (summary[vantage].worst_finding, summary[vantage].worst_severity) == worst
     assert (summary["host"].worst_finding, summary["host"].worst_severity) == ("ADVERTISED_UNRESOLVABLE", "error")
-    findings = tf.findings_by_day(reps).collect()
-    by_hand = Counter((r["vantage"]["name"], r["started_at"][:10], f["code"]) for r in reports for f in r["findings"])
+    findings = outputs["findings"].collect()
+    by_hand, written = Counter(), Counter()
+    for r in reports:
+        for f in r["findings"]:
+            by_hand[(r["vantage"]["name"], r["started_at"][:10], f["code"])] += weight(f)
+            written[(r["vantage"]["name"], r["started_at"][:10], f["code"])] += 1
     assert {(f.vantage, f.day.isoformat(), f.code): f.occurrences for f in findings} == dict(by_hand)
+    assert {(f.vantage, f.day.isoformat(), f.code): f.findings for f in findings} == dict(written)
     assert by_hand[("host", reports[0]["started_at"][:10], "ADVERTISED_UNRESOLVABLE")] >= 1
 
 
-def test_advertised_drift(job_reports, lab_reports, tmp_path):
+def weight(finding: dict) -> int:
+    """A finding counts once per endpoint it concerns (findings merged across endpoints), at least once."""
+    return max(1, len(finding.get("endpoints") or []))
+
+
+def test_advertised_drift(job_outputs, lab_reports, tmp_path):
     reports = load(lab_reports / "docker")
     moved = json.loads(json.dumps(reports[-1]))
     moved["id"] = str(uuid.uuid4())
@@ -171,7 +187,7 @@ def test_advertised_drift(job_reports, lab_reports, tmp_path):
     moved["bootstraps"][0]["brokers"][0]["host"] = "kafka0.moved"
     shutil.copytree(lab_reports, tmp_path / "in")
     (tmp_path / "in" / "moved.json").write_text(json.dumps(moved))
-    [change] = tf.advertised_changes(job_reports(tmp_path / "in").reports).collect()
+    [change] = job_outputs(tmp_path / "in")[1]["advertised_changes"].collect()
     port = moved["bootstraps"][0]["brokers"][0]["port"]
     assert (change.vantage, change.node_id, change.previous, change.current) == (
         "docker", 0, f"kafka0:{port}", f"kafka0.moved:{port}")
@@ -226,7 +242,7 @@ def test_module_entry_verbose_replaces_an_output_whole(spark, lab_reports, tmp_p
     assert "0.0%  cluster" in done.stdout and "from host (3 probes, last dns)" in done.stdout
     assert [line for line in STARTUP_LINES if line in done.stderr], done.stderr[-2000:]  # -v: the JVM's own lines
     # Replaced whole: the first run's page is gone with it (this one made none), and its part files too.
-    assert sorted(p.name for p in out.iterdir()) == [MARKER, "counts.json", "json", "parquet"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, ".state", "counts.json", "json", "parquet"]
     assert not first & {p.name for p in (out / "json" / "endpoint_vantage").iterdir() if p.name.startswith("part-")}
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging or old directory left
     rows = [json.loads(line) for f in (out / "json" / "endpoint_vantage").glob("*.json")
@@ -555,3 +571,148 @@ def test_generated_reports_follow_the_shipped_schema():
     codes = {f["code"] for r in sample for f in r["findings"]}
     assert codes == {"ADVERTISED_UNRESOLVABLE", "ADVERTISED_TIMEOUT"}
     assert all(len(f["message"]) > 40 and f["fix"] != "..." for r in sample for f in r["findings"])
+
+
+# --- Incremental runs: state kept under --out, only new records read, outputs equal to a full run. ---
+
+def day_reports(day: int, vantage: str, outcomes: list[str], at: float = 1.0) -> dict:
+    """A crafted report on day `day` (1 = 2026-11-01) at hour `at`, with b0, b1... seeing `outcomes`."""
+    return crafted(vantage, 24 * (day - 1) + at, [endpoint(n, o, 1.0 + n + at) for n, o in enumerate(outcomes)])
+
+
+def outputs_of(spark, out: Path) -> dict[str, list]:
+    """Every output, row by row, in an order that does not depend on Spark's partitioning."""
+    return {name: sorted((tuple(r) for r in spark.read.parquet(str(out / "parquet" / name)).collect()), key=repr)
+            for name in OUTPUTS}
+
+
+COMPARED = ("input_records", "reports", "duplicates", "quarantined", "quarantine_reasons", "observations",
+            "reports_in_window")
+
+
+def test_incremental_run_equals_a_full_run(spark, tmp_path):
+    """Days 1-2, then day 3 added (with a re-delivered day-1 report, an earlier copy of a day-2 report, and
+    lines appended to a file already read): the rerun reads only the new records, and its outputs equal a
+    full run's over the same files, row by row; the counts count every record once."""
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    day1 = [day_reports(1, "v1", ["ok", "refused"], at=h) for h in (1, 2, 3)] + [day_reports(1, "v2", ["nxdomain"])]
+    day2 = [day_reports(2, "v1", ["timeout", "ok"], at=h) for h in (1, 2)]
+    (inputs / "day1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in day1))
+    (inputs / "day2.json").write_text(json.dumps(day2[0], indent=2))
+    (inputs / "day2b.jsonl").write_text(json.dumps(day2[1]) + "\n")
+    first = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
+    assert (first["input_records"], first["reports"], first["duplicates"]) == (6, 6, 0)
+
+    day3 = [day_reports(3, "v1", ["ok", "ok"], at=h) for h in (1, 2)]
+    earlier = {**day2[1], "started_at": stamp(5), "vantage": {**day2[1]["vantage"], "name": "v3"}}  # same id, day 1
+    (inputs / "sub").mkdir()
+    (inputs / "sub" / "day3.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*day3, day1[0], earlier]))
+    with (inputs / "day1.jsonl").open("a") as grown:  # a JSON Lines file that grew: only its new lines are new
+        grown.write(json.dumps(day_reports(3, "v2", ["ok"], at=4)) + "\n{truncated\n")
+    again = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
+    full = run(spark, JobOptions((str(inputs),), str(tmp_path / "full"), html=False, full=True))["counts"]
+    assert again["new_records"] == 6 and full["new_records"] == 12
+    assert {k: again[k] for k in COMPARED} == {k: full[k] for k in COMPARED}
+    # 12 records: 8 reports kept, the re-delivered day-1 report and the later copy of day2[1] are duplicates.
+    assert (again["input_records"], again["reports"], again["duplicates"], again["quarantined"]) == (12, 9, 2, 1)
+    assert outputs_of(spark, out) == outputs_of(spark, tmp_path / "full")
+    rows = {(r.vantage, r.node_id): r for r in spark.read.parquet(str(out / "parquet" / "endpoint_vantage")).collect()}
+    assert rows[("v3", 1)].probes == 1  # the earlier copy is the one kept, under its own vantage
+    assert rows[("v1", 1)].probes == 3 + 1 + 2  # day 2's b1 lost the report that moved to v3
+    assert rows[("v1", 0)].status_changes == 2  # ok on day 1, timeout on day 2, ok on day 3: across midnight
+    # Nothing new: nothing read, the same outputs.
+    unchanged = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
+    assert unchanged["new_records"] == 0 and {k: unchanged[k] for k in COMPARED} == {k: full[k] for k in COMPARED}
+    assert outputs_of(spark, out) == outputs_of(spark, tmp_path / "full")
+
+
+def state_json(out: Path) -> dict:
+    return json.loads((out / ".state" / "state.json").read_text())
+
+
+def test_state_survives_kill_9_mid_run(spark, tmp_path):
+    """A run killed (SIGKILL, JVM and all) after writing its records but before committing: the next run
+    reads those files again, counts each record once, and says on a terminal what it does, stage by stage."""
+    import pty
+    import signal
+    import time
+
+    from kprobe.aggregate.generate import reports, write_jsonl
+
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    items = list(reports(vantages=3, clusters=2, hours=12, every_s=300))
+    write_jsonl(inputs / "a", iter(items[: len(items) // 2]), per_file=200)
+    run(spark, JobOptions((str(inputs),), str(out), html=False))
+    write_jsonl(inputs / "b", iter(items[len(items) // 2:]), per_file=200)
+    (inputs / "b" / "again.jsonl").write_text(json.dumps(items[0]) + "\n")  # a re-delivered report
+    argv = [sys.executable, "-m", "kprobe", "aggregate", str(inputs), "--out", str(out), "--no-html"]
+    victim = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    written = out / ".state" / "records" / "run=2" / "_SUCCESS"
+    deadline = time.monotonic() + 240
+    while not written.exists() and victim.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=60)
+    assert written.exists(), "the run ended before its records were written"
+    assert state_json(out)["run"] == 1, "killed too late: the run had committed"
+
+    leader, follower = pty.openpty()  # a terminal: progress lines on
+    survivor = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower)
+    os.close(follower)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        screen += chunk
+    assert survivor.wait(timeout=300) == 0, screen.decode()[-3000:]
+    os.close(leader)
+    lines = screen.decode().replace("\r\n", "\n").splitlines()
+    stages = [line.split("] ", 1)[1].split(":", 1)[0] for line in lines if line.startswith("[")]
+    assert stages == ["reading", "observations", "rollups", *OUTPUTS], lines
+    assert not [line for line in lines if any(s in line for s in (*STARTUP_LINES, "WARN", "INFO", "Warning"))], lines
+    assert state_json(out)["run"] == 2 and not (out / ".state" / "records" / "run=3").exists()
+
+    # Every record once (the killed run's records were read again, not added twice); that the outputs
+    # then equal a full run's is test_incremental_run_equals_a_full_run's to show.
+    counts = json.loads((out / "counts.json").read_text())
+    assert (counts["input_records"], counts["reports"], counts["duplicates"], counts["quarantined"]) == (
+        len(items) + 1, len(items), 1, 0)
+    assert counts["observations"] == sum(len(r["endpoints"]) for r in items)
+    assert lines[[i for i, line in enumerate(lines) if line.startswith("[")][-1] + 1].startswith(
+        f"{len(items) + 1} records: {len(items)} reports aggregated")
+
+
+@pytest.mark.parametrize("case", ["foreign", "corrupt", "missing", "other format"])
+def test_foreign_or_corrupt_state_is_one_line_and_exit_2(tmp_path, case):
+    """Before Spark starts: never written into (foreign), never replaced by a silent full or partial result."""
+    from kprobe.aggregate import state as st
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "r.json").write_text(json.dumps(V1[1]))
+    out, state = tmp_path / "out", tmp_path / "state"
+    state.mkdir()
+    if case == "foreign":
+        (state / "notes.txt").write_text("mine\n")
+    else:
+        (state / st.MARK).write_text("")
+        manifest = st.Manifest(run=1, records=[[1, "r", "2026-11-01"]])
+        text = {"corrupt": "{not json", "missing": manifest.to_json(),
+                "other format": manifest.to_json().replace(st.FORMAT, "kprobe.aggregate.state/9")}[case]
+        (state / st.MANIFEST).write_text(text)
+    before = sorted(p.name for p in state.iterdir())
+    for extra in ([], ["--full"]):
+        if extra and case != "foreign":  # --full rebuilds a damaged state of kprobe's: it passes the checks
+            validate([str(tmp_path / "in")], str(out), [], None, None, str(state), True)
+            continue
+        done = subprocess.run([sys.executable, "-m", "kprobe", "aggregate", str(tmp_path / "in"), "--out", str(out),
+                               "--state", str(state), *extra], capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith("kprobe: error: "), done.stderr
+        assert ("bad --state" if case == "foreign" else "is unreadable") in done.stderr
+        assert "--full" in done.stderr or case == "foreign"
+    assert sorted(p.name for p in state.iterdir()) == before and not out.exists()

@@ -45,17 +45,21 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument("--since", default=None, help="only reports at or after (RFC 3339 or date)")
     parser.add_argument("--until", default=None, help="only reports before (RFC 3339 or date)")
     parser.add_argument("--no-html", action="store_true", help="skip report.html")
+    parser.add_argument("--full", action="store_true",
+                        help="recompute everything from the inputs (by default only new files and messages are read)")
+    parser.add_argument("--state", default=None,
+                        help="directory of the job's state between runs (default: OUT/.state)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="Spark's own output on stderr (by default it goes to a log file, named on failure)")
     args = parser.parse_args(argv)
-    topics = validate(args.inputs, args.out, args.kafka, args.since, args.until)
+    topics = validate(args.inputs, args.out, args.kafka, args.since, args.until, args.state, args.full)
     from kprobe.aggregate.job import JobOptions, run, session, summary_lines
 
     # Under spark-submit the JVM gateway exists and carries spark-submit's master: keep it.
     master = args.master or (None if os.environ.get("PYSPARK_GATEWAY_PORT") else "local[*]")
     spark = session(master, kafka=bool(topics), verbose=args.verbose)
     result = run(spark, JobOptions(tuple(args.inputs), args.out, master, args.since, args.until, not args.no_html,
-                                   topics))
+                                   topics, full=args.full, state=args.state))
     print("\n".join(summary_lines(result)))
     return 0
 

@@ -62,12 +62,21 @@ def _related(a: str, b: str) -> bool:
     return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
 
 
-def check_out(out: str, inputs: tuple[str, ...] | list[str]) -> None:
+def check_out(out: str, inputs: tuple[str, ...] | list[str], state: str | None = None) -> None:
     """Refuse an `--out` whose replacement would delete something that is not a previous result.
 
     The job replaces `out` whole: it must not be, contain or lie inside an input, and an existing
-    non-empty directory must carry the marker the job writes.
+    non-empty directory must carry the marker the job writes. A `--state` of its own must not
+    be related to an input either (the job writes there), nor lie inside `out` (the swap would
+    take it away; the default state inside `out` is carried across the swap).
     """
+    if state is not None:
+        if not state.strip():
+            raise UsageError("bad --state '': give a directory for the job's state")
+        for item in [*inputs, out]:
+            if is_local(item) == is_local(state) and _related(_norm(state), _norm(item)):
+                what = "--out" if item == out else f"the input {item!r}"
+                raise UsageError(f"bad --state {state!r}: it overlaps {what}; give a separate directory")
     if not out.strip():
         raise UsageError("bad --out '': give a directory for the results")
     target = _norm(out)
@@ -91,8 +100,13 @@ def check_out(out: str, inputs: tuple[str, ...] | list[str]) -> None:
 
 
 def validate(inputs: list[str] | tuple[str, ...], out: str, kafka: list[str] | tuple[str, ...],
-             since: str | None, until: str | None) -> tuple[tuple[str, str], ...]:
-    """Every check, in the order a user fixes them; returns the parsed Kafka topics."""
+             since: str | None, until: str | None, state: str | None = None,
+             full: bool = False) -> tuple[tuple[str, str], ...]:
+    """Every check, in the order a user fixes them; returns the parsed Kafka topics.
+
+    The state (--state, else OUT/.state) is checked here too, before Spark starts: a foreign or
+    damaged one is one line and exit 2, not a minute of JVM start-up first.
+    """
     check_runtime()
     for value, flag in ((since, "--since"), (until, "--until")):
         if value is not None:
@@ -103,5 +117,12 @@ def validate(inputs: list[str] | tuple[str, ...], out: str, kafka: list[str] | t
     for item in inputs:
         if is_local(item) and not Path(item.removeprefix("file://")).exists():
             raise UsageError(f"no such input {item!r}: give report files or directories")
-    check_out(out, tuple(inputs))
+    check_out(out, tuple(inputs), state)
+    from kprobe.aggregate import state as st
+
+    if state is None and is_local(out):
+        st.recover(Path(_norm(out)))
+    where = state or st.default_dir(out)
+    if is_local(where):
+        st.check(Path(_norm(where)), full)
     return topics

@@ -17,16 +17,18 @@ from typing import Any
 
 from kprobe import __version__
 
+START = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+
 
 def reports(vantages: int, clusters: int, hours: float, every_s: int = 60, brokers: int = 3,
-            seed: int = 7) -> Iterator[dict[str, Any]]:
+            seed: int = 7, start: dt.datetime = START) -> Iterator[dict[str, Any]]:
     """Reports in time order, with two kinds of injected gap.
 
     Vantage v cannot resolve cluster c's brokers when (v + c) % 4 == 0, and broker 0 of every
-    cluster times out for an hour in the middle of the period.
+    cluster times out for an hour in the middle of the period. `start` (and another `seed`)
+    make the reports that a later period adds, as a scheduled probe would.
     """
     rng = random.Random(seed)
-    start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
     steps = int(hours * 3600 / every_s)
     outage = range(steps // 2, steps // 2 + int(3600 / every_s))
     for step in range(steps):
@@ -40,7 +42,8 @@ def reports(vantages: int, clusters: int, hours: float, every_s: int = 60, broke
 
 def _report(rng: random.Random, stamp: str, cluster: str, vantage: str, c: int, brokers: int, *,
             dns_gap: bool, outage: bool) -> dict[str, Any]:
-    endpoints, findings = [], []
+    endpoints: list[dict[str, Any]] = []
+    findings: list[dict[str, Any]] = []
     for n in range(brokers):
         host = f"b{n}.c{c}.internal"
         ip = f"10.{c % 250}.{n}.1"
@@ -49,13 +52,6 @@ def _report(rng: random.Random, stamp: str, cluster: str, vantage: str, c: int, 
                    "error": f"{host}: no such name (NXDOMAIN)"}
             tcp: list[dict[str, Any]] = []
             status = "unresolvable"
-            findings.append({
-                "code": "ADVERTISED_UNRESOLVABLE", "severity": "error", "node_id": n, "endpoint": f"{host}:9092",
-                "message": f"You reached the cluster at boot.c{c}:9092, but broker {n} advertises {host}:9092, "
-                           f"which does not resolve from here ({host}: no such name (NXDOMAIN)): clients "
-                           "bootstrap fine, then fail on every request that broker leads.",
-                "fix": "Make the listener advertise a name this network can resolve (advertised.listeners), "
-                       "or add a listener for this network with its own advertised name."})
         else:
             dns = {"status": "ok", "addresses": [ip], "ms": round(rng.uniform(0.5, 3), 3), "source": "system",
                    "error": None}
@@ -64,6 +60,7 @@ def _report(rng: random.Random, stamp: str, cluster: str, vantage: str, c: int, 
                 status = "unreachable"
                 findings.append({
                     "code": "ADVERTISED_TIMEOUT", "severity": "error", "node_id": n, "endpoint": f"{host}:9092",
+                    "endpoints": [f"{host}:9092"], "node_ids": [n],
                     "message": f"Broker {n} advertises {host}:9092 ({ip}), but connections to it time out from "
                                "here (a firewall or security group dropping packets, or a private address).",
                     "fix": f"Open port 9092 between this network and {ip}, or make the listener advertise an "
@@ -73,6 +70,16 @@ def _report(rng: random.Random, stamp: str, cluster: str, vantage: str, c: int, 
                 status = "reachable"
         endpoints.append({"node_id": n, "host": host, "port": 9092, "advertised_by": [f"boot.c{c}:9092"],
                           "dns": dns, "tcp": tcp, "status": status})
+    if dns_gap:  # one cause, one fix: one finding for every broker it concerns, as probes write it now
+        names = [f"{e['host']}:9092" for e in endpoints]
+        findings.append({
+            "code": "ADVERTISED_UNRESOLVABLE", "severity": "error", "node_id": None, "endpoint": None,
+            "endpoints": names, "node_ids": list(range(brokers)),
+            "message": f"You reached the cluster at boot.c{c}:9092, but its brokers advertise {', '.join(names)}, "
+                       "which do not resolve from here (no such name, NXDOMAIN): clients bootstrap fine, then "
+                       "fail on every request those brokers lead.",
+            "fix": "Make the listeners advertise names this network can resolve (advertised.listeners), "
+                   "or add a listener for this network with its own advertised names."})
     reachable = sum(1 for e in endpoints if e["status"] == "reachable")
     return {
         "schema": "kprobe.report/v1", "id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),

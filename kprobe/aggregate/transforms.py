@@ -2,24 +2,63 @@
 
 No I/O and no SparkSession here: each function takes and returns DataFrames, so each is tested
 alone on a local session, and the job (`kprobe.aggregate.job`) only reads, calls these, writes.
+
+The shape of the work, and why: every input record is parsed once, in one pass, into flat typed
+rows (`flat_records`): one per quarantined record, one per usable report, one per endpoint
+observation. Those rows are what the job keeps (its state, partitioned by day), so a later run
+parses only new records. Per day, they are rolled up (`day_rollups`) into small partial
+aggregates that merge across days (`endpoint_vantage`, `cluster_summary`, ...): sums, minima
+and maxima, first and last values with their times, latency histograms. A run recomputes the
+rollups of the days that got new records and merges every day's; the same code makes a full run,
+so an incremental run's outputs equal a full run's over the same records.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from kprobe.aggregate.schema import CORRUPT, SUPPORTED, report_schema
+from kprobe.aggregate.schema import CORRUPT, READ, SUPPORTED, prune, read_schema, report_schema
 
 FAILURE_CLASSES = ("dns", "refused", "timeout", "unreachable", "tls", "identity", "auth", "partial")
 TLS_FAILURES = ("untrusted", "hostname_mismatch", "handshake_failed")
 IDENTITY_FAILURES = ("mismatch", "not_kafka", "silent")
 KEYS = ("cluster_id", "node_id", "host", "port", "vantage")
+ADV_KEYS = ("cluster_id", "vantage", "bootstrap", "node_id")
 # The node id of a bootstrap address in the outputs: a report whose bootstraps all failed has no
-# cluster id and no advertised endpoints, so its bootstraps stand in for them (see `slim`).
+# cluster id and no advertised endpoints, so its bootstraps stand in for them (see `flat_records`).
 BOOTSTRAP_NODE = -1
 BOOTSTRAP_FAILURES = {"dns_failed": "dns", "refused": "refused", "timeout": "timeout", "auth_failed": "auth"}
 UNSUPPORTED_FILE = "unsupported file type (kprobe reads *.json, *.jsonl, *.ndjson, optionally gzipped)"
+QUARANTINE_DAY = "none"  # the `d` partition of quarantined records, which have no usable time
+BOOT = "boot:"  # marks a bootstrap standing in for endpoints in flat_records
+# Latency percentiles come from histograms that merge across days: bucket b holds the latencies
+# in (e^((b-1)/K), e^(b/K)] ms, K = BUCKETS_PER_E, so a bucket is 2% wide; the percentile is the
+# largest latency seen in the bucket where its rank falls, within 2% of the exact one.
+BUCKETS_PER_E = 50
+ZERO_BUCKET = -1_000_000  # latencies of 0 ms (or less): log() has no bucket for them
+
+# The flat rows the job keeps, one per endpoint observation: `kind` r (a usable report) or q
+# (quarantined). The report's own fields ride on its first row only (`rep`), so that one pass
+# writes reports and observations without a row of its own for each report; a report with no
+# observation (all unchecked) still has that one row, with `o` false.
+FLAT = T.StructType([
+    T.StructField("kind", T.StringType()), T.StructField("d", T.StringType()),
+    T.StructField("seq", T.LongType()), T.StructField("h", T.LongType()), T.StructField("rid", T.LongType()),
+    T.StructField("ts", T.TimestampType()), T.StructField("day", T.DateType()),
+    T.StructField("cluster_id", T.StringType()), T.StructField("vantage", T.StringType()),
+    T.StructField("rep", T.BooleanType()), T.StructField("o", T.BooleanType()),
+    T.StructField("node_id", T.LongType()), T.StructField("host", T.StringType()), T.StructField("port", T.LongType()),
+    T.StructField("failure", T.StringType()), T.StructField("dns_ms", T.DoubleType()),
+    T.StructField("tcp_ms", T.DoubleType()),
+    T.StructField("file", T.StringType()), T.StructField("report_id", T.StringType()),
+    T.StructField("status", T.StringType()), T.StructField("n_adv", T.IntegerType()),
+    T.StructField("n_reach", T.IntegerType()),
+    T.StructField("findings", prune(report_schema()["findings"].dataType, READ["findings"])),
+    T.StructField("bootstraps", prune(report_schema()["bootstraps"].dataType, READ["bootstraps"])),
+    T.StructField("reason", T.StringType()), T.StructField("record", T.StringType()),
+])
 
 
 def split_records(files: DataFrame) -> DataFrame:
@@ -36,8 +75,12 @@ def split_records(files: DataFrame) -> DataFrame:
 
 
 def parse(records: DataFrame) -> DataFrame:
-    """Add `r`, the parsed report (all fields null, `_corrupt_record` set, for non-JSON)."""
-    return records.withColumn("r", F.from_json("line", report_schema(), {"columnNameOfCorruptRecord": CORRUPT}))
+    """Add `r`, the parsed report (all fields null, `_corrupt_record` set, for non-JSON).
+
+    Only the fields the outputs read are materialized (schema.READ); the parser still reads
+    every character, so a record broken anywhere is still malformed JSON.
+    """
+    return records.withColumn("r", F.from_json("line", read_schema(), {"columnNameOfCorruptRecord": CORRUPT}))
 
 
 def quarantine_reason(parsed: DataFrame) -> DataFrame:
@@ -55,93 +98,9 @@ def quarantine_reason(parsed: DataFrame) -> DataFrame:
     return parsed.withColumn("reason", reason)
 
 
-def slim(good: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
-    """Usable reports reduced to what the outputs read: flat columns and small arrays.
-
-    This is what the job caches: nested report structs are costly to cache and re-read, these
-    few fields are not.
-    """
-    # get(), not [0]: with ANSI SQL (Spark 4's default) indexing an empty array fails the whole
-    # job, and a report whose bootstraps all failed has no bootstrap with a cluster id.
-    cluster = F.expr("get(filter(r.bootstraps, b -> b.cluster_id is not null), 0).cluster_id")
-    endpoints = F.transform("r.endpoints", lambda e: F.struct(
-        e["node_id"].alias("node_id"), e["host"].alias("host"), e["port"].alias("port"),
-        e["status"].alias("status"), e["dns"]["status"].alias("dns_status"), e["dns"]["ms"].alias("dns_ms"),
-        F.array_min(F.transform(F.filter(e["tcp"], lambda t: t["status"] == "ok"), lambda t: t["ms"])).alias("tcp_ms"),
-        _failure(e).alias("failure"),
-    ))
-    # No bootstrap answered: no cluster id, no endpoints. Such a report is the worst gap of all
-    # (the vantage cannot reach the cluster at all), so it is keyed by its bootstrap addresses
-    # and each bootstrap becomes an observation, instead of the report vanishing from the outputs.
-    failed_boots = F.transform("r.bootstraps", lambda b: F.struct(
-        F.lit(BOOTSTRAP_NODE).cast("long").alias("node_id"),
-        F.regexp_extract(b["address"], r"^\[?(.*?)\]?:(\d+)$", 1).alias("host"),
-        F.regexp_extract(b["address"], r"^\[?(.*?)\]?:(\d+)$", 2).cast("long").alias("port"),
-        b["status"].alias("status"), F.lit(None).cast("string").alias("dns_status"),
-        F.lit(None).cast("double").alias("dns_ms"), b["ms"].cast("double").alias("tcp_ms"),
-        _bootstrap_failure(b["status"]).alias("failure"),
-    ))
-    boot_key = F.concat(F.lit("bootstrap:"), F.array_join(F.array_sort(F.transform("r.bootstraps",
-                                                                                  lambda b: b["address"])), ","))
-    brokers = F.flatten(F.transform(
-        F.filter("r.bootstraps", lambda b: b["status"] == "ok"),
-        lambda b: F.transform(b["brokers"], lambda br: F.struct(
-            b["address"].alias("bootstrap"), br["node_id"].alias("node_id"),
-            F.concat_ws(":", br["host"], br["port"].cast("string")).alias("advertised")))))
-    return good.select(
-        *keep,
-        F.col("r.id").alias("report_id"),
-        F.coalesce(cluster, boot_key, F.lit("unknown")).alias("cluster_id"),
-        F.col("r.vantage.name").alias("vantage"),
-        F.to_timestamp("r.started_at").alias("ts"),
-        F.col("r.summary.status").alias("status"),
-        endpoints.alias("endpoints"),
-        F.transform("r.findings", lambda f: F.struct(f["code"].alias("code"), f["severity"].alias("severity")))
-        .alias("findings"),
-        brokers.alias("brokers"),
-        F.when(cluster.isNull(), failed_boots).otherwise(F.array().cast(failed_boots_type())).alias("bootstrap_gaps"),
-    )
-
-
-def failed_boots_type() -> str:
-    """The type of `bootstrap_gaps`: the fields of `endpoints` that observations read."""
-    return ("array<struct<node_id:bigint,host:string,port:bigint,status:string,dns_status:string,"
-            "dns_ms:double,tcp_ms:double,failure:string>>")
-
-
-def _bootstrap_failure(status: Column) -> Column:
-    out = F.when(status == "ok", F.lit(None).cast("string"))
-    for raw, name in BOOTSTRAP_FAILURES.items():
-        out = out.when(status == raw, F.lit(name))
-    return out.otherwise(F.lit("unreachable"))
-
-
-def dedupe(reps: DataFrame) -> DataFrame:
-    """One row per report id: the first (by time) of each duplicated id, everything else as is.
-
-    Duplicates are rare (re-deliveries), so only their ids are shuffled and broadcast back; a
-    dropDuplicates over whole rows would shuffle every report with its arrays.
-    """
-    twice = reps.groupBy("report_id").count().where(F.col("count") > 1).select("report_id")
-    marked = reps.join(F.broadcast(twice.withColumn("dup", F.lit(True))), "report_id", "left")
-    single = marked.where(F.col("dup").isNull()).drop("dup")
-    order = Window.partitionBy("report_id").orderBy("ts")
-    first = (marked.where(F.col("dup")).drop("dup").withColumn("rn", F.row_number().over(order))
-             .where("rn = 1").drop("rn"))
-    return single.unionByName(first)
-
-
-def within(df: DataFrame, since: str | None, until: str | None) -> DataFrame:
-    """Reports with since <= ts < until (RFC 3339 or dates)."""
-    if since:
-        df = df.where(F.col("ts") >= F.to_timestamp(F.lit(since)))
-    if until:
-        df = df.where(F.col("ts") < F.to_timestamp(F.lit(until)))
-    return df
-
-
 def _failure(e: Column) -> Column:
-    tcp_statuses = F.transform(e["tcp"], lambda t: t["status"])
+    """An endpoint's failure class, or null for a success (partial counts as one, and as `partial`)."""
+    tcp_statuses = e["tcp"]["status"]
     return (
         F.when(e["status"] == "unresolvable", F.lit("dns"))
         .when((e["status"] == "unreachable") & F.array_contains(tcp_statuses, "timeout"), F.lit("timeout"))
@@ -154,93 +113,348 @@ def _failure(e: Column) -> Column:
     )
 
 
-def observations(reps: DataFrame) -> DataFrame:
-    """One row per (report, advertised endpoint): what this vantage saw of it at that time.
+def _tcp_ms(e: Column) -> Column:
+    """The fastest successful connect to an endpoint's addresses (one address: no lambda, which Spark interprets)."""
+    tcp = e["tcp"]
+    one = F.try_element_at(tcp, F.lit(1))
+    return (F.when(F.size(tcp) == 1, F.when(one["status"] == "ok", one["ms"]))
+            .when(F.size(tcp) > 1, F.array_min(F.transform(F.filter(tcp, lambda t: t["status"] == "ok"),
+                                                           lambda t: t["ms"]))))
 
-    An endpoint the run's deadline (or Ctrl-C) cut short is `unchecked`: nothing was seen of it,
-    so it is no observation at all, neither a success nor a failure.
+
+def _bootstrap_failure(status: Column) -> Column:
+    out = F.when(status == "ok", F.lit(None).cast("string"))
+    for raw, name in BOOTSTRAP_FAILURES.items():
+        out = out.when(status == raw, F.lit(name))
+    return out.otherwise(F.lit("unreachable"))
+
+
+def flat_records(records: DataFrame) -> DataFrame:
+    """Parsed records (`file`, `line`, `r`, `reason`) -> FLAT rows, in one pass.
+
+    Each record gets `seq` (unique within the pass) and `h`, a hash of its text: together with the
+    run that read it they tell copies of one report apart (see `kept`). An endpoint that a run's
+    deadline (or Ctrl-C) cut short is `unchecked`: nothing was seen of it, so it is no
+    observation at all, neither a success nor a failure.
+
+    A report whose bootstraps all failed has no cluster id and no advertised endpoints. It is the
+    worst gap of all (the vantage cannot reach the cluster at all), so it is keyed by its
+    bootstrap addresses and each bootstrap becomes an observation (node BOOTSTRAP_NODE), instead
+    of the report vanishing from the outputs.
+
+    Why positions and plain expressions rather than `transform` over the endpoints: Spark
+    interprets lambdas row by row, while these compile; on a million observations that was
+    most of the pass.
     """
-    seen = F.concat("endpoints", F.coalesce(F.col("bootstrap_gaps"), F.array().cast(failed_boots_type())))
-    obs = reps.select("report_id", "cluster_id", "vantage", "ts", F.explode(seen).alias("e")).select(
-        "report_id", "cluster_id", "vantage", "ts", "e.node_id", "e.host", "e.port",
-        F.col("e.status").alias("endpoint_status"), "e.dns_status", "e.dns_ms", "e.tcp_ms", "e.failure",
-    ).where(F.col("endpoint_status") != "unchecked")
-    return obs.withColumn("success", F.col("failure").isNull() | (F.col("failure") == "partial"))
+    ids = F.col("r.bootstraps.cluster_id")
+    # The first bootstrap's cluster id that is known (get() of a filter, for the rare report with
+    # more than three bootstraps; a lambda Spark would otherwise run on every report).
+    found = (F.when(F.size("r.bootstraps") <= 3, F.coalesce(*[F.try_element_at(ids, F.lit(i)) for i in (1, 2, 3)]))
+             .otherwise(F.expr("get(filter(r.bootstraps, b -> b.cluster_id is not null), 0).cluster_id")))
+    boot_key = F.concat(F.lit("bootstrap:"), F.array_join(F.sort_array("r.bootstraps.address"), ","))
+    usable = F.col("reason").isNull()
+    endpoint_type = read_schema()["endpoints"].dataType
+    address = r"^\[?(.*?)\]?:(\d+)$"
+    # Bootstraps standing in for endpoints (rare): endpoint-shaped, their status marked `boot:`.
+    boots = F.transform("r.bootstraps", lambda x: F.struct(
+        F.lit(BOOTSTRAP_NODE).cast("long").alias("node_id"), F.regexp_extract(x["address"], address, 1).alias("host"),
+        F.regexp_extract(x["address"], address, 2).cast("long").alias("port"),
+        F.concat(F.lit(BOOT), x["status"]).alias("status"),
+        F.struct(F.lit(None).cast("string").alias("status"), F.lit(None).cast("double").alias("ms")).alias("dns"),
+        F.array(F.struct(F.lit("ok").alias("status"), x["ms"].alias("ms"))).alias("tcp"),
+        F.struct(F.lit(None).cast("string").alias("status")).alias("tls"),
+        F.struct(F.lit(None).cast("string").alias("status")).alias("identity"))).cast(endpoint_type)
+    base = records.select(
+        F.when(usable, found).alias("found"), F.when(usable, F.to_timestamp("r.started_at")).alias("ts"),
+        F.monotonically_increasing_id().alias("seq"), F.xxhash64("line").alias("h"), "file", "reason",
+        F.when(~usable, F.substring("line", 1, 10_000)).alias("record"),
+        F.when(usable, F.xxhash64("r.id")).alias("rid"),
+        F.col("r.vantage.name").alias("vantage"), F.col("r.id").alias("report_id"),
+        F.col("r.summary.status").alias("status"), F.size("r.endpoints").alias("n_adv"),
+        # Counted without a lambda (Spark interprets those row by row; these compile): the
+        # reachable ones are what array_remove takes away.
+        (F.size("r.endpoints.status") - F.size(F.array_remove("r.endpoints.status", "reachable"))).alias("n_reach"),
+        # Kept as parsed: the findings' weights and the advertised addresses are worked out per
+        # day in `day_rollups`, on the few columns read back, not here on every parsed report.
+        F.col("r.findings").alias("findings"), F.col("r.bootstraps").alias("bootstraps"),
+        F.when(~usable, F.array().cast(endpoint_type)).when(F.col("found").isNull(), boots)
+        .otherwise(F.col("r.endpoints")).alias("slots"),
+        F.when(usable, F.coalesce(found, boot_key, F.lit("unknown"))).alias("cluster_id"),
+    )
+    rows = base.select("*", F.posexplode_outer("slots").alias("i", "e")).drop("slots")
+    e = F.col("e")
+    boot = e["status"].startswith(BOOT)
+    first = F.col("i").isNull() | (F.col("i") == 0)
+    on_first = ("file", "report_id", "status", "n_adv", "n_reach", "findings", "bootstraps")
+    columns = {
+        "kind": F.when(usable, F.lit("r")).otherwise(F.lit("q")),
+        "d": F.when(usable, F.date_format("ts", "yyyy-MM-dd")).otherwise(F.lit(QUARANTINE_DAY)),
+        "day": F.to_date("ts"),
+        "rep": usable & first,
+        "o": usable & e.isNotNull() & (e["status"] != "unchecked") & (e["status"] != BOOT + "unchecked"),
+        "node_id": e["node_id"], "host": e["host"], "port": e["port"],
+        "failure": F.when(boot, _bootstrap_failure(F.substring(e["status"], len(BOOT) + 1, 100)))
+        .otherwise(_failure(e)),
+        "dns_ms": e["dns"]["ms"],
+        "tcp_ms": _tcp_ms(e),
+        **{k: F.when(first, F.col(k)) for k in on_first},
+    }
+    return rows.select(*[(columns[f.name] if f.name in columns else F.col(f.name)).cast(f.dataType).alias(f.name)
+                         for f in FLAT.fields])
 
 
-def endpoint_vantage(obs: DataFrame) -> DataFrame:
+def kept(rows: DataFrame, copies: DataFrame | None) -> DataFrame:
+    """Rows (r or o, with their `run`) of the copy of each report id that the job keeps.
+
+    `copies` lists the ids that came more than once (re-delivered by a spool-and-forward
+    publisher, or a file read twice) with the copy kept: the earliest by time (then by text and
+    order of reading, which only decide between identical copies). Duplicates are rare, so this
+    is a broadcast join of a small table, never a shuffle of every report.
+    """
+    if copies is None:
+        return rows
+    winner = F.broadcast(copies.select("rid", F.col("run").alias("win_run"), F.col("seq").alias("win_seq")))
+    return (rows.join(winner, "rid", "left")
+            .where(F.col("win_run").isNull()
+                   | ((F.col("run") == F.col("win_run")) & (F.col("seq") == F.col("win_seq"))))
+            .drop("win_run", "win_seq"))
+
+
+def winners(copies: DataFrame) -> DataFrame:
+    """All the records (r rows with `run`) of ids that came more than once -> one row per id: the kept copy."""
+    order = F.struct("ts", "h", "run", "seq")
+    return (copies.groupBy("rid", "report_id")
+            .agg(F.min_by(F.struct("run", "seq", "d"), order).alias("w"), F.count(F.lit(1)).alias("copies"))
+            .select("rid", "report_id", "w.run", "w.seq", "w.d", "copies"))
+
+
+def within(df: DataFrame, since: str | None, until: str | None) -> DataFrame:
+    """Rows with since <= ts < until (RFC 3339 or dates)."""
+    if since:
+        df = df.where(F.col("ts") >= F.to_timestamp(F.lit(since)))
+    if until:
+        df = df.where(F.col("ts") < F.to_timestamp(F.lit(until)))
+    return df
+
+
+def _success() -> Column:
+    return F.col("failure").isNull() | (F.col("failure") == "partial")
+
+
+def _bucket(ms: Column) -> Column:
+    return F.when(ms <= 0, F.lit(ZERO_BUCKET)).otherwise(F.ceil(F.log(ms) * BUCKETS_PER_E).cast("int"))
+
+
+def day_rollups(rows: DataFrame) -> DataFrame:
+    """Kept FLAT rows -> per-day partial aggregates, one table, `t` telling them apart.
+
+    t = ev (per endpoint and vantage: counts, failure classes, maxima, first and last
+    observation, status changes within the day), h (latency histogram buckets), hr (per cluster,
+    vantage and hour), cs (per cluster and vantage: reports, last good and bad, latest report),
+    f (findings), adv (a bootstrap's first and last advertised address of a node) and chg
+    (changes of it within the day). Each merges across days in the functions below.
+    """
+    day = ("d", "day")
+    reps = rows.where("rep")
+    obs = rows.where("o")
+    ob = obs.select(*KEYS, *day, "ts", "rid", "failure", "dns_ms", "tcp_ms", _success().alias("ok"))
+    ev = ob.groupBy(*KEYS, *day).agg(
+        F.count(F.lit(1)).alias("probes"), F.sum(F.col("ok").cast("long")).alias("successes"),
+        *[F.sum(F.when(F.col("failure") == name, 1).otherwise(0).cast("long")).alias(f"fail_{name}")
+          for name in FAILURE_CLASSES],
+        F.max("dns_ms").alias("dns_max_ms"), F.max("tcp_ms").alias("tcp_max_ms"),
+        F.min(_status_key()).alias("first_key"), F.max(_status_key()).alias("last_key"),
+    )
+    # Status changes need the day's observations in order, but only where both outcomes occur:
+    # an endpoint always reachable (or never) that day changed 0 times, and is not sorted.
+    mixed = ev.where((F.col("successes") > 0) & (F.col("successes") < F.col("probes"))).select(*KEYS, *day)
+    w = Window.partitionBy(*KEYS, *day).orderBy("ts", "rid")
+    flips = (ob.join(F.broadcast(mixed), [*KEYS, *day], "semi").withColumn("prev", F.lag("ok").over(w))
+             .groupBy(*KEYS, *day).agg(F.sum((F.col("prev").isNotNull() & (F.col("prev") != F.col("ok")))
+                                             .cast("long")).alias("changes")))
+    ev = (ev.join(flips, [*KEYS, *day], "left").withColumn("changes", F.coalesce("changes", F.lit(0)))
+          .withColumn("first_ts", _key_ts("first_key")).withColumn("last_ts", _key_ts("last_key"))
+          .withColumn("t", F.lit("ev")))
+    lat = ob.select(*KEYS, *day, F.explode(F.array(
+        F.struct(F.lit("dns").alias("metric"), F.col("dns_ms").alias("ms")),
+        F.struct(F.lit("tcp").alias("metric"), F.col("tcp_ms").alias("ms")))).alias("x")).where("x.ms is not null")
+    hist = (lat.groupBy(*KEYS, *day, F.col("x.metric").alias("metric"), _bucket(F.col("x.ms")).alias("b"))
+            .agg(F.count(F.lit(1)).alias("n"), F.max("x.ms").alias("hi")).withColumn("t", F.lit("h")))
+    hourly = (ob.groupBy("cluster_id", "vantage", *day, F.date_trunc("hour", "ts").alias("hour"))
+              .agg(F.count(F.lit(1)).alias("probes"), F.sum(F.col("ok").cast("long")).alias("successes"))
+              .withColumn("t", F.lit("hr")))
+    pair = ["cluster_id", "vantage", *day]
+    cs = reps.groupBy(*pair).agg(
+        F.count(F.lit(1)).alias("reports"),
+        F.max(F.when(F.col("status") == "ok", F.col("ts"))).alias("last_good"),
+        F.max(F.when(F.col("status") != "ok", F.col("ts"))).alias("last_bad"),
+        F.max("ts").alias("last_ts"))
+    # The latest report's picture: the reports at the latest time (one, but for a tie), looked up.
+    latest = (reps.join(F.broadcast(cs.select(*pair, F.col("last_ts").alias("ts"))), [*pair, "ts"], "semi")
+              .groupBy(*pair).agg(F.max(F.struct("rid", "n_adv", "n_reach", "status")).alias("l")))
+    cs = (cs.join(latest, pair, "left")
+          .select("*", F.col("l.rid").alias("last_rid"), F.col("l.n_adv").alias("n_adv"),
+                  F.col("l.n_reach").alias("n_reach"), F.col("l.status").alias("last_report_status"))
+          .drop("l").withColumn("t", F.lit("cs")))
+    # A finding stands for every endpoint it concerns (findings[].endpoints, since findings were
+    # merged across endpoints): `occurrences` counts one per endpoint (at least one per finding),
+    # comparable with reports that wrote one finding per endpoint; `findings` counts them as written.
+    f = F.col("f")
+    weight = F.when(f["endpoints"].isNull() | (F.size(f["endpoints"]) < 1), F.lit(1)).otherwise(F.size(f["endpoints"]))
+    found = (reps.select("cluster_id", "vantage", *day, F.explode("findings").alias("f"))
+             .groupBy("cluster_id", "vantage", *day, f["code"].alias("code"), f["severity"].alias("severity"))
+             .agg(F.sum(weight).cast("long").alias("occurrences"), F.count(F.lit(1)).alias("findings"))
+             .withColumn("t", F.lit("f")))
+    boots = (reps.select("cluster_id", "vantage", *day, "ts", "rid", "report_id", F.explode("bootstraps").alias("b"))
+             .where(F.col("b.status") == "ok"))
+    brokers = boots.select("cluster_id", "vantage", *day, "ts", "rid", "report_id",
+                           F.col("b.address").alias("bootstrap"), F.explode("b.brokers").alias("x")).select(
+        "cluster_id", "vantage", *day, "ts", "rid", "report_id", "bootstrap", F.col("x.node_id").alias("node_id"),
+        F.concat_ws(":", "x.host", F.col("x.port").cast("string")).alias("advertised"))
+    # Per address seen: when first and last. One address a day (the rule) has no change inside the
+    # day, and needs no ordering of its reports; only days with several are ordered.
+    spans = brokers.groupBy(*ADV_KEYS, *day, "advertised").agg(F.min("ts").alias("a_ts"), F.max("ts").alias("z_ts"))
+    ends = spans.groupBy(*ADV_KEYS, *day).agg(  # small: one row per address seen
+        F.min(F.struct("a_ts", "advertised")).alias("a"), F.max(F.struct("z_ts", "advertised")).alias("z"),
+        F.count(F.lit(1)).alias("addresses"))
+    moved = ends.where(F.col("addresses") > 1).select(*ADV_KEYS, *day)
+    order = Window.partitionBy(*ADV_KEYS, *day).orderBy("ts", "rid")
+    changes = (brokers.join(F.broadcast(moved), [*ADV_KEYS, *day], "semi")
+               .withColumn("previous", F.lag("advertised").over(order))
+               .where(F.col("previous").isNotNull() & (F.col("previous") != F.col("advertised")))
+               .select(*ADV_KEYS, *day, "previous", F.col("advertised").alias("current"),
+                       F.col("ts").alias("changed_at"), "report_id").withColumn("t", F.lit("chg")))
+    ends = ends.select(*ADV_KEYS, *day, F.col("a.a_ts").alias("first_ts"), F.col("a.advertised").alias("first_adv"),
+                       F.col("z.z_ts").alias("last_ts"), F.col("z.advertised").alias("last_adv"))
+    # The day's first report with its first address (named if a change across midnight is found).
+    firsts = (reps.join(F.broadcast(ends.select("cluster_id", "vantage", *day, F.col("first_ts").alias("ts"))
+                                    .distinct()), ["cluster_id", "vantage", *day, "ts"], "semi")
+              .groupBy("cluster_id", "vantage", *day, F.col("ts").alias("first_ts"))
+              .agg(F.min("report_id").alias("report_id")))
+    ends = ends.join(firsts, ["cluster_id", "vantage", *day, "first_ts"], "left").withColumn("t", F.lit("adv"))
+    out = ev
+    for part in (hist, hourly, cs, found, changes, ends):
+        out = out.unionByName(part, allowMissingColumns=True)
+    return out
+
+
+STATUSES = ("ok", *FAILURE_CLASSES)
+
+
+def _status_key() -> Column:
+    """An observation's time and outcome in one long, ts in microseconds * 16 + the outcome's index.
+
+    Why: the first and last outcome of a day are then a min and a max of a number, which Spark
+    aggregates in a hash table; a min of a struct would sort every observation. Two outcomes at
+    the same microsecond are ordered by outcome, the same way in every run.
+    """
+    index = F.lit(0)
+    for i, name in enumerate(FAILURE_CLASSES, start=1):
+        index = F.when(F.col("failure") == name, F.lit(i)).otherwise(index)
+    return F.unix_micros("ts") * 16 + index
+
+
+def _key_ts(key: str) -> Column:
+    return F.timestamp_micros(F.floor(F.col(key) / 16).cast("long"))
+
+
+def _key_status(key: str) -> Column:
+    return F.element_at(F.array(*[F.lit(s) for s in STATUSES]), (F.col(key) % 16 + 1).cast("int"))
+
+
+def _key_ok(key: str) -> Column:
+    return _key_status(key).isin("ok", "partial")
+
+
+def _rank(n: Column, percent: int) -> Column:
+    """The rank (1-based) of the `percent`th percentile among n values: ceil(n * percent / 100), in integers."""
+    return F.greatest(F.lit(1), ((n * percent + 99) / 100).cast("long"))
+
+
+def percentiles(rollups: DataFrame) -> DataFrame:
+    """Per endpoint and vantage: p50 and p95 of DNS and TCP latency, from the merged day histograms."""
+    group = [*KEYS, "metric"]
+    h = rollups.where(F.col("t") == "h").groupBy(*group, "b").agg(F.sum("n").alias("n"), F.max("hi").alias("hi"))
+    upto = Window.partitionBy(*group).orderBy("b").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    h = (h.withColumn("cum", F.sum("n").over(upto)).withColumn("tot", F.sum("n").over(Window.partitionBy(*group))))
+    p = h.groupBy(*group).agg(*[F.min(F.when(F.col("cum") >= _rank(F.col("tot"), q), F.struct("b", "hi")))["hi"]
+                                .alias(f"p{q}") for q in (50, 95)])
+    return p.groupBy(*KEYS).agg(*[F.max(F.when(F.col("metric") == m, F.col(f"p{q}"))).alias(f"{m}_p{q}_ms")
+                                  for m in ("dns", "tcp") for q in (50, 95)])
+
+
+def endpoint_vantage(rollups: DataFrame) -> DataFrame:
     """One row per (cluster, node, advertised host:port, vantage): its reachability over time."""
-    order = Window.partitionBy(*KEYS).orderBy("ts", "report_id")
-    flagged = obs.withColumn("changed", (F.lag("success").over(order).isNotNull()
-                                         & (F.lag("success").over(order) != F.col("success"))).cast("int"))
-    aggs = [
-        F.count(F.lit(1)).alias("probes"),
-        F.sum(F.col("success").cast("int")).alias("successes"),
-    ]
-    aggs += [F.sum((F.col("failure") == name).cast("int")).alias(f"fail_{name}") for name in FAILURE_CLASSES]
-    for col, name in (("dns_ms", "dns"), ("tcp_ms", "tcp")):
-        aggs += [
-            F.percentile_approx(col, 0.5).alias(f"{name}_p50_ms"),
-            F.percentile_approx(col, 0.95).alias(f"{name}_p95_ms"),
-            F.max(col).alias(f"{name}_max_ms"),
-        ]
-    aggs += [
-        F.min("ts").alias("first_seen"),
-        F.max("ts").alias("last_seen"),
-        F.max_by(F.coalesce(F.col("failure"), F.lit("ok")), F.struct("ts", "report_id")).alias("last_status"),
-        F.sum("changed").alias("status_changes"),
-    ]
-    out = flagged.groupBy(*KEYS).agg(*aggs)
-    out = out.withColumn("success_rate", F.col("successes") / F.col("probes"))
-    for name in FAILURE_CLASSES:
-        out = out.withColumn(f"fail_{name}", F.coalesce(F.col(f"fail_{name}"), F.lit(0)))
-    first = [*KEYS, "probes", "successes", "success_rate"]
-    return out.select(*first, *[c for c in out.columns if c not in first])
+    ev = rollups.where(F.col("t") == "ev")
+    by_day = Window.partitionBy(*KEYS).orderBy("day")
+    crossed = F.lag(_key_ok("last_key")).over(by_day)
+    ev = ev.withColumn("crossed", (crossed.isNotNull() & (crossed != _key_ok("first_key"))).cast("long"))
+    out = ev.groupBy(*KEYS).agg(
+        F.sum("probes").alias("probes"), F.sum("successes").alias("successes"),
+        *[F.sum(f"fail_{name}").alias(f"fail_{name}") for name in FAILURE_CLASSES],
+        F.max("dns_max_ms").alias("dns_max_ms"), F.max("tcp_max_ms").alias("tcp_max_ms"),
+        F.min("first_ts").alias("first_seen"), F.max("last_ts").alias("last_seen"),
+        F.max("last_key").alias("last_key"),
+        (F.sum("changes") + F.sum("crossed")).alias("status_changes"),
+    ).join(percentiles(rollups), list(KEYS), "left")
+    out = out.withColumn("success_rate", F.col("successes") / F.col("probes")).withColumn("last_status",
+                                                                                           _key_status("last_key"))
+    latency = [f"{m}_{s}_ms" for m in ("dns", "tcp") for s in ("p50", "p95", "max")]
+    return out.select(*KEYS, "probes", "successes", "success_rate", *[f"fail_{n}" for n in FAILURE_CLASSES],
+                      *latency, "first_seen", "last_seen", "last_status", "status_changes")
+
+
+def findings_by_day(rollups: DataFrame) -> DataFrame:
+    """Finding codes by cluster, vantage and day: `occurrences` per endpoint concerned, `findings` as written."""
+    return rollups.where(F.col("t") == "f").select("cluster_id", "vantage", "day", "code", "severity", "occurrences",
+                                                    "findings")
+
+
+def hourly(rollups: DataFrame) -> DataFrame:
+    """Per cluster, vantage and hour: probes and successes (the page's timelines)."""
+    return (rollups.where(F.col("t") == "hr")
+            .select("cluster_id", "vantage", "hour", "probes", "successes",
+                    (F.col("successes") / F.col("probes")).alias("success_rate")))
 
 
 def _severity_rank() -> Column:
     return F.when(F.col("severity") == "error", 0).when(F.col("severity") == "warning", 1).otherwise(2)
 
 
-def findings_by_day(reps: DataFrame) -> DataFrame:
-    """Finding codes by cluster, vantage and day."""
-    return (reps.select("cluster_id", "vantage", F.to_date("ts").alias("day"), F.explode("findings").alias("f"))
-            .groupBy("cluster_id", "vantage", "day", F.col("f.code").alias("code"),
-                     F.col("f.severity").alias("severity"))
-            .agg(F.count(F.lit(1)).alias("occurrences")))
-
-
-def cluster_summary(reps: DataFrame) -> DataFrame:
+def cluster_summary(rollups: DataFrame) -> DataFrame:
     """Per cluster and vantage: the latest picture, the worst finding, the last good and bad times."""
-    latest = Window.partitionBy("cluster_id", "vantage").orderBy(F.col("ts").desc(), F.col("report_id").desc())
-    last = (reps.withColumn("rn", F.row_number().over(latest)).where("rn = 1").select(
-        "cluster_id", "vantage",
-        F.size("endpoints").alias("endpoints_advertised"),
-        F.size(F.filter("endpoints", lambda e: e["status"] == "reachable")).alias("endpoints_reachable"),
-        F.col("status").alias("last_report_status"),
-    ))
-    times = reps.groupBy("cluster_id", "vantage").agg(
-        F.count(F.lit(1)).alias("reports"),
-        F.max(F.when(F.col("status") == "ok", F.col("ts"))).alias("last_good"),
-        F.max(F.when(F.col("status") != "ok", F.col("ts"))).alias("last_bad"),
-    )
-    counts = findings_by_day(reps).groupBy("cluster_id", "vantage", "code", "severity").agg(
-        F.sum("occurrences").alias("n"))
-    rank = Window.partitionBy("cluster_id", "vantage").orderBy(_severity_rank(), F.col("n").desc(), "code")
+    pair = ["cluster_id", "vantage"]
+    cs = rollups.where(F.col("t") == "cs").groupBy(*pair).agg(
+        F.sum("reports").alias("reports"), F.max("last_good").alias("last_good"), F.max("last_bad").alias("last_bad"),
+        F.max(F.struct("last_ts", "last_rid", "n_adv", "n_reach", "last_report_status")).alias("l"))
+    counts = rollups.where(F.col("t") == "f").groupBy(*pair, "code", "severity").agg(F.sum("occurrences").alias("n"))
+    rank = Window.partitionBy(*pair).orderBy(_severity_rank(), F.col("n").desc(), "code")
     worst = (counts.withColumn("rn", F.row_number().over(rank)).where("rn = 1")
-             .select("cluster_id", "vantage", F.col("code").alias("worst_finding"),
-                     F.col("severity").alias("worst_severity")))
-    return (times.join(last, ["cluster_id", "vantage"]).join(worst, ["cluster_id", "vantage"], "left")
-            .select("cluster_id", "vantage", "reports", "endpoints_advertised", "endpoints_reachable",
-                    "last_report_status", "worst_finding", "worst_severity", "last_good", "last_bad"))
+             .select(*pair, F.col("code").alias("worst_finding"), F.col("severity").alias("worst_severity")))
+    return (cs.join(worst, pair, "left")
+            .select(*pair, "reports", F.col("l.n_adv").alias("endpoints_advertised"),
+                    F.col("l.n_reach").alias("endpoints_reachable"),
+                    F.col("l.last_report_status").alias("last_report_status"), "worst_finding", "worst_severity",
+                    "last_good", "last_bad"))
 
 
-def advertised_changes(reps: DataFrame) -> DataFrame:
-    """When a bootstrap's advertised host:port for a node changed between consecutive reports (drift)."""
-    rows = reps.select("report_id", "cluster_id", "vantage", "ts", F.explode("brokers").alias("x")).select(
-        "report_id", "cluster_id", "vantage", "ts", "x.bootstrap", "x.node_id", "x.advertised")
-    order = Window.partitionBy("cluster_id", "vantage", "bootstrap", "node_id").orderBy("ts", "report_id")
-    return (rows.withColumn("previous", F.lag("advertised").over(order))
-            .where(F.col("previous").isNotNull() & (F.col("previous") != F.col("advertised")))
-            .select("cluster_id", "vantage", "bootstrap", "node_id", "previous",
-                    F.col("advertised").alias("current"), F.col("ts").alias("changed_at"), "report_id"))
+def advertised_changes(rollups: DataFrame) -> DataFrame:
+    """When a bootstrap's advertised host:port for a node changed between consecutive reports (drift).
+
+    Changes within a day come from the day's rollup; a change across midnight is the last address
+    of one day against the first of the next day that has one.
+    """
+    by_day = Window.partitionBy(*ADV_KEYS).orderBy("day")
+    ends = rollups.where(F.col("t") == "adv").withColumn("previous", F.lag("last_adv").over(by_day))
+    crossed = (ends.where(F.col("previous").isNotNull() & (F.col("previous") != F.col("first_adv")))
+               .select(*ADV_KEYS, "previous", F.col("first_adv").alias("current"),
+                       F.col("first_ts").alias("changed_at"), "report_id"))
+    inside = rollups.where(F.col("t") == "chg").select(*ADV_KEYS, "previous", "current", "changed_at", "report_id")
+    return inside.unionByName(crossed).select("cluster_id", "vantage", "bootstrap", "node_id", "previous", "current",
+                                              "changed_at", "report_id")
+
+
+def observations(obs: DataFrame) -> DataFrame:
+    """Kept observation rows (kind o) as the page reads them: with `success`, without the bookkeeping."""
+    return obs.select("cluster_id", "vantage", "node_id", "host", "port", "ts", "rid", "failure", "dns_ms", "tcp_ms",
+                      _success().alias("success"))
