@@ -532,28 +532,6 @@ def test_module_entry_point_checks_like_the_cli(tmp_path, argv, expected):
     assert not (tmp_path / "o").exists()
 
 
-def test_module_entry_point_under_spark_submit(tmp_path):
-    """The job as a cluster runs it: spark-submit (shipped in pyspark's package) with a master of its own."""
-    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    (tmp_path / "in").mkdir()
-    for i, report in enumerate(V1[1:3]):
-        (tmp_path / "in" / f"r{i}.json").write_text(json.dumps(report, indent=2))
-    entry = Path(__file__).parents[1] / "kprobe" / "aggregate" / "__main__.py"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "PYTHONPATH": str(Path(__file__).parents[1])}
-    env.pop("SPARK_HOME", None)
-    done = subprocess.run([str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false", str(entry),
-                           str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--no-html"],
-                          capture_output=True, text=True, timeout=300, check=False, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("2 records: 2 reports aggregated"), done.stdout
-    out = tmp_path / "out"
-    for name in ("endpoint_vantage", "cluster_summary", "findings", "advertised_changes", "quarantine"):
-        assert list((out / "parquet" / name).glob("*.parquet")), name
-        assert (out / "json" / name / "_SUCCESS").exists(), name
-    assert json.loads((out / "counts.json").read_text())["reports"] == 2 and (out / MARKER).exists()
-
-
 def test_generated_reports_follow_the_shipped_schema():
     import jsonschema
 
