@@ -11,6 +11,10 @@
    reach for, jq printing the same fields from the same files (`find -exec jq {} +`). Target: at
    least 5,000 reports a second.
 Results print as Markdown to paste into docs/performance.md.
+
+kprobe runs as users run it: a wheel of this checkout in its own venv, byte-compiled by pip
+(bench_probe.install_wheel; `--dev` runs the checkout instead, which, where PYTHONDONTWRITEBYTECODE
+is set, compiles every module from source on every start).
 """
 
 from __future__ import annotations
@@ -75,7 +79,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--reports", type=int, default=10_000)
+    parser.add_argument("--dev", action="store_true", help="run this checkout as it is, not an installed wheel")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/kprobe-bench/show"))
     args = parser.parse_args()
+    if not args.dev:
+        from bench_probe import install_wheel
+
+        bin_dir = install_wheel(args.work)
+        KPROBE[:] = [str(bin_dir / "kprobe")]
+        print(f"kprobe: a wheel of this checkout installed in {bin_dir.parent}\n")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         big = work / "big.json"
