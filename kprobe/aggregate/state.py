@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kprobe.errors import UsageError
+from kprobe.output.files import write_atomic
 
 FORMAT = "kprobe.aggregate.state/1"
 MARK = ".kprobe-aggregate-state"
@@ -164,17 +165,7 @@ def locked(root: Path) -> Iterator[None]:
 
 def commit(root: Path, manifest: Manifest) -> None:
     """Make the run's work count: the manifest written aside, flushed to disk, renamed over the old one."""
-    tmp = root / f".{MANIFEST}.{uuid.uuid4().hex[:8]}"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(manifest.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, root / MANIFEST)
-    dir_fd = os.open(root, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomic(root / MANIFEST, manifest.to_json())
 
 
 def collect_garbage(root: Path, manifest: Manifest) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 
 from kprobe.kafka import codec
 from kprobe.kafka.codec import WireError
@@ -31,7 +30,7 @@ from kprobe.models import (
     Identity,
 )
 from kprobe.probe.context import RunContext
-from kprobe.probe.identity import IdentityChecks, identity_failed
+from kprobe.probe.identity import IdentityChecks, identity_failed, identity_security
 from kprobe.probe.pool import run_bounded
 from kprobe.probe.reach import probe_endpoints
 
@@ -135,10 +134,9 @@ def check_controller_identity(
     Asked as the admin client asks it (DescribeCluster for controllers) plus DescribeConfigs for the
     advertised id, which a controller answers for its own id only, as a broker does.
     """
-    security = replace(listener, ssl_verify=False, ssl_verify_hostname=False)
-    if not security.spoken_by_kprobe:
-        return Identity(status="unchecked", detail=f"kprobe speaks SASL {', '.join(MECHANISMS)} itself, not "
-                        f"{security.not_spoken_why}")
+    security, unchecked = identity_security(listener)
+    if unchecked is not None:
+        return unchecked
     started = time.perf_counter()
     try:
         described, versions, node_id, why = fetch_controllers(

@@ -26,6 +26,19 @@ from kprobe.probe.pool import BoundedPool
 MAX_PARALLEL = 256
 
 
+def identity_security(listener: Security) -> tuple[Security, Identity | None]:
+    """The listener's security for asking who answers, or why kprobe cannot ask (an unchecked Identity).
+
+    Trust and names are the TLS check's business, so they are not verified here: a broker with an
+    untrusted certificate still says which node it is.
+    """
+    security = replace(listener, ssl_verify=False, ssl_verify_hostname=False)
+    if not security.spoken_by_kprobe:
+        return security, Identity(status="unchecked", detail=f"kprobe speaks SASL {', '.join(MECHANISMS)} itself, "
+                                  f"not {security.not_spoken_why}")
+    return security, None
+
+
 def check_identity(
     endpoint: Endpoint, address: str, listener: Security, *, timeout: float, deadline: float,
 ) -> Identity:
@@ -34,11 +47,9 @@ def check_identity(
     `listener` is the security of the listener that advertised the endpoint (a `SSL://`
     bootstrap prefix, or security.protocol): the endpoint speaks the same.
     """
-    # Trust and names are the TLS check's business; here only "who answers" matters.
-    security = replace(listener, ssl_verify=False, ssl_verify_hostname=False)
-    if not security.spoken_by_kprobe:
-        return Identity(status="unchecked", detail=f"kprobe speaks SASL {', '.join(MECHANISMS)} itself, not "
-                        f"{security.not_spoken_why}")
+    security, unchecked = identity_security(listener)
+    if unchecked is not None:
+        return unchecked
     started = time.perf_counter()
     try:
         meta, node_id, why = fetch_and_identify(
