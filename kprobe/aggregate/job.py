@@ -508,9 +508,8 @@ def _run(spark: SparkSession, options: JobOptions, root: Path, progress: Progres
                              else spark.createDataFrame([], "file string, reason string, record string"))
     counts["quarantine_reasons"] = dict(sorted(manifest.counts["quarantine_reasons"].items()))
     counts["new_records"] = batch["input_records"]
-    obs = _observations(spark, root, manifest, options.since, options.until)
     try:
-        worst = write(outputs, counts, options, obs, progress, root)
+        worst = write(outputs, counts, options, progress, root)
     finally:
         window.unpersist()
     return {"counts": counts, "worst": worst}
@@ -639,13 +638,6 @@ def _rollups(spark: SparkSession, root: Path, manifest: st.Manifest, since: str 
     return stored
 
 
-def _observations(spark: SparkSession, root: Path, manifest: st.Manifest, since: str | None,
-                  until: str | None) -> DataFrame | None:
-    """Every kept observation in the window, read only if the page asks for it."""
-    rows = _kept(spark, root, manifest, set(manifest.rollups))
-    return None if rows is None else tf.observations(tf.within(rows.where("o"), since, until))
-
-
 def _sum(rollups: DataFrame, kind: str, column: str) -> int:
     row = rollups.where(F.col("t") == kind).agg(F.sum(column).alias("n")).first()
     return int(row["n"] or 0) if row is not None else 0
@@ -686,7 +678,7 @@ def _spark_errors(out: str, state: Path | None = None) -> Iterator[None]:
 
 
 def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOptions,
-          observations: DataFrame | None, progress: Progress, state: Path) -> list[dict[str, Any]]:
+          progress: Progress, state: Path) -> list[dict[str, Any]]:
     """Parquet and JSON through Spark's commit protocol, into a staging directory swapped in whole.
 
     Each table is computed once, into Parquet; the JSON copy, the worst gaps and the page read
@@ -734,7 +726,7 @@ def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOpt
         if options.html:
             from kprobe.aggregate.page import render_html
 
-            Path(staging, "report.html").write_text(render_html(written, counts, worst, observations))
+            Path(staging, "report.html").write_text(render_html(written, counts, worst))
             progress("report.html", "written")
         # What lets a later run replace this directory (checks.check_out refuses one without it).
         Path(staging, MARKER).write_text("written by kprobe aggregate; the next run replaces this directory\n")

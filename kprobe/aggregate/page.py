@@ -27,7 +27,7 @@ from kprobe.aggregate.transforms import BOOTSTRAP_NODE, FAILURE_CLASSES
 TIMELINE_VANTAGES = 12
 
 
-def page_data(endpoint_vantage: DataFrame, observations: DataFrame | None) -> dict[str, Any]:
+def page_data(endpoint_vantage: DataFrame, hourly: DataFrame | None) -> dict[str, Any]:
     """What the page draws, collected on the driver from the aggregated tables (small by then).
 
     Compact on purpose: 200 vantages x 300 endpoints are 60,000 cells, so a cell is a short array
@@ -56,17 +56,20 @@ def page_data(endpoint_vantage: DataFrame, observations: DataFrame | None) -> di
     for c in clusters.values():
         out.append({"id": c["id"], "endpoints": [[n, hp] for (n, hp) in c["endpoints"]],
                     "vantages": list(c["vantages"]), "cells": c["cells"], "timeline": None})
-    timelines = _timelines(observations) if observations is not None else {}
+    timelines = _timelines(hourly) if hourly is not None else {}
     for c in out:
         c["timeline"] = timelines.get(c["id"])
     return {"clusters": out, "statuses": statuses, "bootstrap_node": BOOTSTRAP_NODE}
 
 
-def _timelines(observations: DataFrame) -> dict[str, dict[str, Any]]:
-    """Per cluster: success rate per hour for its average and its worst vantages."""
-    hourly = observations.groupBy("cluster_id", "vantage", F.date_trunc("hour", "ts").alias("hour")).agg(
-        F.sum(F.col("success").cast("int")).alias("ok"), F.count(F.lit(1)).alias("n"))
-    rows = hourly.select("cluster_id", "vantage", F.unix_timestamp("hour").alias("hour"), "ok", "n").collect()
+def _timelines(hourly: DataFrame) -> dict[str, dict[str, Any]]:
+    """Per cluster: success rate per hour for its average and its worst vantages.
+
+    From the `hourly` output (probes and successes per cluster, vantage and hour), already
+    written and small: never from the observations, which a rerun would otherwise read in full.
+    """
+    rows = hourly.select("cluster_id", "vantage", F.unix_timestamp("hour").alias("hour"),
+                         F.col("successes").alias("ok"), F.col("probes").alias("n")).collect()
     per: dict[str, dict[str, Any]] = {}
     for r in rows:
         c = per.setdefault(r.cluster_id or "", {"hours": set(), "by_vantage": {}, "total": {}})
@@ -101,8 +104,7 @@ def render_page(data: dict[str, Any], counts: dict[str, Any]) -> str:
     return template.replace("/*DATA*/", payload)
 
 
-def render_html(outputs: dict[str, DataFrame], counts: dict[str, Any], worst: list[dict[str, Any]],
-                observations: DataFrame | None = None) -> str:
+def render_html(outputs: dict[str, DataFrame], counts: dict[str, Any], worst: list[dict[str, Any]]) -> str:
     """The page of one aggregation. `worst` (the terminal's gap list) is recomputed by the page from every cell."""
     del worst
-    return render_page(page_data(outputs["endpoint_vantage"], observations), counts)
+    return render_page(page_data(outputs["endpoint_vantage"], outputs.get("hourly")), counts)

@@ -452,9 +452,3 @@ def advertised_changes(rollups: DataFrame) -> DataFrame:
     inside = rollups.where(F.col("t") == "chg").select(*ADV_KEYS, "previous", "current", "changed_at", "report_id")
     return inside.unionByName(crossed).select("cluster_id", "vantage", "bootstrap", "node_id", "previous", "current",
                                               "changed_at", "report_id")
-
-
-def observations(obs: DataFrame) -> DataFrame:
-    """Kept observation rows (kind o) as the page reads them: with `success`, without the bookkeeping."""
-    return obs.select("cluster_id", "vantage", "node_id", "host", "port", "ts", "rid", "failure", "dns_ms", "tcp_ms",
-                      _success().alias("success"))
