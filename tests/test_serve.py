@@ -30,6 +30,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from real_clients import Relay
 
+from kprobe import __version__
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
@@ -184,7 +186,9 @@ def test_bad_requests_each_get_their_answer_and_no_connection(three_lab):
                 assert got == status and says in body and body.count("\n") == 1, (request, got, body)
             assert get(f"{url}/probe?target={broker}", timeout_header="soon")[0] == 400
             assert get(f"{url}/probe?target={broker}", method="POST")[0] == 405
-            assert get(f"{url}/-/healthy") == (200, "Healthy\n", get(f"{url}/-/healthy")[2])
+            healthy, says_healthy, headers = get(f"{url}/-/healthy")
+            assert (healthy, says_healthy) == (200, "Healthy\n")
+            assert headers["Server"] == f"kprobe-serve/{__version__}"
             rejected = families(get(f"{url}/metrics")[1])["kprobe_exporter_requests_rejected"]
             counted = {s.labels["reason"]: s.value for s in rejected.samples}  # type: ignore[attr-defined]
             assert counted == {"forbidden": 1.0, "bad_request": 5.0, "not_found": 1.0}

@@ -28,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from kprobe import __version__
 from kprobe.errors import UsageError
 from kprobe.serve.modules import ServeConfig, target_hostports
 
@@ -223,8 +224,11 @@ def handler_for(exporter: Exporter) -> type[BaseHTTPRequestHandler]:
     """A request handler bound to one exporter."""
 
     class Handler(BaseHTTPRequestHandler):
-        server_version = "kprobe-serve"
+        server_version = f"kprobe-serve/{__version__}"
         sys_version = ""
+
+        def version_string(self) -> str:
+            return self.server_version  # the base class appends " " + sys_version, a trailing blank
         timeout = _REQUEST_READ_TIMEOUT  # a client that never sends its request line cannot hold a thread
 
         def do_GET(self) -> None:
