@@ -225,11 +225,10 @@ def handler_for(exporter: Exporter) -> type[BaseHTTPRequestHandler]:
 
     class Handler(BaseHTTPRequestHandler):
         server_version = f"kprobe-serve/{__version__}"
-        sys_version = ""
+        timeout = _REQUEST_READ_TIMEOUT  # a client that never sends its request line cannot hold a thread
 
         def version_string(self) -> str:
-            return self.server_version  # the base class appends " " + sys_version, a trailing blank
-        timeout = _REQUEST_READ_TIMEOUT  # a client that never sends its request line cannot hold a thread
+            return self.server_version  # the base class appends " Python/x.y" (or " " and a trailing blank)
 
         def do_GET(self) -> None:
             try:
