@@ -609,6 +609,55 @@ def state_json(out: Path) -> dict:
     return json.loads((out / ".state" / "state.json").read_text())
 
 
+def at_hour(vantage: str, hour: float, outcomes: list[str], n: int, moved: str | None = None) -> dict:
+    """A day-1 report with a fixed id (so a run orders ties the same way each time); `moved`: node 1 advertises it."""
+    report = {**day_reports(1, vantage, outcomes, at=hour), "id": f"00000000-0000-4000-8000-{n:012d}"}
+    if moved:
+        report["bootstraps"][0]["brokers"][1]["host"] = moved
+    return report
+
+
+def test_a_day_rolled_up_in_segments_equals_a_full_run(spark, tmp_path, monkeypatch):
+    """Scheduled reruns add the latest reports of today: each adds a segment of its own reports to the day's
+    rollups instead of rolling the whole day up again, and the outputs stay equal to a full run's, row by
+    row. A late report (not after those rolled up), and a day at its segment limit, re-roll the whole day.
+
+    The reports of each increment end with a tie (two reports of one vantage at one time, different
+    outcomes and advertised addresses): segments must meet where the whole day's order puts them."""
+    from kprobe.aggregate import job
+
+    monkeypatch.setattr(job, "MAX_SEGMENTS", 3)
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    made = iter(range(1, 1000))
+
+    def add(name: str, reports: list[dict], compare: bool = True) -> list:
+        (inputs / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reports))
+        run(spark, JobOptions((str(inputs),), str(out), html=False))
+        if compare:
+            full = tmp_path / f"full-{name}"
+            run(spark, JobOptions((str(inputs),), str(full), html=False, full=True))
+            assert outputs_of(spark, out) == outputs_of(spark, full), name
+            shutil.rmtree(full)
+        return state_json(out)["rollups"]["2026-11-01"]
+
+    def hours(start: float, vantage: str = "v1") -> list[dict]:
+        return [at_hour(vantage, start, ["ok", "ok"], next(made)),
+                at_hour(vantage, start + 0.5, ["ok", "refused"], next(made)),
+                at_hour(vantage, start + 0.5, ["refused", "ok"], next(made), moved="b1.moved"),
+                at_hour("v2", start + 0.25, ["timeout"], next(made))]
+
+    assert add("a", hours(1.0), compare=False) == [1]  # a first run is a full run
+    assert add("b", [*hours(2.0), at_hour("v3", 1.5, ["ok"], next(made))], compare=False) == [1, 2]  # v3: new
+    assert add("c", hours(3.0)) == [1, 2, 3]
+    assert add("d", hours(4.0), compare=False) == [4], "a fourth segment at MAX_SEGMENTS=3: the day re-rolled whole"
+    assert add("e", [*hours(5.0), at_hour("v2", 4.25, ["ok"], next(made))]) == [5], "at the last v2 report's time: late"
+    ev = {(r.vantage, r.node_id): r for r in spark.read.parquet(str(out / "parquet" / "endpoint_vantage")).collect()}
+    assert ev[("v1", 0)].probes == 3 * 5 and ev[("v1", 0)].status_changes > 5
+    changes = spark.read.parquet(str(out / "parquet" / "advertised_changes")).collect()
+    assert {(c.previous, c.current) for c in changes} == {("b1.c1:9092", "b1.moved:9092"), ("b1.moved:9092", "b1.c1:9092")}
+
+
 def test_state_survives_kill_9_mid_run(spark, tmp_path):
     """A run killed (SIGKILL, JVM and all) after writing its records but before committing: the next run
     reads those files again, counts each record once, and says on a terminal what it does, stage by stage."""

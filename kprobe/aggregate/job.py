@@ -449,7 +449,7 @@ def _ingest(spark: SparkSession, options: JobOptions, root: Path, manifest: st.M
         if batch["input_records"] != batch["usable"] + batch["quarantined"]:
             raise KprobeError(f"record accounting does not add up: {batch['input_records']} records read, but "
                               f"{batch['usable']} usable + {batch['quarantined']} quarantined")
-        days |= _dedupe(spark, root, manifest, run_no, batch)
+        moved = _dedupe(spark, root, manifest, run_no, batch)
         if batch["quarantined"]:
             q = _read(spark, root, "records", [(run_no, "q", tf.QUARANTINE_DAY)])
             assert q is not None
@@ -458,9 +458,10 @@ def _ingest(spark: SparkSession, options: JobOptions, root: Path, manifest: st.M
                 reasons[row["reason"]] = reasons.get(row["reason"], 0) + row["count"]
         for key in ("input_records", "quarantined", "usable"):
             manifest.counts[key] += batch[key]
-        if days:
-            _roll_up(spark, root, manifest, run_no, days)
-        progress("rollups", f"{len(days)} days rolled up ({len(manifest.rollups)} days in all)")
+        segments = _roll_up(spark, root, manifest, run_no, days | moved, moved) if days | moved else set()
+        progress("rollups", f"{len(days | moved)} days rolled up"
+                 + (f" ({len(segments)} from this run's reports alone)" if segments else "")
+                 + f"; {len(manifest.rollups)} days in all")
     for f in [*new, *changed]:
         manifest.files[f.path] = [f.size, f.mtime]
     for (bootstrap, topic), ranges in topics.items():
@@ -588,20 +589,64 @@ def _kept(spark: SparkSession, root: Path, manifest: st.Manifest, days: set[str]
     return None if rows is None else tf.kept(rows, _copies(spark, root, manifest))
 
 
-def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int, days: set[str]) -> None:
-    """Recompute the rollups of these days from their kept records; the manifest points at them."""
-    rows = _kept(spark, root, manifest, days)
-    target = root / "rollups" / f"run={run_no}"
+# A day's segments before the next run that touches it rolls the whole day up again: every
+# output reads every segment, so their number is kept small.
+MAX_SEGMENTS = 8
+
+
+def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int, days: set[str],
+             moved: set[str]) -> set[str]:
+    """Roll up the days this run touched; the manifest points at the rollups. Returns the days segmented.
+
+    Why segments: a scheduled run adds the latest minutes of today, and re-rolling the whole day
+    for them cost most of a rerun. A day that already has rollups gets a segment of this run's
+    reports alone when they all come after the reports rolled up before them (per cluster and
+    vantage), since segments then meet as consecutive days do (see `tf.endpoint_vantage`). The
+    day is rolled up whole again when a report came late (it falls among those rolled up), when
+    a kept copy moved (`moved`, from `_dedupe`), or when it has MAX_SEGMENTS segments already.
+    """
+    candidates = {d for d in days - moved if 0 < len(manifest.rollups.get(d, [])) < MAX_SEGMENTS}
+    segmented = candidates - _interleaved(spark, root, manifest, run_no, candidates)
+    whole = days - segmented
+    parts = []
+    if segmented:
+        mine = _read(spark, root, "records", [(run_no, "r", d) for d in sorted(segmented)])
+        assert mine is not None
+        parts.append(tf.kept(mine, _copies(spark, root, manifest)))
+    rows = _kept(spark, root, manifest, whole) if whole else None
     if rows is not None:
+        parts.append(rows)
+    target = root / "rollups" / f"run={run_no}"
+    if parts:
+        every = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
         # Small after aggregation: one file per day, not one per shuffle partition and rollup kind,
         # which every later run would open.
-        tf.day_rollups(rows).coalesce(1).write.partitionBy("d").parquet(str(target))
+        tf.day_rollups(every).coalesce(1).write.partitionBy("d").parquet(str(target))
     done = {d for _, d in st.written(target)} if target.exists() else set()
     for day in days:
         if day in done:
-            manifest.rollups[day] = run_no
+            manifest.rollups[day] = [*manifest.rollups[day], run_no] if day in segmented else [run_no]
         else:  # every report of it was a copy of one kept on another day
             manifest.rollups.pop(day, None)
+    return segmented
+
+
+def _interleaved(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int, days: set[str]) -> set[str]:
+    """The days on which some report of this run is not later than every report rolled up before it.
+
+    Per cluster and vantage, the only order the merge relies on; strictly later, because two
+    segments that share a time could not be ordered the way the whole day orders them.
+    """
+    if not days:
+        return set()
+    mine = _read(spark, root, "records", [(run_no, "r", d) for d in sorted(days)])
+    before = _read(spark, root, "rollups", [(r, "", d) for d in sorted(days) for r in manifest.rollups[d]])
+    assert mine is not None and before is not None
+    pair = ["cluster_id", "vantage", "d"]
+    first = mine.where("rep").groupBy(*pair).agg(F.min("ts").alias("first"))
+    last = before.where(F.col("t") == "cs").groupBy(*pair).agg(F.max("last_ts").alias("last"))
+    late = first.join(last, pair).where(F.col("first") <= F.col("last")).select("d").distinct()
+    return {row["d"] for row in late.collect()}
 
 
 def _bounds(since: str | None, until: str | None) -> tuple[dt.datetime | None, dt.datetime | None]:
@@ -626,7 +671,7 @@ def _rollups(spark: SparkSession, root: Path, manifest: st.Manifest, since: str 
         if (start and first < start) or (end and last > end):
             edges.add(day)
         else:
-            whole.append((manifest.rollups[day], "", day))
+            whole += [(r, "", day) for r in manifest.rollups[day]]
     stored = _read(spark, root, "rollups", whole)
     if edges:
         rows = _kept(spark, root, manifest, edges)

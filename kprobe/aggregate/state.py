@@ -8,7 +8,8 @@ it. Layout of a state directory (default `OUT/.state`, or `--state DIR`):
     .kprobe-aggregate-state   marker: this directory is kprobe's (written first)
     state.json                the manifest: the commit point of a run (see Manifest)
     records/run=N/kind=K/d=DAY/   flat rows a run read (r reports, o observations, q quarantined)
-    rollups/run=N/d=DAY/      the per-day rollups a run computed (the manifest says which are current)
+    rollups/run=N/d=DAY/      a day's rollup as a run computed it: of the whole day, or of the run's
+                              own reports on it (a segment; the manifest lists a day's segments)
     copies/run=N/             report ids that came more than once, with the copy kept
 
 A run writes only under its own `run=N` directories, then replaces state.json (write, fsync,
@@ -49,7 +50,9 @@ class Manifest:
     files: dict[str, list[int]] = field(default_factory=dict)  # path -> [size, modification time in ns]
     topics: dict[str, dict[str, int]] = field(default_factory=dict)  # bootstrap/topic -> partition -> next offset
     records: list[list[Any]] = field(default_factory=list)  # [run, kind, day] partitions of records/
-    rollups: dict[str, int] = field(default_factory=dict)  # day -> the run whose rollup of it is current
+    # day -> the runs whose rollups of it are current, in time order: one rollup of the whole day, or
+    # segments that follow one another in time, each of one run's reports (see job._roll_up)
+    rollups: dict[str, list[int]] = field(default_factory=dict)
     copies: int | None = None  # the run whose copies/ table is current (None: no id came twice)
     counts: dict[str, Any] = field(default_factory=lambda: {
         "input_records": 0, "quarantined": 0, "usable": 0, "ids": 0, "quarantine_reasons": {}})
@@ -99,6 +102,8 @@ def load(root: Path) -> Manifest:
         manifest = Manifest(**data)
         manifest.run = int(manifest.run)
         int(manifest.counts["input_records"])
+        # A day's single run, as states written before segments have it, is a list of one.
+        manifest.rollups = {str(d): _runs(r) for d, r in manifest.rollups.items()}
     except (TypeError, KeyError, ValueError) as exc:
         raise _corrupt(root, f"{MANIFEST}: {exc}") from None
     missing = [p for p in _referenced(root, manifest) if not p.is_dir()]
@@ -107,9 +112,18 @@ def load(root: Path) -> Manifest:
     return manifest
 
 
+def _runs(value: Any) -> list[int]:
+    """A day's rollup runs as the manifest gives them (a bare run: a state from before segments)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(r, int) and not isinstance(r, bool) for r in value):
+        return list(value)
+    raise TypeError(f"a day's rollups are {value!r}, not a list of runs")
+
+
 def _referenced(root: Path, m: Manifest) -> list[Path]:
     paths = [root / "records" / f"run={r}" / f"kind={k}" / f"d={d}" for r, k, d in m.records]
-    paths += [root / "rollups" / f"run={r}" / f"d={d}" for d, r in m.rollups.items()]
+    paths += [root / "rollups" / f"run={r}" / f"d={d}" for d, runs in m.rollups.items() for r in runs]
     if m.copies is not None:
         paths.append(root / "copies" / f"run={m.copies}")
     return paths

@@ -268,7 +268,9 @@ def day_rollups(rows: DataFrame) -> DataFrame:
     # Status changes need the day's observations in order, but only where both outcomes occur:
     # an endpoint always reachable (or never) that day changed 0 times, and is not sorted.
     mixed = ev.where((F.col("successes") > 0) & (F.col("successes") < F.col("probes"))).select(*KEYS, *day)
-    w = Window.partitionBy(*KEYS, *day).orderBy("ts", "rid")
+    # Ordered as first_key and last_key order them (a tie in time: successes first), so that a day
+    # rolled up in segments (see `endpoint_vantage`) counts the same changes as the whole day.
+    w = Window.partitionBy(*KEYS, *day).orderBy(_status_key(), "rid")
     flips = (ob.join(F.broadcast(mixed), [*KEYS, *day], "semi").withColumn("prev", F.lag("ok").over(w))
              .groupBy(*KEYS, *day).agg(F.sum((F.col("prev").isNotNull() & (F.col("prev") != F.col("ok")))
                                              .cast("long")).alias("changes")))
@@ -318,7 +320,8 @@ def day_rollups(rows: DataFrame) -> DataFrame:
         F.min(F.struct("a_ts", "advertised")).alias("a"), F.max(F.struct("z_ts", "advertised")).alias("z"),
         F.count(F.lit(1)).alias("addresses"))
     moved = ends.where(F.col("addresses") > 1).select(*ADV_KEYS, *day)
-    order = Window.partitionBy(*ADV_KEYS, *day).orderBy("ts", "rid")
+    # Ordered as `ends` orders them (a tie in time by address), so that segments of a day meet as the whole day does.
+    order = Window.partitionBy(*ADV_KEYS, *day).orderBy("ts", "advertised", "report_id")
     changes = (brokers.join(F.broadcast(moved), [*ADV_KEYS, *day], "semi")
                .withColumn("previous", F.lag("advertised").over(order))
                .where(F.col("previous").isNotNull() & (F.col("previous") != F.col("advertised")))
@@ -326,12 +329,13 @@ def day_rollups(rows: DataFrame) -> DataFrame:
                        F.col("ts").alias("changed_at"), "report_id").withColumn("t", F.lit("chg")))
     ends = ends.select(*ADV_KEYS, *day, F.col("a.a_ts").alias("first_ts"), F.col("a.advertised").alias("first_adv"),
                        F.col("z.z_ts").alias("last_ts"), F.col("z.advertised").alias("last_adv"))
-    # The day's first report with its first address (named if a change across midnight is found).
-    firsts = (reps.join(F.broadcast(ends.select("cluster_id", "vantage", *day, F.col("first_ts").alias("ts"))
-                                    .distinct()), ["cluster_id", "vantage", *day, "ts"], "semi")
-              .groupBy("cluster_id", "vantage", *day, F.col("ts").alias("first_ts"))
-              .agg(F.min("report_id").alias("report_id")))
-    ends = ends.join(firsts, ["cluster_id", "vantage", *day, "first_ts"], "left").withColumn("t", F.lit("adv"))
+    # The first report with the first address (named if a change is found where this rollup meets
+    # the one before it: across midnight, or a segment of the same day), first as `order` has it.
+    firsts = (brokers.join(F.broadcast(ends.select(*ADV_KEYS, *day, F.col("first_ts").alias("ts"),
+                                                   F.col("first_adv").alias("advertised"))),
+                           [*ADV_KEYS, *day, "ts", "advertised"], "semi")
+              .groupBy(*ADV_KEYS, *day).agg(F.min("report_id").alias("report_id")))
+    ends = ends.join(firsts, [*ADV_KEYS, *day], "left").withColumn("t", F.lit("adv"))
     out = ev
     for part in (hist, hourly, cs, found, changes, ends):
         out = out.unionByName(part, allowMissingColumns=True)
@@ -386,7 +390,9 @@ def percentiles(rollups: DataFrame) -> DataFrame:
 def endpoint_vantage(rollups: DataFrame) -> DataFrame:
     """One row per (cluster, node, advertised host:port, vantage): its reachability over time."""
     ev = rollups.where(F.col("t") == "ev")
-    by_day = Window.partitionBy(*KEYS).orderBy("day")
+    # A day may be rolled up in segments that follow one another in time (job._roll_up): each
+    # segment meets the next as one day meets the next.
+    by_day = Window.partitionBy(*KEYS).orderBy("day", "first_ts")
     crossed = F.lag(_key_ok("last_key")).over(by_day)
     ev = ev.withColumn("crossed", (crossed.isNotNull() & (crossed != _key_ok("first_key"))).cast("long"))
     out = ev.groupBy(*KEYS).agg(
@@ -406,15 +412,15 @@ def endpoint_vantage(rollups: DataFrame) -> DataFrame:
 
 def findings_by_day(rollups: DataFrame) -> DataFrame:
     """Finding codes by cluster, vantage and day: `occurrences` per endpoint concerned, `findings` as written."""
-    return rollups.where(F.col("t") == "f").select("cluster_id", "vantage", "day", "code", "severity", "occurrences",
-                                                    "findings")
+    return (rollups.where(F.col("t") == "f").groupBy("cluster_id", "vantage", "day", "code", "severity")
+            .agg(F.sum("occurrences").alias("occurrences"), F.sum("findings").alias("findings")))
 
 
 def hourly(rollups: DataFrame) -> DataFrame:
     """Per cluster, vantage and hour: probes and successes (the page's timelines)."""
-    return (rollups.where(F.col("t") == "hr")
-            .select("cluster_id", "vantage", "hour", "probes", "successes",
-                    (F.col("successes") / F.col("probes")).alias("success_rate")))
+    return (rollups.where(F.col("t") == "hr").groupBy("cluster_id", "vantage", "hour")
+            .agg(F.sum("probes").alias("probes"), F.sum("successes").alias("successes"))
+            .withColumn("success_rate", F.col("successes") / F.col("probes")))
 
 
 def _severity_rank() -> Column:
@@ -444,7 +450,7 @@ def advertised_changes(rollups: DataFrame) -> DataFrame:
     Changes within a day come from the day's rollup; a change across midnight is the last address
     of one day against the first of the next day that has one.
     """
-    by_day = Window.partitionBy(*ADV_KEYS).orderBy("day")
+    by_day = Window.partitionBy(*ADV_KEYS).orderBy("day", "first_ts")
     ends = rollups.where(F.col("t") == "adv").withColumn("previous", F.lag("last_adv").over(by_day))
     crossed = (ends.where(F.col("previous").isNotNull() & (F.col("previous") != F.col("first_adv")))
                .select(*ADV_KEYS, "previous", F.col("first_adv").alias("current"),
