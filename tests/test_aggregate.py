@@ -743,3 +743,21 @@ def test_foreign_or_corrupt_state_is_one_line_and_exit_2(tmp_path, case):
         assert ("bad --state" if case == "foreign" else "is unreadable") in done.stderr
         assert "--full" in done.stderr or case == "foreign"
     assert sorted(p.name for p in state.iterdir()) == before and not out.exists()
+
+
+@pytest.mark.parametrize(("stored", "expected"), [(1, [1]), ([1, 2], [1, 2]), ("1", None), ([], None), ([True], None)])
+def test_a_days_rollups_in_the_manifest_read_or_refused(tmp_path, stored, expected):
+    """A day's rollups are a list of runs (segments); a bare run, as states written before segments have it,
+    is read as a list of one; anything else is a damaged state: one line, never a guess."""
+    from kprobe.aggregate import state as st
+
+    (tmp_path / st.MARK).write_text("")
+    for r in (1, 2):
+        (tmp_path / "rollups" / f"run={r}" / "d=2026-11-01").mkdir(parents=True)
+    text = st.Manifest(run=2).to_json().replace('"rollups": {}', f'"rollups": {{"2026-11-01": {json.dumps(stored)}}}')
+    (tmp_path / st.MANIFEST).write_text(text)
+    if expected is None:
+        with pytest.raises(UsageError, match=r"is unreadable .*not a list of runs"):
+            st.load(tmp_path)
+    else:
+        assert st.load(tmp_path).rollups == {"2026-11-01": expected}
