@@ -589,8 +589,8 @@ def _kept(spark: SparkSession, root: Path, manifest: st.Manifest, days: set[str]
     return None if rows is None else tf.kept(rows, _copies(spark, root, manifest))
 
 
-# A day's segments before the next run that touches it rolls the whole day up again: every
-# output reads every segment, so their number is kept small.
+# The segments a day may have: the next run that touches a day with this many rolls the whole
+# day up again, into one rollup (every output reads every segment, so their number stays small).
 MAX_SEGMENTS = 8
 
 
