@@ -458,8 +458,9 @@ def _ingest(spark: SparkSession, options: JobOptions, root: Path, manifest: st.M
                 reasons[row["reason"]] = reasons.get(row["reason"], 0) + row["count"]
         for key in ("input_records", "quarantined", "usable"):
             manifest.counts[key] += batch[key]
-        segments = _roll_up(spark, root, manifest, run_no, days | moved, moved) if days | moved else set()
-        progress("rollups", f"{len(days | moved)} days rolled up"
+        touched = days | moved
+        segments = _roll_up(spark, root, manifest, run_no, touched, moved) if touched else set()
+        progress("rollups", f"{len(touched)} days rolled up"
                  + (f" ({len(segments)} from this run's reports alone)" if segments else "")
                  + f"; {len(manifest.rollups)} days in all")
     for f in [*new, *changed]:
@@ -606,13 +607,13 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
     a kept copy moved (`moved`, from `_dedupe`), or when it has MAX_SEGMENTS segments already.
     """
     candidates = {d for d in days - moved if 0 < len(manifest.rollups.get(d, [])) < MAX_SEGMENTS}
-    segmented = candidates - _interleaved(spark, root, manifest, run_no, candidates)
+    mine = _read(spark, root, "records", [(run_no, "r", d) for d in sorted(candidates)])
+    segmented = candidates - _interleaved(spark, root, manifest, mine, candidates) if mine is not None else set()
     whole = days - segmented
     parts = []
     if segmented:
-        mine = _read(spark, root, "records", [(run_no, "r", d) for d in sorted(segmented)])
         assert mine is not None
-        parts.append(tf.kept(mine, _copies(spark, root, manifest)))
+        parts.append(tf.kept(mine.where(F.col("d").isin(*sorted(segmented))), _copies(spark, root, manifest)))
     rows = _kept(spark, root, manifest, whole) if whole else None
     if rows is not None:
         parts.append(rows)
@@ -631,17 +632,14 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
     return segmented
 
 
-def _interleaved(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int, days: set[str]) -> set[str]:
-    """The days on which some report of this run is not later than every report rolled up before it.
+def _interleaved(spark: SparkSession, root: Path, manifest: st.Manifest, mine: DataFrame, days: set[str]) -> set[str]:
+    """The days on which some report of this run (`mine`) is not later than every report rolled up before it.
 
     Per cluster and vantage, the only order the merge relies on; strictly later, because two
     segments that share a time could not be ordered the way the whole day orders them.
     """
-    if not days:
-        return set()
-    mine = _read(spark, root, "records", [(run_no, "r", d) for d in sorted(days)])
     before = _read(spark, root, "rollups", [(r, "", d) for d in sorted(days) for r in manifest.rollups[d]])
-    assert mine is not None and before is not None
+    assert before is not None
     pair = ["cluster_id", "vantage", "d"]
     first = mine.where("rep").groupBy(*pair).agg(F.min("ts").alias("first"))
     last = before.where(F.col("t") == "cs").groupBy(*pair).agg(F.max("last_ts").alias("last"))
