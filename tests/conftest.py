@@ -3,10 +3,19 @@
 Every lab started here is stopped at session end, and the last fixture to finish checks that
 no broker JVM of this session is left behind. The session, and every Python process it starts,
 sends packets to loopback only (tests/fence/loopback_fence.py): a test that tries otherwise fails.
+
+The suite runs on two pytest-xdist workers (pyproject.toml's addopts): in one process a test
+spends much of its time waiting (on a broker, a JVM starting, a timeout it provokes) while a CPU
+idles. Each worker closes its own DNS namespace, fences itself and keeps its own labs and Spark
+session. Scenarios that bind fixed ports (443, 9092, node ports) would get other ports beside a
+copy of themselves, so all the tests of those run as one unit, on one worker; so do the tests that
+share a module-scoped fixture (a module's recorded reports, its OAuth server), which is then built
+once (pytest_xdist_make_scheduler). Every other test is a unit of its own.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -25,6 +34,16 @@ from kprobe.lab.native import NativeLab, running_jvms
 from kprobe.lab.scenarios import get_scenario
 
 FENCE_DIR = Path(__file__).resolve().parent / "fence"
+UNITS_ENV = "KPROBE_TEST_UNITS"  # where xdist workers leave the suite's units for the controller
+
+
+def _role(config: pytest.Config) -> str:
+    """'worker' (an xdist worker), 'controller' (xdist's, which runs no test) or 'single' (-n 0)."""
+    if hasattr(config, "workerinput"):
+        return "worker"
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") != "no":
+        return "controller"
+    return "single"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -33,8 +52,21 @@ def pytest_configure(config: pytest.Config) -> None:
     The fence comes after hermetic_dns, whose Maven run (a JVM, unfenced anyway) may fetch jars
     from Maven Central. Children find the fence through PYTHONPATH (tests/fence/sitecustomize.py)
     and log their crossings to the same file as this process.
+
+    Under xdist only the processes that run tests, the workers, do either: each closes its own
+    namespace around its own stub. (A controller that fenced itself would hand its environment to
+    the workers, whose sitecustomize would then install a second fence, one that knows nothing of
+    a test's expected crossings.)
     """
+    if _role(config) == "controller":
+        os.environ[UNITS_ENV] = tempfile.mkdtemp(prefix="kprobe-test-units-")  # the workers inherit it
+        return
     hermetic_dns.setup()
+    # The Spark JVMs of the tests (in-process sessions and `kprobe aggregate` children) JIT with C1
+    # alone and collect with one thread, as the lab's brokers do: tiny inputs, where C2 and G1's
+    # threads are mostly start-up cost. Measured on two aggregate tests: 111 s of CPU, 78 s with these.
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
+                          "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell")
     fd, log = tempfile.mkstemp(prefix="kprobe-test-fence-", suffix=".log")
     os.close(fd)
     FENCE.install(log)
@@ -69,7 +101,8 @@ LAB_FIXTURES = {
     "port_forward_lab": "port-forward", "nodeport_lab": "nodeport",
 }
 _LABS: dict[str, NativeLab] = {}  # the session's running labs (lab_factory hands this very dict out)
-_LAST_USE: dict[str, list[str]] = {}  # test node id -> the scenarios no later test uses
+_LAST_USE: dict[str, int] = {}  # scenario -> the collection index of the last test that uses it
+_INDEX: dict[pytest.Item, int] = {}  # test -> its place in the collection
 
 
 def _stop(labs: dict[str, NativeLab], names: list[str]) -> None:
@@ -83,32 +116,118 @@ def _stop(labs: dict[str, NativeLab], names: list[str]) -> None:
     assert not any(helpers.values()), f"helper processes (proxies) left behind: {helpers}"
 
 
-@pytest.hookimpl(trylast=True)  # after -k and -m have deselected: only the tests that will run count
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Note each lab's last test, so it stops there instead of idling to the session's end.
+def _module_scoped(item: pytest.Item) -> list[str]:
+    """The module- and class-scoped fixtures a test uses: built once per process that runs it."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    return sorted(name for name, defs in info.name2fixturedefs.items()
+                  if defs and defs[-1].scope in ("module", "class", "package"))
+
+
+def _binds_fixed_ports(name: str) -> bool:
+    """A scenario that prefers fixed ports (443, 9092, node ports) takes others beside a copy of itself."""
+    scenario = get_scenario(name)
+    return (any(lst.port for node in scenario.nodes for lst in node.listeners)
+            or any(fwd.port for fwd in scenario.forwards.values()) or bool(scenario.proxies))
+
+
+def _labs_of(item: pytest.Item) -> set[str]:
+    names = {LAB_FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in LAB_FIXTURES}
+    for mark in item.iter_markers("labs"):
+        names.update(mark.args)
+    return names
+
+
+@pytest.hookimpl(tryfirst=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """xdist's units: tests that share a module-scoped fixture, or a fixed-port lab, go together.
+
+    A unit is contiguous in the collection, because the controller hands units out in collection
+    order (--no-loadscope-reorder): each worker then runs tests in increasing collection order,
+    which is what lets it tell, after any test, which of its labs no later test of its own can
+    need (pytest_runtest_teardown).
+    """
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    keys: dict[pytest.Item, list[str]] = {}
+    for item in items:
+        shared = _module_scoped(item)
+        mine = [f"{item.nodeid.split('::', 1)[0]}:{'+'.join(shared)}"] if shared else []
+        mine += [f"lab:{name}" for name in sorted(_labs_of(item)) if _binds_fixed_ports(name)]
+        for key in mine[1:]:
+            parent[root(key)] = root(mine[0])
+        keys[item] = mine
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        units.setdefault(root(keys[item][0]) if keys[item] else item.nodeid, []).append(item)
+    items[:] = [item for unit in units.values() for item in unit]
+    if _role(config) == "worker":  # the controller reads them in _UnitScheduling
+        shared = {item.nodeid: unit for unit, members in units.items() if len(members) > 1 for item in members}
+        folder = Path(os.environ[UNITS_ENV])
+        part = folder / f".{os.environ['PYTEST_XDIST_WORKER']}.json"
+        part.write_text(json.dumps(shared))
+        part.replace(folder / part.name[1:])
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's scope scheduling with this suite's units as the scopes.
+
+    (Its own `loadgroup` would do, from `xdist_group` marks, but its renaming of node ids does not
+    take on pytest 9.2, whose node ids are no longer the attribute it rewrites.) A worker sends the
+    controller only node ids, so each worker leaves its units in a file the controller reads once
+    every worker has collected, which is when the scheduler first asks for a scope.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _UnitScheduling(LoadScopeScheduling):
+        units: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.units is None:
+                self.units = {}
+                for part in sorted(Path(os.environ[UNITS_ENV]).glob("*.json")):
+                    self.units.update(json.loads(part.read_text()))
+            return self.units.get(nodeid, nodeid)
+
+    return _UnitScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after -k and -m have deselected
+def pytest_collection_modifyitems_last_uses(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Note where each lab's last test stands, so it stops there instead of idling to the session's end.
 
     An idle broker JVM still costs a few per cent of a CPU (heartbeats, the raft log); a dozen
     scenarios kept to the end slowed every later test on a two-CPU machine. A lab needed again
     after all (a test that starts one without saying so) is simply started again.
     """
-    last: dict[str, str] = {}
-    for item in items:
-        names = {LAB_FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in LAB_FIXTURES}
-        for mark in item.iter_markers("labs"):
-            names.update(mark.args)
-        for name in names:
-            last[name] = item.nodeid
+    _INDEX.clear()
     _LAST_USE.clear()
-    for name, nodeid in last.items():
-        _LAST_USE.setdefault(nodeid, []).append(name)
+    for index, item in enumerate(items):
+        _INDEX[item] = index
+        for name in _labs_of(item):
+            _LAST_USE[name] = index
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """After a lab's last test (and its fixtures' teardown), stop that lab."""
+    """After a test (and its fixtures' teardown), stop the labs no later test of this process uses.
+
+    A process runs tests in increasing collection order (one process, or an xdist worker given
+    contiguous units in order), so a lab whose last use stands before the next test's place is
+    done here, even when that last use ran on another worker.
+    """
     yield
-    if nextitem is not None:  # the last test of all: lab_factory's own teardown stops what is left
-        _stop(_LABS, _LAST_USE.get(item.nodeid, []))
+    if nextitem is None:  # the last test of all: lab_factory's own teardown stops what is left
+        return
+    upcoming = _INDEX.get(nextitem, len(_INDEX))
+    _stop(_LABS, [name for name in list(_LABS) if _LAST_USE.get(name, len(_INDEX)) < upcoming])
 
 
 @pytest.fixture(scope="session")
@@ -116,6 +235,20 @@ def lab_factory() -> Iterator[dict[str, NativeLab]]:
     """Starts each scenario at most once per session (start_once); stops all at the end."""
     yield _LABS
     _stop(_LABS, list(_LABS))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local SparkSession per process that runs tests, shared by every module that needs one.
+
+    Session-scoped, so that it neither ties the Spark tests of a module into one xdist unit nor
+    starts a JVM per module (a second session in a process would get the first one back anyway).
+    """
+    from kprobe.aggregate.job import session
+
+    s = session("local[2]", app="kprobe-tests")
+    yield s
+    s.stop()
 
 
 def start_once(labs: dict[str, NativeLab], name: str) -> NativeLab:

@@ -9,6 +9,10 @@ Every subprocess (kprobe, kcat, the brokers, Spark) inherits it.
 
 Maven needs the real resolver to reach Maven Central (allowed traffic), so the jars the
 session needs are resolved into kprobe's cache first, before the namespace closes.
+
+Each process that runs tests (the session, or each pytest-xdist worker) closes its own namespace
+around a stub of its own: 127.0.0.1 alone, or 127.0.54.N for worker gwN, since a resolver line
+names no port and two stubs cannot share 127.0.0.1:53.
 """
 
 from __future__ import annotations
@@ -25,7 +29,16 @@ CLONE_NEWNS = 0x00020000
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
-STUB = ("127.0.0.1", 53)
+
+
+def _stub_address() -> tuple[str, int]:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return ("127.0.0.1", 53)
+    return (f"127.0.54.{int(worker.removeprefix('gw')) + 1}", 53)
+
+
+STUB = _stub_address()
 
 _server: DnsServer | None = None
 

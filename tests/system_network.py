@@ -2,7 +2,8 @@
 
 The default probe path resolves through getaddrinfo, which reads /etc/hosts and
 /etc/resolv.conf. A private mount namespace (`unshare -m`) bind-mounts test copies over both, so
-the "system" resolver is a lab DNS server on 127.0.0.53:53 and the hosts file is the test's.
+the "system" resolver is a lab DNS server on port 53 and the hosts file is the test's. A resolver
+line names no port, so each pytest-xdist worker serves on its own address (127.0.53.N).
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ import pytest
 
 from kprobe.lab.dns_server import DnsServer
 
+
+def _resolver_address() -> str:
+    """This process's own address for port 53: two workers' system resolvers would collide."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return f"127.0.53.{int(worker.removeprefix('gw') or 0) + 1}"
+
 _SCRIPT = 'mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"'
 
 
@@ -32,12 +39,13 @@ def system_network(
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
     if probe.returncode != 0:
         pytest.skip(f"no mount namespaces here: {probe.stderr.decode().strip()}")
+    address = _resolver_address()
     try:
-        server = DnsServer(records, "127.0.0.53", 53, name="system").start()
+        server = DnsServer(records, address, 53, name="system").start()
     except OSError as exc:
-        pytest.skip(f"cannot serve DNS on 127.0.0.53:53: {exc}")
+        pytest.skip(f"cannot serve DNS on {address}:53: {exc}")
     resolv = tmp / "resolv.conf"
-    resolv.write_text("nameserver 127.0.0.53\noptions timeout:1 attempts:1\n")
+    resolv.write_text(f"nameserver {address}\noptions timeout:1 attempts:1\n")
     hosts_file = tmp / "hosts"
     hosts_file.write_text("127.0.0.1 localhost\n" + "".join(line + "\n" for line in hosts))
     try:

@@ -25,20 +25,12 @@ from kprobe.aggregate.job import (  # noqa: E402
     JobOptions,
     accounting_error,
     run,
-    session,
     spark_log,
     summary_lines,
 )
 from kprobe.errors import KprobeError, UsageError  # noqa: E402
 
 UTC = dt.timezone.utc
-
-
-@pytest.fixture(scope="module")
-def spark():
-    s = session("local[2]", app="kprobe-tests")
-    yield s
-    s.stop()
 
 
 OUTPUTS = ("endpoint_vantage", "cluster_summary", "findings", "advertised_changes", "hourly", "quarantine")

@@ -112,15 +112,6 @@ def test_the_page_reads_well_at_both_sizes(tmp_path, vantages, clusters, brokers
     assert len(colours) > 8, "the screenshot is blank"
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from kprobe.aggregate.job import session
-
-    s = session("local[2]", app="kprobe-page-test")
-    yield s
-    s.stop()
-
-
 def test_the_job_writes_the_page_end_to_end(spark, tmp_path):
     from kprobe.aggregate.generate import reports, write_jsonl
     from kprobe.aggregate.job import JobOptions, run

@@ -14,7 +14,8 @@ import pytest
 def test_the_system_resolver_of_the_session_is_on_loopback():
     resolv = Path("/etc/resolv.conf").read_text()
     nameservers = [line.split()[1] for line in resolv.splitlines() if line.startswith("nameserver")]
-    assert nameservers == ["127.0.0.1"], resolv
+    assert nameservers == [hermetic_dns.STUB[0]], resolv
+    assert hermetic_dns.STUB[0].startswith("127."), hermetic_dns.STUB
 
 
 def test_a_subprocess_lookup_goes_to_the_loopback_stub():

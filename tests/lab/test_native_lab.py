@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 
 import dns.resolver
 import pytest
@@ -194,9 +195,13 @@ def test_lab_cli_up_detach_and_down(tmp_path):
 
 # -- helper processes (the SNI proxy's machinery, kprobe/lab/helpers.py) -------------------------
 
+# This process's own: a helper test on another xdist worker must not see these helpers as its own.
+HELPER_LAB = f"helper{uuid.uuid4().hex[:6]}"
+
+
 def _helper(tmp_path, program: str, args: tuple[str, ...], config: str = "", listens=()) -> HelperProcess:
     return HelperProcess(HelperCommand(name="probe-helper", program=program, package="some-package", args=args,
-                                       config=config, listens=tuple(listens)), tmp_path, lab_id="testhelper01")
+                                       config=config, listens=tuple(listens)), tmp_path, lab_id=HELPER_LAB)
 
 
 def test_helper_missing_binary_names_the_package(tmp_path, monkeypatch):
@@ -205,7 +210,7 @@ def test_helper_missing_binary_names_the_package(tmp_path, monkeypatch):
     looked: list[object] = []
     monkeypatch.setattr(kprobe.lab.helpers.shutil, "which", lambda *a, **k: looked.append((a, k)))  # finds nothing
     helper = HelperProcess(HelperCommand(name="sni-proxy-ingress", program="haproxy", package="haproxy",
-                                         args=("-f", "{config}"), config="", listens=()), tmp_path, "testhelper01")
+                                         args=("-f", "{config}"), config="", listens=()), tmp_path, HELPER_LAB)
     with pytest.raises(LabError, match=r"needs the haproxy command.*apt-get install haproxy"):
         helper.start()
     assert looked == [(("haproxy",), {}), (("haproxy",), {"path": "/usr/local/sbin:/usr/sbin:/sbin"})]
@@ -224,7 +229,7 @@ def test_helper_start_is_bounded_and_leaves_nothing(tmp_path):
             helper.start(timeout=1.0)
     assert time.monotonic() - started < 8
     assert helper.proc is not None and helper.proc.poll() is not None
-    assert running_helpers("testhelper01") == []
+    assert running_helpers(HELPER_LAB) == []
 
 
 def test_helper_that_exits_at_start_says_why(tmp_path):
@@ -233,7 +238,7 @@ def test_helper_that_exits_at_start_says_why(tmp_path):
                      listens=[("127.0.0.1", 1)])
     with pytest.raises(LabError, match=r"exited with \d+ at start: .*ALERT"):
         helper.start(timeout=10.0)
-    assert running_helpers("testhelper01") == []
+    assert running_helpers(HELPER_LAB) == []
 
 
 def test_helper_runs_until_stopped(tmp_path):
@@ -242,11 +247,11 @@ def test_helper_runs_until_stopped(tmp_path):
         port = probe.getsockname()[1]
     server = f"import socket, time; s = socket.create_server(('127.0.0.1', {port})); time.sleep(60)"
     helper = _helper(tmp_path, sys.executable, ("-c", server, "{config}"), listens=[("127.0.0.1", port)]).start()
-    assert running_helpers("testhelper01") == [helper.pid]
+    assert running_helpers(HELPER_LAB) == [helper.pid]
     socket.create_connection(("127.0.0.1", port), timeout=2).close()
     helper.stop()
     helper.stop()  # idempotent
-    assert helper.pid is None and running_helpers("testhelper01") == []
+    assert helper.pid is None and running_helpers(HELPER_LAB) == []
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
