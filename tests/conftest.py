@@ -168,10 +168,10 @@ def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytes
         units.setdefault(root(keys[item][0]) if keys[item] else item.nodeid, []).append(item)
     items[:] = [item for unit in units.values() for item in unit]
     if _role(config) == "worker":  # the controller reads them in _UnitScheduling
-        shared = {item.nodeid: unit for unit, members in units.items() if len(members) > 1 for item in members}
+        grouped = {item.nodeid: unit for unit, members in units.items() if len(members) > 1 for item in members}
         folder = Path(os.environ[UNITS_ENV])
         part = folder / f".{os.environ['PYTEST_XDIST_WORKER']}.json"
-        part.write_text(json.dumps(shared))
+        part.write_text(json.dumps(grouped))
         part.replace(folder / part.name[1:])
 
 

@@ -31,14 +31,14 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 
 
-def _stub_address() -> tuple[str, int]:
+def worker_number() -> int | None:
+    """N on pytest-xdist worker gwN, None in a session of one process: whose port-53 addresses these are."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker:
-        return ("127.0.0.1", 53)
-    return (f"127.0.54.{int(worker.removeprefix('gw')) + 1}", 53)
+    return int(worker.removeprefix("gw")) if worker else None
 
 
-STUB = _stub_address()
+_WORKER = worker_number()
+STUB = ("127.0.0.1", 53) if _WORKER is None else (f"127.0.54.{_WORKER + 1}", 53)
 
 _server: DnsServer | None = None
 

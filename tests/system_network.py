@@ -17,14 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hermetic_dns import worker_number
 
 from kprobe.lab.dns_server import DnsServer
-
-
-def _resolver_address() -> str:
-    """This process's own address for port 53: two workers' system resolvers would collide."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return f"127.0.53.{int(worker.removeprefix('gw') or 0) + 1}"
 
 _SCRIPT = 'mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"'
 
@@ -39,7 +34,7 @@ def system_network(
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
     if probe.returncode != 0:
         pytest.skip(f"no mount namespaces here: {probe.stderr.decode().strip()}")
-    address = _resolver_address()
+    address = f"127.0.53.{(worker_number() or 0) + 1}"  # this process's own: two workers' would collide
     try:
         server = DnsServer(records, address, 53, name="system").start()
     except OSError as exc:
