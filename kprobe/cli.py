@@ -81,7 +81,10 @@ ListBootstrapOpt = Annotated[
 ]
 PropOpt = Annotated[list[str], typer.Option("-X", help="librdkafka property key=value (repeatable).")]
 PropFileOpt = Annotated[
-    list[str], typer.Option("-F", envvar="KPROBE_CONFIG", help="librdkafka properties file, as kcat reads it.")
+    list[str], typer.Option("-F", "--command-config", envvar="KPROBE_CONFIG",
+                            help="Client properties file: a Java client.properties (JAAS, key stores) or a "
+                            "librdkafka/kcat file, told apart by its keys. Without it, kcat's own file "
+                            "($KCAT_CONFIG or ~/.config/kcat.conf) is read when there is one.")
 ]
 NameserverOpt = Annotated[
     list[str],

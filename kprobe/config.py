@@ -2,7 +2,8 @@
 
 Bootstrap addresses come in every form people copy from somewhere: `host:port`, `host`
 (port 9092), `[::1]:9092`, `SASL_SSL://host:9093` from a listener config, comma lists.
-librdkafka properties come from `-X key=value` and `-F file` as kcat takes them.
+Client properties come from `-X key=value` and `-F file` (kprobe.clientprops reads Java and
+librdkafka files alike).
 
 `probe_options`, `list_options` and `watch_options` turn a command's options, as typed, into a
 run's validated options (ProbeOptions, ListOptions, Schedule, defined here so that the runs
@@ -17,13 +18,15 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from kprobe.addresses import format_hostport, is_ip_literal
 from kprobe.errors import UsageError
 from kprobe.kafka.security import PROTOCOLS, security_from
 from kprobe.models import BootstrapAddress, Protocol
+
+if TYPE_CHECKING:
+    from kprobe.clientprops.load import ClientProperties
 
 DEFAULT_PORT = 9092
 _HOST_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$")
@@ -102,7 +105,8 @@ def parse_addresses(values: Iterable[str]) -> list[BootstrapAddress]:
             address = parse_address(part)
             seen.setdefault((address.host.lower(), address.port), address)
     if not seen:
-        raise UsageError("no bootstrap address: give one with -b host:port (or set KPROBE_BOOTSTRAP)")
+        raise UsageError("no bootstrap address: give one with -b host:port (or set KPROBE_BOOTSTRAP, or "
+                         "bootstrap.servers in the -F file)")
     return list(seen.values())
 
 
@@ -137,50 +141,13 @@ def parse_duration(text: str, option: str) -> float:
 
 
 def parse_properties(pairs: Iterable[str], files: Iterable[str] = ()) -> dict[str, str]:
-    """Librdkafka properties from -F files then -X pairs (later wins, as with kcat)."""
-    props: dict[str, str] = {}
-    for name in files:
-        props.update(read_properties_file(name))
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            # Echo only the key-like start: `-X sasl.password:hunter2` must not print hunter2.
-            shown = re.match(r"[\w.-]*", pair.strip())
-            raise UsageError(f"bad -X {shown.group(0) if shown else ''!r}: write it as -X key=value, "
-                             "e.g. -X security.protocol=SSL")
-        props[key.strip()] = value.strip()
-    return props
+    """Client properties from -F files then -X pairs (later wins, as with kcat), under librdkafka's names.
 
+    A Java client's file is translated (kprobe.clientprops); unused keys are named in warnings.
+    """
+    from kprobe.clientprops.load import load
 
-def read_properties_file(name: str) -> dict[str, str]:
-    """A Java/librdkafka style properties file: key=value lines, # comments."""
-    path = Path(name)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"cannot read -F {name}: no such file: "
-                         "give the path of a properties file") from None
-    except IsADirectoryError:
-        raise UsageError(f"cannot read -F {name}: it is a directory, give a properties file") from None
-    except PermissionError:
-        raise UsageError(f"cannot read -F {name}: permission denied: "
-                         "make it readable (chmod u+r) or give another file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read -F {name}: {exc.__class__.__name__}: "
-                         "give a readable UTF-8 properties file") from None
-    props: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith(("#", "!")):
-            continue
-        key, sep, value = stripped.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"bad line {number} in -F {name}: expected key=value: "
-                             "write each line as key=value ('#' starts a comment)")
-        props[key.strip()] = value.strip()
-    return props
-
-
+    return load(list(files), pairs).props
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,6 +171,8 @@ class ProbeOptions:
     # --roundtrip TOPIC (None: not asked) and --roundtrip-create.
     roundtrip: str | None = None
     roundtrip_create: bool = False
+    # The properties as the user gave them (Java names and all), for the report; `props` are what the clients take.
+    given_props: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,16 +201,28 @@ class Schedule:
     count: int | None = None
 
 
-def _bootstraps_and_props(bootstrap: Iterable[str], props: Iterable[str],
-                          prop_files: Iterable[str]) -> tuple[list[BootstrapAddress], dict[str, str]]:
+def _bootstraps_and_props(bootstrap: Iterable[str], props: Iterable[str], prop_files: Iterable[str], *,
+                          kcat_default: bool = True, required: bool = True) -> tuple[list[BootstrapAddress],
+                                                                                       ClientProperties]:
     """The addresses and properties together: a bad security.protocol (from -X, -F or a
     PROTOCOL:// prefix) is a usage error now, before any connection.
+
+    Without -b, the files' bootstrap.servers (or metadata.broker.list) is the bootstrap list, as
+    kcat and Kafka's own tools take it; it never reaches the clients as a property, since each run
+    decides which addresses its clients start from.
     """
-    addresses = parse_addresses(bootstrap)
-    properties = parse_properties(props, prop_files)
+    from kprobe.clientprops.load import load
+
+    client = load(list(prop_files), props, kcat_default=kcat_default)
+    values = [v for v in bootstrap if v.strip()]
+    if not any(part.strip() for value in values for part in value.split(",")) and client.bootstrap:
+        values = [client.bootstrap]
+    for key in ("bootstrap.servers", "metadata.broker.list"):
+        client.props.pop(key, None)
+    addresses = parse_addresses(values) if required or values else []
     for address in addresses:
-        security_from(properties, address)
-    return addresses, properties
+        security_from(client.props, address)
+    return addresses, client
 
 
 def parse_resolve(text: str) -> tuple[str, str]:
@@ -302,19 +283,18 @@ def probe_options(
     nameservers: Iterable[str] = (), timeout: str = "5s", deadline: str = "30s", vantage: str | None = None,
     identity: bool = True, tls_expiry_days: float = 30.0, compare_nameservers: Iterable[str] = (),
     resolve: Iterable[str] = (), connect_to: Iterable[str] = (), controllers: Iterable[str] = (),
-    roundtrip: str | None = None, roundtrip_create: bool = False,
+    roundtrip: str | None = None, roundtrip_create: bool = False, kcat_default: bool = True,
 ) -> ProbeOptions:
     """The options of `kprobe probe` and `kprobe watch`, as typed.
 
     With --controllers, -b may be left out: an admin tool set up with bootstrap.controllers has no
-    bootstrap.servers either.
+    bootstrap.servers either. `kcat_default`: with no -F, read kcat's own configuration file as kcat
+    does (a long-lived exporter passes False: its modules say what they use).
     """
     controller_addresses = parse_controller_addresses(controllers)
-    if controller_addresses and not any(part.strip() for value in bootstrap for part in value.split(",")):
-        properties = parse_properties(props, prop_files)
-        addresses: list[BootstrapAddress] = []
-    else:
-        addresses, properties = _bootstraps_and_props(bootstrap, props, prop_files)
+    addresses, client = _bootstraps_and_props(bootstrap, props, prop_files, kcat_default=kcat_default,
+                                              required=not controller_addresses)
+    properties = client.props
     for address in controller_addresses:
         security_from(properties, address)
     names, ends = _remaps(resolve, connect_to)
@@ -337,6 +317,7 @@ def probe_options(
         controllers=controller_addresses,
         roundtrip=roundtrip,
         roundtrip_create=roundtrip_create,
+        given_props=client.given,
     )
 
 
@@ -395,7 +376,8 @@ def list_options(
     Reachability left unset (None) is on when stdout is a terminal and off when piped: a person
     wants the gap, a script written for kcat wants kcat's bytes and no connect timeouts.
     """
-    addresses, properties = _bootstraps_and_props(bootstrap, props, prop_files)
+    addresses, client = _bootstraps_and_props(bootstrap, props, prop_files)
+    properties = client.props
     names, ends = _remaps(resolve, connect_to)
     for name in topics:
         if not name or len(name) > 249:

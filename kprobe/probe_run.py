@@ -91,12 +91,19 @@ class ProbeRun:
             # Beside the brokers' steps, not after them: both are bounded by the one deadline.
             controller_thread = threading.Thread(target=self._check_controllers, daemon=True)
             controller_thread.start()
-        self._phase(f"asking {len(opts.bootstraps)} bootstrap address(es) for metadata")
+        bootstraps = list(opts.bootstraps)
+        if ctx.props.get("client.dns.lookup") == "resolve_canonical_bootstrap_servers_only":
+            from kprobe.probe.canonical import canonical_bootstraps
+
+            bootstraps, changes = canonical_bootstraps(bootstraps, ctx.resolver)
+            for line in changes:
+                _LOG.warning("%s", line)
+        self._phase(f"asking {len(bootstraps)} bootstrap address(es) for metadata")
         # Every topic's metadata, not brokers only: partitions led by a broker that lacks the bootstrap's
         # listener (LISTENER_NOT_FOUND) show only there. One response per bootstrap, bounded like any request
         # by --timeout, the run's deadline and the codec's frame limit; tens of thousands of partitions
         # make a few megabytes, which a probe every minute can afford.
-        self.bootstraps = fetch_all(opts.bootstraps, ctx, topics=None, identity=opts.identity,
+        self.bootstraps = fetch_all(bootstraps, ctx, topics=None, identity=opts.identity,
                                     on_done=self._bootstrap_done)
         self.endpoints = [ctx.remap(e) for e in collect(self.bootstraps)]
         _LOG.debug("%d distinct advertised endpoints after %.0f ms", len(self.endpoints),
@@ -200,6 +207,8 @@ class ProbeRun:
         else:
             status = "ok"
         hostname = socket.gethostname()
+        # The properties as the user wrote them (a Java file's own names), not their translation.
+        given = opts.props if opts.given_props is None else opts.given_props
         vantage = Vantage(name=opts.vantage or hostname, hostname=hostname, resolver_kind=resolver.kind,
                           nameservers=tuple(f"{ip}:{port}" for ip, port in opts.nameservers))
         return Report(
@@ -217,7 +226,7 @@ class ProbeRun:
             controller_endpoints=controller_endpoints,
             roundtrip=roundtrip,
             settings={"timeout_s": opts.timeout, "deadline_s": opts.deadline, "identity": opts.identity,
-                      "tls_expiry_days": opts.tls_expiry_days, "properties": redact(opts.props),
+                      "tls_expiry_days": opts.tls_expiry_days, "properties": redact(given),
                       "compare_nameservers": [f"{ip}:{port}" for ip, port in opts.compare_nameservers],
                       # The "what if" mappings, so a report read later says what its verdict assumed.
                       "resolve": dict(opts.resolve),

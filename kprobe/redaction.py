@@ -16,7 +16,9 @@ _SECRET_RE = re.compile(r"(password|passphrase|secret|credential|token|private\.
 REDACTED = "[redacted]"
 # Secrets whose names do not say so: librdkafka's unsecured-token config, a PEM key, and a Java
 # client's JAAS line (Kafka types sasl.jaas.config PASSWORD: a PlainLoginModule line holds one).
-_SECRET_KEYS = ("sasl.oauthbearer.config", "ssl.key.pem", "sasl.jaas.config")
+# A Java keystore's inline PEM key, and Schema Registry's `user:password` that Confluent Cloud's files carry.
+_SECRET_KEYS = ("sasl.oauthbearer.config", "ssl.key.pem", "sasl.jaas.config", "ssl.keystore.key",
+                "basic.auth.user.info")
 
 
 def is_secret(key: str) -> bool:

@@ -88,7 +88,9 @@ def test_there_are_at_least_40_cases():
 def _files(tmp_path: Path) -> dict[str, str]:
     """Bad -F files made fresh per test: one line without '=', and bytes that are not UTF-8."""
     malformed = tmp_path / "malformed.properties"
-    malformed.write_text("# client settings\nsecurity.protocol=PLAINTEXT\njust-a-word\n", encoding="utf-8")
+    # librdkafka's own keys make it a librdkafka file, read line by line as kcat reads it (a Java file would
+    # take `just-a-word` as a key with an empty value, as java.util.Properties does: tests/test_client_config.py).
+    malformed.write_text("# client settings\nsasl.username=app\njust-a-word\n", encoding="utf-8")
     not_utf8 = tmp_path / "latin1.properties"
     not_utf8.write_bytes(b"sasl.username=j\xf6rg\n")
     return {"{malformed}": str(malformed), "{not_utf8}": str(not_utf8)}

@@ -105,7 +105,7 @@ def test_unreadable_or_malformed_property_files(tmp_path):
     with pytest.raises(UsageError, match="directory"):
         parse_properties([], [str(tmp_path)])
     bad = tmp_path / "bad.properties"
-    bad.write_text("a=1\nthis line has no equals\n")
+    bad.write_text("sasl.username=u\nthis line has no equals\n")  # a librdkafka file: kcat's reading
     with pytest.raises(UsageError, match="line 2"):
         parse_properties([], [str(bad)])
 

@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
     # plain data and facts every layer shares
     ("kprobe", "kprobe.errors", "kprobe.redaction", "kprobe.addresses", "kprobe.paths", "kprobe.models",
      "kprobe.sockets", "kprobe.maven", "kprobe.dualstack", "kprobe.kubernetes", "kprobe.listeners"),
-    ("kprobe.kafka",),  # the wire: codec, security settings, certificates, one connection
+    ("kprobe.kafka", "kprobe.clientprops"),  # the wire; the client configuration files users have (Java, librdkafka)
     ("kprobe.config", "kprobe.deployments"),  # user input -> validated options; configuration files -> listeners
     ("kprobe.probe",),  # the steps: bootstrap, endpoints, resolve, connect, identity, tls
     ("kprobe.findings",),  # pure rules over the steps' results

@@ -8,45 +8,31 @@ machine kprobe runs on, or the network --nameserver stands for).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from kprobe.clientprops.javaprops import java_logical_lines, parse_java_properties
 from kprobe.deployments.common import broker_from_settings, secrets_of
 from kprobe.errors import UsageError
 from kprobe.listeners import Deployment
 
-_SEPARATOR = re.compile(r"\s*[=:]\s*|\s+")
+# java.lang.String.trim(): every character up to U+0020, the control characters included.
+_JAVA_TRIM = "".join(chr(code) for code in range(0x21))
 
 
 def logical_lines(text: str) -> list[str]:
     """Non-comment lines with backslash continuations joined, as java.util.Properties reads them."""
-    out: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.strip() if not pending else raw.lstrip()
-        if not pending and (not line or line.startswith(("#", "!"))):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending += line[:-1]
-            continue
-        out.append(pending + line)
-        pending = ""
-    if pending:
-        out.append(pending)
-    return out
+    return java_logical_lines(text)
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """`key=value` (or `key: value`, `key value`) pairs; later keys win, as in Java."""
-    settings: dict[str, str] = {}
-    for line in logical_lines(text):
-        match = _SEPARATOR.search(line)
-        if match is None:
-            settings[line] = ""
-            continue
-        settings[line[:match.start()]] = line[match.end():].strip()
-    return settings
+def parse_properties(text: str, *, source: str = "server.properties") -> dict[str, str]:
+    r"""The broker's settings as Kafka sees them: java.util.Properties' pairs, each value trimmed.
+
+    Kafka's ConfigDef trims every value it parses (String.trim), so `listeners=...   ` is the
+    listeners without the spaces; keys are Java's, later keys win. A malformed `\u` escape is bad
+    input naming the line of `source`.
+    """
+    return {key: value.strip(_JAVA_TRIM) for key, value in parse_java_properties(text, source=source).items()}
 
 
 def read_properties(files: Sequence[tuple[str, str]]) -> Deployment:
@@ -54,7 +40,7 @@ def read_properties(files: Sequence[tuple[str, str]]) -> Deployment:
     brokers = []
     secrets: list[str] = []
     for path, text in files:
-        settings = parse_properties(text)
+        settings = parse_properties(text, source=path)
         secrets += secrets_of(settings)
         if not any(k in settings for k in ("listeners", "advertised.listeners", "process.roles", "node.id",
                                              "broker.id", "zookeeper.connect")):

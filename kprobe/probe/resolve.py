@@ -99,6 +99,37 @@ class Resolver:
             return DnsResult(host=host, status="error", ms=0.0, source="system", error="not a valid host name")
         return self._resolve_system(host)
 
+    def reverse(self, address: str) -> str | None:
+        """The name an address maps back to (PTR, or the hosts file first for the system resolver), or None.
+
+        What Java's `InetAddress.getCanonicalHostName()` asks, for client.dns.lookup=
+        resolve_canonical_bootstrap_servers_only; bounded by the per-query timeout like every lookup.
+        """
+        if self.nameservers:
+            import dns.exception
+            import dns.resolver
+            import dns.reversename
+
+            try:
+                answer = self._dns_resolver().resolve(dns.reversename.from_address(address), "PTR",
+                                                      lifetime=self.timeout)
+            except (dns.exception.DNSException, ValueError):
+                return None
+            names = sorted(str(r.target).rstrip(".") for r in answer)
+            return names[0] if names else None
+        box: list[str] = []
+
+        def work() -> None:
+            try:
+                box.append(socket.gethostbyaddr(address)[0])
+            except (OSError, UnicodeError):
+                pass
+
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        thread.join(self.timeout)
+        return box[0] if box else None
+
     def _resolve_system(self, host: str) -> DnsResult:
         in_hosts = host.lower().rstrip(".") in self.hosts_names
         detail_box: list[DnsResult] = []

@@ -82,7 +82,7 @@ class Module:
             timeout=f"{min(self.timeout, deadline):.3f}", deadline=f"{deadline:.3f}", vantage=vantage,
             identity=self.identity, tls_expiry_days=self.tls_expiry_days,
             compare_nameservers=self.compare_nameservers, resolve=self.resolve, connect_to=self.connect_to,
-            roundtrip=self.roundtrip)
+            roundtrip=self.roundtrip, kcat_default=False)
 
 
 @dataclass(frozen=True, kw_only=True)
