@@ -499,9 +499,15 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
          "does not hold.",
          ["-b", "SSL://" + _TLS_INTERNAL + ":" + tls.bootstrap("SSL_GOOD").rsplit(":", 1)[1], "--nameserver",
           tls.nameserver("clients"), "-X", f"ssl.ca.location={tls.ca_file}", *timeout]),
-        (["SECURITY_PROTOCOL_MISMATCH"], "`tls` lab, SSL_GOOD, bootstrapped without security.protocol: plaintext "
-         "Kafka sent to a TLS listener.",
-         ["-b", tls.bootstrap("SSL_GOOD"), "--nameserver", tls.nameserver("clients"), *timeout]),
+        (["CLIENT_CERTIFICATE_REQUIRED"], f"`tls` lab, SSL_MTLS ({tls.listener('SSL_MTLS').spec.note}), without a "
+         "client certificate.", tls_args("SSL_MTLS")),
+        (["CLIENT_CERTIFICATE_REFUSED"], "`tls` lab, SSL_MTLS, with a client certificate from another CA than the "
+         "listener's truststore holds.",
+         [*tls_args("SSL_MTLS"), "-X", f"ssl.certificate.location={tls.certs['client-other-ca'].certificate}",
+          "-X", f"ssl.key.location={tls.certs['client-other-ca'].key}"]),
+        (["SECURITY_PROTOCOL_MISMATCH"], "`sasl` lab, SASL_PLAIN, bootstrapped without security.protocol: plaintext "
+         "Kafka without SASL sent to a SASL_PLAINTEXT listener, which kprobe then asks for its mechanisms.",
+         ["-b", sasl.bootstrap("SASL_PLAIN"), *timeout]),
         (["SASL_MECHANISM_MISMATCH"], "`sasl` lab, SASL_SCRAM (SCRAM-SHA-256), with sasl.mechanism=PLAIN.",
          ["-b", sasl.bootstrap("SASL_SCRAM"), "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
           "-X", "sasl.username=alice", "-X", f"sasl.password={sasl.passwords['alice']}", *timeout]),
@@ -566,6 +572,11 @@ def findings_examples(labs: Mapping[str, Any]) -> str:
                  dead.nameserver: "<DNS: kafka0 = 127.0.0.98>", refused: "127.0.0.1:<a port nobody listens on>",
                  oauth.idp.token_url: "<oauth lab token endpoint URL>"}
         extra.update({lab.ca_file: "<lab CA file>" for lab in labs.values() if lab.ca_file})
+        for lab in labs.values():
+            if "client-other-ca" in lab.certs:
+                files = lab.certs["client-other-ca"]
+                extra.update({str(files.certificate): "<another CA's client certificate>",
+                              str(files.key): "<its key>"})
         extra[WRONG_SECRET] = "<a wrong client secret>"
         extra.update({lab.idp_ca_file: "<lab CA file>" for lab in labs.values() if lab.idp is not None})
         extra.update({pw: f"<{user}'s password>" for lab in labs.values() for user, pw in lab.passwords.items()})

@@ -34,7 +34,10 @@ RunStatus = Literal["ok", "gap", "failed", "interrupted"]
 ResolverKind = Literal["system", "nameserver"]
 Via = Literal["kprobe", "librdkafka"]
 Protocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-TlsFailure = Literal["hostname_mismatch", "untrusted", "expired", "handshake_failed"]
+# `client_certificate_required` / `_refused`: the broker's side refused the client (a listener with
+# ssl.client.auth=required got no certificate, or one it does not trust), told by its TLS alert.
+TlsFailure = Literal["hostname_mismatch", "untrusted", "expired", "handshake_failed", "client_certificate_required",
+                     "client_certificate_refused"]
 # What a --controllers address gave: the quorum (`ok`), a reason it could not, or what it is instead:
 # `broker` (a broker listener: DescribeCluster for controllers is refused or absent), `unsupported` (a
 # controller without DescribeCluster for controllers: Kafka before 3.7, or metadata.version below 3.7),
@@ -325,6 +328,13 @@ class BootstrapResult:
     token_unavailable: bool = False
     # A KRaft controller listener answered (raft RPCs, no Metadata): no client bootstraps there.
     kraft_controller: bool = False
+    # The security.protocol the listener wants, learnt when the one sent did not work: asked on a new
+    # connection (SaslHandshake lists a SASL listener's mechanisms in `sasl_mechanisms`; a listener
+    # without SASL answers it with ILLEGAL_SASL_STATE). None: not learnt.
+    wanted_protocol: Protocol | None = None
+    # The TLS alert the broker ended the connection with ("bad certificate", "certificate unknown"), when
+    # it refused the client's side of TLS (tls_failure client_certificate_required or _refused).
+    tls_alert: str | None = None
 
     @property
     def brokers(self) -> tuple[AdvertisedBroker, ...]:

@@ -148,6 +148,9 @@ def _client_props(lab: Any, spec: Any) -> dict[str, str]:
         props["security.protocol"] = spec.protocol
     if "SSL" in spec.protocol:
         props["ssl.ca.location"] = lab.ca_file
+    if getattr(spec, "client_auth", None):  # mutual TLS: the lab's client certificate
+        props["ssl.certificate.location"] = lab.client_cert_file
+        props["ssl.key.location"] = lab.client_key_file
     if spec.mechanism == "OAUTHBEARER" and spec.token_validator == "unsecured":
         props.update({"sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": "true",
                       "sasl.oauthbearer.config": "principal=alice"})

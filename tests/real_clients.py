@@ -43,6 +43,14 @@ public class RoundTrip {
         Properties common = new Properties();
         common.put("bootstrap.servers", bootstrap);
         for (int i = 4; i < a.length; i++) {
+            if (a[i].startsWith("@")) {  // a client.properties, loaded as an application loads it
+                try (java.io.InputStream r = new java.io.FileInputStream(a[i].substring(1))) {  // Latin-1, as Kafka's tools
+                    Properties file = new Properties();
+                    file.load(r);
+                    common.putAll(file);
+                }
+                continue;
+            }
             String[] kv = a[i].split("=", 2);
             common.put(kv[0], kv[1]);
         }
@@ -193,10 +201,14 @@ class Outcome:
 
 def java_round_trip(prefix: Sequence[str], classpath: str, workdir: Path, bootstrap: str, topic: str,
                     partitions: int, *, budget_ms: int, props: Mapping[str, str] | None = None,
-                    jvm: Sequence[str] = ()) -> Outcome:
-    """The Java client produces to and consumes from every partition; `jvm` are `-D` options."""
+                    jvm: Sequence[str] = (), properties_file: Path | None = None) -> Outcome:
+    """The Java client produces to and consumes from every partition; `jvm` are `-D` options.
+
+    `properties_file`: a client.properties the client loads with java.util.Properties before `props`.
+    """
     classes = compiled_java_client(classpath, workdir)
-    args = [f"{k}={v}" for k, v in dict(props or {}).items()]
+    args = [f"@{properties_file}"] if properties_file is not None else []
+    args += [f"{k}={v}" for k, v in dict(props or {}).items()]
     cmd = [*prefix, "java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:CICompilerCount=1", *jvm, "-cp", f"{classes}{os.pathsep}{classpath}",
            "RoundTrip", bootstrap, topic, str(partitions), str(budget_ms), *args]
     return _run("java", cmd, budget_ms)

@@ -17,9 +17,14 @@ that text byte for byte (issue 16), so every scenario and vantage also proves th
 Every scenario but `collector` (the sink `watch --publish` writes to, no client shape of its own).
 Left out, and where each is proven instead: the dual-stack name whose IPv6 address drops packets (its
 librdkafka verdict depends on the set-up timeout: tests/test_dual_stack.py runs it with both clients),
-and OAUTHBEARER through an OIDC token endpoint (kprobe's side is tests/test_oauth.py; the Java client's
-HTTPS trust and allowed-URL settings for the lab's endpoint are not staged here). The unsecured-JWT
-OAUTHBEARER listener is in.
+OAUTHBEARER through the lab's OIDC token endpoint is in, twice: a client the broker takes and one whose
+token is for another audience (the Java client lists the endpoint in Kafka 4's allowed-URLs property and
+trusts its certificate through the JAAS line's own ssl.truststore.* options, as Kafka reads them), and so is
+the unsecured-JWT listener.
+
+For the TLS and SASL scenarios kprobe is given the Java client's own client.properties (--command-config,
+bootstrap.servers included), the very file the Java client loads: JAAS logins, JKS and PKCS12 truststores
+made by keytool (issue 28).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from real_clients import Outcome, java_round_trip, librdkafka_round_trip
 from report_check import validate
 from system_network import kprobe, system_network
 
+from kprobe.lab.idp import ALLOWED_URLS_PROPERTY
+
 
 @dataclass
 class Case:
@@ -52,6 +59,10 @@ class Case:
     # Long enough for a working client on a busy two-CPU machine, short enough that a failing one costs little.
     # (5 s was not, once the suite ran on two workers: a working Java producer saw its new topic's metadata late.)
     budget_ms: int = 10000
+    # The Java settings go into one client.properties that both kprobe (--command-config) and the Java client
+    # load (issue 28): kprobe must judge the configuration the user's Java application really has.
+    java_file: bool = False
+    jvm: list[str] = field(default_factory=list)  # -D options of the Java client
 
 
 def _hosts(view: dict[str, tuple[str, ...]]) -> list[str]:
@@ -105,6 +116,10 @@ def cases_for(scenario: str, lab: Any) -> list[Case]:
         for listener in ("SSL_GOOD", "SSL_INTERNAL_NAME", "SSL_EXPIRING", "SSL_OTHER_CA", "SSL_FORWARD",
                          "SSL_TO_PLAIN", "SSL_IP_AS_DNS"):
             each_view(listener, lab.bootstrap(listener), _tls(lab))
+        # ssl.client.auth=required: the client certificate from a keystore (PKCS12, made by openssl as people do).
+        each_view("SSL_MTLS", lab.bootstrap("SSL_MTLS"), _merge(_tls(lab), (
+            {"ssl.certificate.location": lab.client_cert_file, "ssl.key.location": lab.client_key_file},
+            {"ssl.keystore.type": "PKCS12-FROM-PEM", "ssl.keystore.location": lab.client_keystore_file})))
     elif scenario == "sasl":
         alice = lab.passwords["alice"]
         each_view("SASL_PLAIN", lab.bootstrap("SASL_PLAIN"), _sasl("SASL_PLAINTEXT", "PLAIN", "alice", alice))
@@ -124,6 +139,21 @@ def cases_for(scenario: str, lab: Any) -> list[Case]:
             {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
              "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
                                  'unsecuredLoginStringClaim_sub="alice";'}))
+        idp = lab.idp
+        for client in ("kprobe-app", "billing-app"):  # billing-app's token is for another audience: refused
+            each_view(f"OAUTH_OIDC as {client}", lab.bootstrap("OAUTH_OIDC"), (
+                {"security.protocol": "SASL_PLAINTEXT", **idp.client_properties(client),
+                 "https.ca.location": lab.ca_file},
+                {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                 "sasl.login.callback.handler.class":
+                     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+                 "sasl.oauthbearer.token.endpoint.url": idp.token_url,
+                 "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                                     f'clientId="{client}" clientSecret="{idp.client_secrets[client]}" '
+                                     f'ssl.truststore.type="PEM" ssl.truststore.location="{lab.ca_file}";'}))
+        for case in out:
+            if case.name.startswith("OAUTH_OIDC"):
+                case.jvm = [f"-D{ALLOWED_URLS_PROPERTY}={idp.token_url}"]
     elif scenario == "sni-ingress":
         for listener in ("INGRESS", "ROUTE_MISSING"):
             each_view(listener, lab.bootstrap(listener), _tls(lab))
@@ -146,6 +176,7 @@ def cases_for(scenario: str, lab: Any) -> list[Case]:
     else:
         raise AssertionError(f"no agreement cases for scenario {scenario}")
     for case in out:
+        case.java_file = scenario in JAVA_FILE_SCENARIOS
         if case.props.get("security.protocol") in ("SSL", "SASL_SSL"):
             # Seven JVMs starting at once, each loading the TLS stack for its first handshake, on two CPUs beside
             # the brokers: a working Java client took longer than 5 s to see its topic once (a loaded run).
@@ -188,6 +219,58 @@ def _topic(lab: Any, brokers: list[int], prefix: list[str]) -> str:
 SPILLS = {"ENDPOINT_IS_CONTROLLER": {"java", "librdkafka"}}
 
 
+# Where kprobe reads the Java client's own properties file instead of -X: every SASL and TLS form (PLAIN, SCRAM,
+# unsecured OAUTHBEARER, a PEM, JKS or PKCS12 truststore, a client keystore). sni-ingress keeps librdkafka's names.
+JAVA_FILE_SCENARIOS = ("tls", "sasl", "scram", "oauth")
+
+
+def java_properties_text(settings: dict[str, str]) -> str:
+    """A client.properties as a person writes one: `key=value`, the JAAS line continued with `\\`."""
+    lines = ["# written by the agreement test: kprobe and the Java client load this same file"]
+    for key, value in settings.items():
+        escaped = value.replace("\\", "\\\\")
+        if key == "sasl.jaas.config" and " required " in escaped:
+            module, _, options = escaped.partition(" required ")
+            escaped = f"{module} required \\\n    " + " \\\n    ".join(options.split(" "))
+        lines.append(f"{key}={escaped}")
+    return "\n".join(lines) + "\n"
+
+
+# The truststore each scenario's Java file names: as MSK's and Aiven's guides make them (keytool), so kprobe's
+# reading of JKS and PKCS12 is held to what the Java client reads from the same file.
+STORE_TYPES = {"tls": "JKS", "sasl": "PKCS12"}
+
+
+def _keytool_truststore(ca_file: str, store_type: str, folder: Path) -> Path:
+    store = folder / f"truststore.{store_type.lower()}"
+    if not store.exists():
+        subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "CARoot", "-file", ca_file, "-keystore",
+                        str(store), "-storetype", store_type, "-storepass", "changeit"], check=True,
+                       capture_output=True, timeout=60)
+    return store
+
+
+def _with_store(java: dict[str, str], store_type: str | None, folder: Path) -> dict[str, str]:
+    """A PEM truststore setting turned into a keytool-made store of `store_type`, the rest kept.
+
+    A keystore marked PKCS12-FROM-PEM becomes a PKCS12 file made by `openssl pkcs12 -export` from the
+    lab's PEM key and chain, with a password, as a client's keystore is usually made.
+    """
+    if java.get("ssl.keystore.type") == "PKCS12-FROM-PEM":
+        keystore = folder / "client-keystore.p12"
+        if not keystore.exists():
+            subprocess.run(["openssl", "pkcs12", "-export", "-in", java["ssl.keystore.location"], "-out",
+                            str(keystore), "-passout", "pass:changeit", "-name", "client"], check=True,
+                           capture_output=True, timeout=60)
+        java = {**java, "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(keystore),
+                "ssl.keystore.password": "changeit"}
+    if store_type is None or java.get("ssl.truststore.type") != "PEM":
+        return java
+    store = _keytool_truststore(java["ssl.truststore.location"], store_type, folder)
+    return {**java, "ssl.truststore.type": store_type, "ssl.truststore.location": str(store),
+            "ssl.truststore.password": "changeit"}
+
+
 SCENARIOS = ["listeners", "cloud", "three-brokers", "tls", "sasl", "scram", "oauth", "sni-ingress", "controllers",
              "dual-stack", "port-forward", "nodeport"]
 
@@ -211,13 +294,22 @@ def test_verdict_agrees_with_real_clients(scenario: str, lab_factory, tmp_path: 
             for i, case in enumerate(cases):
                 prefix = prefixes[case.view]
                 props = [arg for k, v in case.props.items() for arg in ("-X", f"{k}={v}")]
+                java_file, java_props = None, case.java
+                if case.java_file:
+                    # bootstrap.servers from the file too: kprobe takes it there when no -b is given.
+                    java_file = tmp_path / f"client-{i}.properties"
+                    settings = _with_store(case.java, STORE_TYPES.get(scenario), tmp_path)
+                    java_file.write_text(java_properties_text({"bootstrap.servers": case.bootstrap, **settings}))
+                    props, java_props = ["--command-config", str(java_file)], {}
+                target = [] if java_file else ["-b", case.bootstrap]
                 saved = tmp_path / f"report-{i}.json"
                 runs.append((case, saved,
-                             pool.submit(kprobe, prefix, "probe", "-b", case.bootstrap, *props, "--timeout", "2",
+                             pool.submit(kprobe, prefix, "probe", *target, *props, "--timeout", "2",
                                          "--deadline", str(case.budget_ms // 1000 + 1), "--roundtrip", topic,
                                          "-o", str(saved)),
                              pool.submit(java_round_trip, prefix, lab.classpath, tmp_path, case.bootstrap, topic,
-                                         len(brokers), budget_ms=case.budget_ms, props=case.java),
+                                         len(brokers), budget_ms=case.budget_ms, props=java_props,
+                                         properties_file=java_file, jvm=case.jvm),
                              pool.submit(librdkafka_round_trip, prefix, case.bootstrap, topic, len(brokers),
                                          budget_ms=case.budget_ms, props=case.props)))
             results = [(case, saved, verdict.result(), java.result(), rd.result())

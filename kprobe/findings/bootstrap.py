@@ -2,8 +2,10 @@
 
 A script or an alert keyed on the code must be sent to the right place: the network
 (BOOTSTRAP_UNREACHABLE), the certificate (BOOTSTRAP_TLS_FAILED), the client's security.protocol
-(SECURITY_PROTOCOL_MISMATCH), its sasl.mechanism (SASL_MECHANISM_MISMATCH) or its credentials
-(AUTH_FAILED); the message says it in the listener's own terms.
+(SECURITY_PROTOCOL_MISMATCH), its sasl.mechanism (SASL_MECHANISM_MISMATCH), its credentials
+(AUTH_FAILED) or its own certificate (CLIENT_CERTIFICATE_REQUIRED, CLIENT_CERTIFICATE_REFUSED); the
+message says it in the listener's own terms. Where the listener told which security.protocol it
+wants (kprobe.probe.bootstrap asks it on a second connection), the message and the fix name it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,19 @@ _TLS_FIX = {
 }
 
 
+
+def _sends(protocol: str) -> str:
+    """What a client with this security.protocol sends, in words."""
+    tls, sasl = protocol.endswith("SSL"), protocol.startswith("SASL_")
+    if sasl:
+        return "SASL inside TLS" if tls else "SASL in plaintext"
+    return "TLS without SASL" if tls else "plaintext Kafka without SASL"
+_CLIENT_KEY_FIX = ("Give the client a certificate and key signed by a CA the listener trusts: Java clients "
+                   "ssl.keystore.location (with ssl.keystore.password and ssl.key.password, or ssl.keystore.type=PEM), "
+                   "librdkafka and kprobe ssl.certificate.location and ssl.key.location (ssl.key.password if the key "
+                   "is encrypted).")
+
+
 _SCRAM_FIX = ("Check sasl.username and the password: a SCRAM user exists per mechanism and per cluster "
               "(kafka-configs --describe --entity-type users), and the listener's protocol must match "
               "security.protocol.")
@@ -57,9 +72,80 @@ _AUTH_FIX = {
 }
 
 
+def an(word: str) -> str:
+    """The article before a protocol's name as it is read aloud: "an SSL listener", "a SASL_SSL listener"."""
+    return "an" if word.startswith("SSL") else "a"
+
+
 def _port_hint(address: str) -> str:
     port = int(address.rsplit(":", 1)[1]) if address.rsplit(":", 1)[-1].isdigit() else 0
     return f" Port {port} is {PORT_CONVENTIONS[port]}." if port in PORT_CONVENTIONS else ""
+
+
+def _wrong_protocol(b: BootstrapResult, sent: str, wanted: str, consequence: str) -> Finding:
+    """SECURITY_PROTOCOL_MISMATCH when the listener said which protocol it wants (and its mechanisms)."""
+    takes = ", ".join(b.sasl_mechanisms)
+    sasl_wanted, sasl_sent = wanted.startswith("SASL_"), sent.startswith("SASL_")
+    tls_wanted, tls_sent = wanted.endswith("SSL"), sent.endswith("SSL")
+    if tls_wanted and not tls_sent:
+        how = "answered with TLS where a Kafka answer was expected"
+        seen = ("Clients fail the same way, often with a misleading error (\"ApiVersionRequest failed\", \"the "
+                "broker may be too old\")")
+    elif tls_sent and not tls_wanted:
+        how = "dropped the TLS handshake, and answers Kafka in plaintext"
+        seen = "Clients fail the TLS handshake (an unexpected end of the connection)"
+    elif sasl_wanted:
+        how = ("answered ApiVersions, then closed the connection at the first other request, as a SASL listener "
+               "does to a client that skips authentication")
+        seen = "Clients see the connection closed, with no authentication error, and retry until they time out"
+    else:
+        how = "answered SaslHandshake with ILLEGAL_SASL_STATE, as a listener without SASL does"
+        seen = "Clients fail at authentication with an illegal SASL state error"
+    if sasl_wanted and takes:
+        how += f"; asked on a new connection, it listed its SASL mechanisms ({takes})"
+    message = (f"Bootstrap {b.address} gave no metadata: you sent {_sends(sent)} (security.protocol="
+               f"{sent}) to {an(wanted)} {wanted} listener, which {how}. {seen}. {consequence}"
+               + _port_hint(b.address))
+    fix = f"Set security.protocol={wanted}"
+    if sasl_wanted:
+        if len(b.sasl_mechanisms) == 1:
+            fix += f" and sasl.mechanism={takes}"
+        else:
+            fix += f", and sasl.mechanism to {f'one of {takes}' if takes else 'one the listener takes'}"
+        fix += ", with that mechanism's credentials (sasl.username and sasl.password; sasl.jaas.config in Java)"
+    elif sasl_sent:
+        fix += ", without the sasl.* settings: this listener does not authenticate with SASL"
+    if tls_wanted and not tls_sent:
+        fix += "; trust the CA that signed the broker certificate (ssl.ca.location; ssl.truststore.location in Java)"
+    fix += f"; or bootstrap with {wanted}://{b.address}."
+    return finding("SECURITY_PROTOCOL_MISMATCH", ERROR, message, fix, bootstrap=b.address)
+
+
+def _client_certificate(b: BootstrapResult, consequence: str) -> Finding:
+    """CLIENT_CERTIFICATE_REQUIRED or CLIENT_CERTIFICATE_REFUSED, from the broker's TLS alert.
+
+    Kafka 4.1.1 on Java 17 answers a missing certificate with "bad certificate" and one from a CA it
+    does not trust with "certificate unknown" (measured); with TLS 1.3 the alert comes after the
+    client's side of the handshake completed, at its first read, where it looks like a closed connection.
+    """
+    if b.tls_failure == "client_certificate_required":
+        return finding(
+            "CLIENT_CERTIFICATE_REQUIRED", ERROR,
+            f"Bootstrap {b.address} gave no metadata: the listener requires a client certificate (ssl.client.auth="
+            f"required) and the client sent none ({b.error}). Every client without a certificate this listener "
+            "trusts fails here; with TLS 1.3 the alert comes after the handshake, at the first request, so clients "
+            f"often report a closed connection rather than a TLS error. {consequence}",
+            _CLIENT_KEY_FIX + " Or, if this listener should not require them, set its ssl.client.auth to none "
+            "(listener.name.<listener>.ssl.client.auth).", bootstrap=b.address)
+    return finding(
+        "CLIENT_CERTIFICATE_REFUSED", ERROR,
+        f"Bootstrap {b.address} gave no metadata: the listener refused the client certificate sent ({b.error}): "
+        "its CA is not in the listener's truststore, or it has expired or is not meant for clients. Every client "
+        f"with this certificate fails here. {consequence}",
+        "Use a client certificate (ssl.certificate.location and ssl.key.location; ssl.keystore.location in Java) "
+        "signed by a CA the listener trusts, or add its CA to the listener's truststore "
+        "(listener.name.<listener>.ssl.truststore.location, or ssl.truststore.location) and reload it; check its "
+        "dates and that its extendedKeyUsage allows clientAuth.", bootstrap=b.address)
 
 
 def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
@@ -81,6 +167,10 @@ def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
             f"Bootstrap clients to a broker listener (bootstrap.servers). For admin tools that talk to the "
             f"controllers (bootstrap.controllers, --bootstrap-controller), pass {b.address} with --controllers "
             "instead of -b.", bootstrap=b.address)
+    if b.wanted_protocol is not None and b.wanted_protocol != sent:
+        return _wrong_protocol(b, sent, b.wanted_protocol, consequence)
+    if b.tls_failure in ("client_certificate_required", "client_certificate_refused"):
+        return _client_certificate(b, consequence)
     if b.speaks_tls is True:
         return finding(
             "SECURITY_PROTOCOL_MISMATCH", ERROR,

@@ -46,7 +46,15 @@ CATALOGUE: dict[str, Kind] = {
     "SECURITY_PROTOCOL_MISMATCH": Kind(
         "bootstrap", (ERROR,), "The client's security.protocol does not match the listener's",
         "Plaintext to a TLS listener fails as \"ApiVersionRequest failed\"; TLS to a plaintext one as a dropped "
-        "handshake."),
+        "handshake; no SASL to a SASL listener as a closed connection; SASL to a listener without it as an illegal "
+        "SASL state."),
+    "CLIENT_CERTIFICATE_REQUIRED": Kind(
+        "bootstrap", (ERROR,), "The listener requires a client certificate and none was sent",
+        "Clients without a certificate fail at their first request (TLS alert \"bad certificate\" from Kafka, "
+        "\"certificate required\" from others; often seen as a closed connection)."),
+    "CLIENT_CERTIFICATE_REFUSED": Kind(
+        "bootstrap", (ERROR,), "The listener refused the client certificate sent",
+        "Clients with that certificate fail at connect (TLS alert \"certificate unknown\", \"unknown ca\", ...)."),
     "OAUTH_TOKEN_UNAVAILABLE": Kind(
         "bootstrap", (ERROR,), "No OAUTHBEARER token could be had from the token endpoint",
         "Clients fail before the broker sees a token: the client id or secret, the endpoint, its certificate."),

@@ -15,6 +15,8 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from kprobe.kafka.security import Security
+from kprobe.kafka.tlscontext import TlsSettingsError, client_context
 from kprobe.models import TlsFailure
 from kprobe.sockets import family_of
 
@@ -143,11 +145,17 @@ def handshake(address: str, port: int, sni: str | None, ctx: ssl.SSLContext, tim
         raise
 
 
-def unverified_cert(address: str, port: int, sni: str | None, timeout: float) -> dict[str, Any]:
-    """The certificate at address:port read without judging it, only to name it in a message."""
-    loose = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    loose.check_hostname = False
-    loose.verify_mode = ssl.CERT_NONE
+def unverified_cert(address: str, port: int, sni: str | None, timeout: float,
+                    security: Security | None = None) -> dict[str, Any]:
+    """The certificate at address:port read without judging it, only to name it in a message.
+
+    The client certificate of `security` is sent: a listener that requires one ends a TLS 1.2
+    handshake without it, before its own certificate could be read.
+    """
+    try:
+        loose = client_context(security or Security(), verify=False)
+    except TlsSettingsError:
+        return {}
     try:
         with handshake(address, port, sni, loose, timeout) as tls:
             der = tls.getpeercert(binary_form=True)
@@ -156,13 +164,14 @@ def unverified_cert(address: str, port: int, sni: str | None, timeout: float) ->
     return _decode_der(der) if der else {}
 
 
-def describe_peer(address: str, port: int, sni: str | None, timeout: float) -> str | None:
+def describe_peer(address: str, port: int, sni: str | None, timeout: float,
+                  security: Security | None = None) -> str | None:
     """`subject S, names a, b, issuer I` of the certificate a verification refused, if readable.
 
     A refused certificate is where the user most needs its names (which host it was issued for,
     by whom), and the ssl module gives none of them for a certificate that did not verify.
     """
-    cert = unverified_cert(address, port, sni, timeout)
+    cert = unverified_cert(address, port, sni, timeout, security)
     if not cert:
         return None
     return (f"certificate subject {cert_subject(cert, 'subject')}, names {', '.join(cert_names(cert)) or 'none'}, "

@@ -24,6 +24,7 @@ from kprobe.models import (
     ClusterMetadata,
     PartitionRun,
     PartitionTable,
+    Protocol,
     RunBuilder,
     TlsFailure,
     TopicInfo,
@@ -87,7 +88,8 @@ class WireError(Exception):
     def __init__(
         self, kind: str, message: str, *, deadline: bool = False, awaiting_response: bool = False,
         mechanisms: tuple[str, ...] = (), tls_failure: TlsFailure | None = None, speaks_tls: bool | None = None,
-        token_unavailable: bool = False, node_id: int | None = None,
+        token_unavailable: bool = False, node_id: int | None = None, wanted_protocol: Protocol | None = None,
+        tls_alert: str | None = None, closed_without_sasl: bool = False,
     ) -> None:
         super().__init__(message)
         self.node_id = node_id  # kind "controller": the node that answered, learnt from DescribeConfigs
@@ -98,6 +100,11 @@ class WireError(Exception):
         self.tls_failure = tls_failure  # with kind "tls": which check failed
         self.speaks_tls = speaks_tls  # the peer answered in TLS (True) where Kafka was expected
         self.token_unavailable = token_unavailable  # OAUTHBEARER: no token could be had; the broker saw none
+        self.wanted_protocol = wanted_protocol  # the security.protocol the listener's answer shows it wants
+        self.tls_alert = tls_alert  # the TLS alert the broker refused the client with ("certificate required")
+        # A connection without SASL closed at its first request after ApiVersions: what a SASL listener does
+        # to a client that skips SaslHandshake (worth asking the listener, on a new connection).
+        self.closed_without_sasl = closed_without_sasl
 
 
 class Reader:

@@ -19,13 +19,56 @@ import socket
 import struct
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from kprobe.kafka import codec, oauth, sasl
 from kprobe.kafka.codec import Reader, WireError
 from kprobe.kafka.security import Security
-from kprobe.models import ClusterMetadata
+from kprobe.models import ClusterMetadata, Protocol, TlsFailure
 from kprobe.sockets import classify_os_error, family_of
+
+# SaslHandshake's answer on a listener without SASL: Kafka's request handler (not the SASL
+# authenticator, which only SASL listeners run) answers it with this error and no mechanisms, and
+# the connection stays usable (measured on Kafka 4.1.1: the Metadata after it is answered).
+ILLEGAL_SASL_STATE = 34
+# SaslHandshake's answers from a SASL listener: success, or the mechanism refused; both list the enabled ones.
+_SASL_ANSWERS = (0, 33)
+# TLS alerts (OpenSSL's names, after `_ALERT_`) with which a server refuses the client's certificate
+# (RFC 8446 section 6.2). Without a certificate sent, only those that can mean "none was sent" count.
+_REFUSED_ALERTS = frozenset({"UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN", "CERTIFICATE_EXPIRED",
+                             "CERTIFICATE_REVOKED", "UNSUPPORTED_CERTIFICATE", "ACCESS_DENIED"})
+_MISSING_ALERTS = frozenset({"CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN"})
+
+
+def client_certificate_refusal(reason: str | None, sent_certificate: bool) -> tuple[TlsFailure, str] | None:
+    """(failure, alert in words) when an SSL error is the broker refusing the client's certificate side.
+
+    `reason` is the SSL error's OpenSSL reason (`TLSV13_ALERT_CERTIFICATE_REQUIRED`,
+    `TLSV1_ALERT_UNKNOWN_CA`). With TLS 1.3 the client's handshake completes before the server has
+    judged its certificate, so the alert arrives on the first read and looks like a dropped
+    connection unless it is read for what it says; with TLS 1.2 it ends the handshake itself.
+    """
+    if not reason or "_ALERT_" not in reason:
+        return None
+    alert = reason.split("_ALERT_", 1)[1]
+    words = alert.lower().replace("_", " ")
+    if not sent_certificate:
+        return ("client_certificate_required", words) if alert in _MISSING_ALERTS else None
+    # "certificate required" although one was configured: the broker got none it would take.
+    return ("client_certificate_refused", words) if alert in _REFUSED_ALERTS | {"CERTIFICATE_REQUIRED"} else None
+
+
+def _refusal_error(exc: BaseException, security: Security, *, awaiting_response: bool) -> WireError | None:
+    """The WireError for a broker that refused the client's certificate side of TLS, or None."""
+    from kprobe.kafka.tlscontext import has_client_certificate
+
+    sent = has_client_certificate(security)
+    found = client_certificate_refusal(getattr(exc, "reason", None), sent)
+    if found is None:
+        return None
+    failure, alert = found  # the finding says what it means; the error keeps the broker's word and OpenSSL's
+    return WireError("tls", f"the broker ended TLS with the alert \"{alert}\": {exc}", tls_failure=failure,
+                     tls_alert=alert, awaiting_response=awaiting_response)
 
 
 class KafkaConnection:
@@ -85,29 +128,30 @@ class KafkaConnection:
     def _wrap_tls(self, sock: socket.socket) -> socket.socket:
         import ssl  # 10 ms of start-up that a PLAINTEXT run never needs
 
+        from kprobe.kafka.tlscontext import TlsSettingsError, client_context
+
         sec = self.security
         try:
-            ctx = ssl.create_default_context(cafile=sec.ssl_cafile)
-            if not sec.ssl_verify:
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-            else:
-                ctx.check_hostname = sec.ssl_verify_hostname
-            if sec.ssl_certfile:
-                ctx.load_cert_chain(sec.ssl_certfile, sec.ssl_keyfile, password=sec.ssl_key_password)
+            ctx = client_context(sec)
             sock.settimeout(self._remaining(self.timeout))
             return ctx.wrap_socket(sock, server_hostname=self.server_hostname)
+        except TlsSettingsError as exc:
+            sock.close()
+            raise WireError("tls", str(exc), tls_failure="handshake_failed") from None
         except ssl.SSLCertVerificationError as exc:
             sock.close()
             from kprobe.kafka.certs import describe_peer, verify_failure
 
-            seen = describe_peer(self.address, self.port, self.server_hostname, self._remaining(self.timeout))
+            seen = describe_peer(self.address, self.port, self.server_hostname, self._remaining(self.timeout), sec)
             raise WireError("tls", f"TLS certificate not accepted: {exc.verify_message}"
                             + (f" ({seen})" if seen else ""), tls_failure=verify_failure(exc.verify_code)) from None
         except (ssl.SSLError, OSError) as exc:
             sock.close()
             if isinstance(exc, (TimeoutError, socket.timeout)):
                 raise WireError("timeout", f"TLS handshake failed: {exc}") from None
+            refused = _refusal_error(exc, sec, awaiting_response=False)
+            if refused is not None:  # TLS 1.2: the alert ends the handshake itself
+                raise refused from None
             raise WireError("tls", f"TLS handshake failed: {exc}", tls_failure="handshake_failed") from None
 
     def close(self) -> None:
@@ -142,6 +186,9 @@ class KafkaConnection:
             except TimeoutError:
                 raise WireError("timeout", waited, deadline=cut_by_deadline, awaiting_response=True) from None
             except OSError as exc:
+                refused = _refusal_error(exc, self.security, awaiting_response=True) if self.security.uses_tls else None
+                if refused is not None:  # TLS 1.3: the broker's verdict on the client certificate comes now
+                    raise refused from None
                 raise WireError("closed", f"connection failed mid-response: {exc}", awaiting_response=True) from None
             if not chunk:
                 raise WireError("closed", "connection closed by the broker before a full response",
@@ -163,6 +210,9 @@ class KafkaConnection:
         except TimeoutError:
             raise WireError("timeout", "timed out sending the request") from None
         except OSError as exc:
+            refused = _refusal_error(exc, self.security, awaiting_response=False) if self.security.uses_tls else None
+            if refused is not None:
+                raise refused from None
             raise WireError("closed", f"connection failed while sending: {exc}") from None
         size_bytes = self._recv_exact(4, request_deadline)
         size = struct.unpack(">i", size_bytes)[0]
@@ -189,8 +239,13 @@ class KafkaConnection:
         """
         sec = self.security
         mechanism = (sec.sasl_mechanism or "PLAIN").upper()
-        reader = self.request(codec.API_SASL_HANDSHAKE, 1, codec.encode_sasl_handshake(mechanism))
-        code, offered = codec.decode_sasl_handshake(reader)
+        code, offered = self.sasl_handshake(mechanism)
+        if code == ILLEGAL_SASL_STATE and not offered:
+            plain: Protocol = "SSL" if sec.uses_tls else "PLAINTEXT"
+            raise WireError("protocol", f"the listener answered SaslHandshake with ILLEGAL_SASL_STATE, as a listener "
+                            f"without SASL does: it is {'an' if sec.uses_tls else 'a'} {plain} listener, and you sent "
+                            f"{sec.protocol}",
+                            wanted_protocol=plain, awaiting_response=True)
         if code != 0:
             takes = ", ".join(offered) or "no SASL mechanism"
             raise WireError("auth_failed", f"this listener takes {takes}; you sent {mechanism} "
@@ -210,6 +265,11 @@ class KafkaConnection:
                 message = talk.step(answer)
             except sasl.SaslError as exc:
                 raise WireError("auth_failed", f"{mechanism} exchange failed: {talk.redact(str(exc))}") from None
+
+    def sasl_handshake(self, mechanism: str) -> tuple[int, list[str]]:
+        """SaslHandshake v1 for `mechanism`: (error code, the mechanisms the listener enabled)."""
+        reader = self.request(codec.API_SASL_HANDSHAKE, 1, codec.encode_sasl_handshake(mechanism))
+        return codec.decode_sasl_handshake(reader)
 
     def _oauthbearer(self) -> sasl.OAuthBearer:
         """The OAUTHBEARER client with this run's token (fetched once, then shared by every connection).
@@ -310,7 +370,12 @@ def fetch_and_identify(
                             + (f" (node {node_id})" if node_id is not None else "")
                             + ": it offers no Metadata, so clients fail with \"The node does not support METADATA\"",
                             awaiting_response=True, node_id=node_id)
-        meta = conn.metadata(topics)
+        try:
+            meta = conn.metadata(topics)
+        except WireError as exc:
+            if exc.kind == "closed" and not sec.uses_sasl:
+                exc.closed_without_sasl = True  # a SASL listener does this: the caller may ask it (ask_listener)
+            raise
         try:
             local = str(conn.sock.getsockname()[0]) if conn.sock is not None else None
         except OSError:
@@ -358,3 +423,52 @@ def fetch_controllers(
         ask = expected if expected is not None else (described.nodes[0].node_id if described.nodes else 0)
         node_id, why = identify(conn, ask)
         return described, versions, node_id, why
+
+
+@dataclass(frozen=True)
+class ListenerAnswer:
+    """What a listener said of itself on a connection of its own: which security.protocol it wants.
+
+    `protocol` is None when it answered ApiVersions but not SaslHandshake in a way that tells;
+    `mechanisms` are the SASL mechanisms it enabled (a SASL listener lists them).
+    """
+
+    protocol: Protocol | None
+    mechanisms: tuple[str, ...] = ()
+
+
+def ask_listener(
+    address: str,
+    port: int,
+    *,
+    timeout: float,
+    deadline: float,
+    security: Security,
+    server_hostname: str | None = None,
+) -> ListenerAnswer | None:
+    """Ask a listener which security.protocol it wants: ApiVersions, then SaslHandshake v1 for PLAIN.
+
+    Only for a bootstrap whose first try failed in a way a protocol mismatch explains, on a new
+    connection (the failed one is closed): `security` decides only whether to speak TLS first. A
+    SASL listener answers SaslHandshake with its enabled mechanisms (success, or
+    UNSUPPORTED_SASL_MECHANISM and the list); a listener without SASL with ILLEGAL_SASL_STATE.
+    Nothing is authenticated: the connection is closed after the answer. None: no Kafka answer at
+    all (the connection, TLS or ApiVersions failed). Bounded by `timeout` per request and `deadline`.
+    """
+    tls = security.uses_tls
+    with KafkaConnection(address, port, timeout=timeout, deadline=deadline, security=security,
+                         server_hostname=server_hostname) as conn:
+        try:
+            conn.connect()
+            conn.negotiate()
+        except WireError:
+            return None
+        try:
+            code, offered = conn.sasl_handshake("PLAIN")
+        except WireError:
+            return ListenerAnswer(None)
+    if code in _SASL_ANSWERS and offered:
+        return ListenerAnswer("SASL_SSL" if tls else "SASL_PLAINTEXT", tuple(offered))
+    if code == ILLEGAL_SASL_STATE:
+        return ListenerAnswer("SSL" if tls else "PLAINTEXT")
+    return ListenerAnswer(None)

@@ -31,6 +31,11 @@ class Security:
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     ssl_key_password: str | None = None
+    # The same as PEM text in memory (librdkafka's ssl.ca.pem, ssl.certificate.pem, ssl.key.pem): what a
+    # Java client's trust and key stores become (kprobe.clientprops), so no key is ever written to disk.
+    ssl_ca_pem: str | None = None
+    ssl_certificate_pem: str | None = None
+    ssl_key_pem: str | None = None
     ssl_verify_hostname: bool = True
     ssl_verify: bool = True
     # OAUTHBEARER only: where the token comes from (the client secret is kept out of its repr too).
@@ -89,6 +94,9 @@ def security_from(props: Mapping[str, str], address: BootstrapAddress | None = N
         ssl_certfile=props.get("ssl.certificate.location"),
         ssl_keyfile=props.get("ssl.key.location"),
         ssl_key_password=props.get("ssl.key.password"),
+        ssl_ca_pem=props.get("ssl.ca.pem"),
+        ssl_certificate_pem=props.get("ssl.certificate.pem"),
+        ssl_key_pem=props.get("ssl.key.pem"),
         ssl_verify_hostname=verify and algo == "https",
         ssl_verify=verify,
         oauth=oauth,

@@ -294,6 +294,10 @@ def server_properties(
             files = certs[rl.spec.certificate]
             lines[prefix + "ssl.keystore.type"] = "PEM"
             lines[prefix + "ssl.keystore.location"] = str(files.keystore)
+            if rl.spec.client_auth:  # mutual TLS: clients' certificates must come from this listener's own CA
+                lines[prefix + "ssl.client.auth"] = rl.spec.client_auth
+                lines[prefix + "ssl.truststore.type"] = "PEM"
+                lines[prefix + "ssl.truststore.location"] = str(files.ca)
         if rl.spec.mechanism:
             mech = rl.spec.mechanism
             lines[prefix + "sasl.enabled.mechanisms"] = mech
@@ -414,6 +418,28 @@ class RunningLab(ABC):
                 return str(files.ca)
         return ""
 
+    @property
+    def client_cert_file(self) -> str:
+        """The lab's client certificate (PEM, signed by the lab CA), for listeners with ssl.client.auth.
+
+        `-X ssl.certificate.location=` with `client_key_file` as `-X ssl.key.location=`; empty when the
+        scenario makes none.
+        """
+        files = self.certs.get("client")
+        return str(files.certificate) if files is not None else ""
+
+    @property
+    def client_key_file(self) -> str:
+        """The private key of `client_cert_file` (PEM, unencrypted); empty when the scenario makes none."""
+        files = self.certs.get("client")
+        return str(files.key) if files is not None and files.key is not None else ""
+
+    @property
+    def client_keystore_file(self) -> str:
+        """The client key and certificate chain in one PEM file, as a Java client's `ssl.keystore.type=PEM` reads it."""
+        files = self.certs.get("client")
+        return str(files.keystore) if files is not None else ""
+
     def listener(self, name: str, node_id: int | None = None) -> RenderedListener:
         """A node's rendered listener (first node by default)."""
         node = self.nodes[node_id if node_id is not None else self.scenario.nodes[0].node_id]
@@ -471,6 +497,13 @@ class RunningLab(ABC):
         lines.extend(f"try: {line}" for line in self.usage())
         if self.ca_file:
             lines.append(f"TLS: clients trust the lab CA with -X ssl.ca.location={self.ca_file}")
+        if self.client_cert_file:
+            lines.append(f"mutual TLS: clients present the lab's client certificate with -X ssl.certificate.location="
+                         f"{self.client_cert_file} -X ssl.key.location={self.client_key_file}")
+        other = self.certs.get("client-other-ca")
+        if other is not None:
+            lines.append(f"mutual TLS: a client certificate from another CA, which listeners refuse: "
+                         f"{other.certificate} (key {other.key})")
         for user, password in self.passwords.items():
             lines.append(f"SASL user {user}, password {password} (made for this run)")
         if self.idp is not None:

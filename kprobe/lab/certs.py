@@ -28,7 +28,8 @@ class CertSpec:
     address listed as a DNS name, which clients never match against an IP). The subject is
     `CN=<first name>` unless `subject` gives a whole one (`/O=Acme Co/CN=...`). `self_signed`
     makes a certificate that is its own issuer, as ingress controllers' default certificates are,
-    instead of one `ca` signs.
+    instead of one `ca` signs. `client` makes a client certificate (extendedKeyUsage clientAuth),
+    for listeners with ssl.client.auth, instead of a server one.
     """
 
     names: tuple[str, ...]
@@ -36,6 +37,7 @@ class CertSpec:
     days: int = 825
     subject: str | None = None
     self_signed: bool = False
+    client: bool = False
 
 
 def _san_entry(name: str) -> str:
@@ -46,11 +48,12 @@ def _san_entry(name: str) -> str:
 
 @dataclass(frozen=True)
 class CertFiles:
-    """Where a made certificate lives: `keystore` is key + chain, as Kafka's PEM keystore wants."""
+    """Where a made certificate lives: `keystore` is key + chain, as Kafka's PEM keystore wants; `key` the key alone."""
 
     keystore: Path
     certificate: Path
     ca: Path
+    key: Path | None = None
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -77,15 +80,16 @@ def make_cert(directory: Path, name: str, spec: CertSpec) -> CertFiles:
     """A server certificate signed by `spec.ca` (made first if needed), or signed by itself."""
     san = ",".join(_san_entry(n) for n in spec.names)
     subject = spec.subject or f"/CN={_san_entry(spec.names[0]).split(':', 1)[1]}"
+    usage = "clientAuth" if spec.client else "serverAuth"
     if spec.self_signed:
         directory.mkdir(parents=True, exist_ok=True)
         _openssl("req", "-x509", *_CURVE, "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", str(spec.days),
                  "-subj", subject, "-addext", f"subjectAltName={san}", "-addext", "basicConstraints=critical,CA:FALSE",
                  "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
-                 "-addext", "extendedKeyUsage=serverAuth", cwd=directory)
+                 "-addext", f"extendedKeyUsage={usage}", cwd=directory)
         keystore = directory / f"{name}.keystore.pem"
         keystore.write_text((directory / f"{name}.key").read_text() + (directory / f"{name}.pem").read_text())
-        return CertFiles(keystore, directory / f"{name}.pem", directory / f"{name}.pem")
+        return CertFiles(keystore, directory / f"{name}.pem", directory / f"{name}.pem", directory / f"{name}.key")
     ca = directory / f"{spec.ca}.pem"
     if not ca.exists():
         make_ca(directory, spec.ca)
@@ -94,7 +98,7 @@ def make_cert(directory: Path, name: str, spec: CertSpec) -> CertFiles:
         f"subjectAltName={san}\n"
         "basicConstraints=critical,CA:FALSE\n"
         "keyUsage=critical,digitalSignature,keyEncipherment\n"
-        "extendedKeyUsage=serverAuth\n"
+        f"extendedKeyUsage={usage}\n"
         "subjectKeyIdentifier=hash\n"
         "authorityKeyIdentifier=keyid,issuer\n"
     )
@@ -104,5 +108,5 @@ def make_cert(directory: Path, name: str, spec: CertSpec) -> CertFiles:
     keystore = directory / f"{name}.keystore.pem"
     keystore.write_text((directory / f"{name}.key").read_text() + (directory / f"{name}.pem").read_text()
                         + ca.read_text())
-    return CertFiles(keystore, directory / f"{name}.pem", ca)
+    return CertFiles(keystore, directory / f"{name}.pem", ca, directory / f"{name}.key")
 

@@ -161,7 +161,7 @@ def container_properties(
     - the controller listener is advertised with the Docker name too: left out, Kafka would
       derive it from `listeners` and refuse the non-routable 0.0.0.0;
     - client listeners keep their rendered advertised endpoints: the scenario's subject;
-    - keystores are read where `ContainerLab` copies them, under SECRETS_DIR.
+    - keystores and truststores are read where `ContainerLab` copies them, under SECRETS_DIR.
     """
     props: dict[str, str] = {}
     for line in server_properties(scenario, nodes, node_id, DATA_DIR, certs, passwords).splitlines():
@@ -183,7 +183,7 @@ def container_properties(
     advertised.append(f"CONTROLLER://{own}:{node.controller_port}")
     props["advertised.listeners"] = ",".join(advertised)
     for key, value in props.items():
-        if key.endswith("ssl.keystore.location"):
+        if key.endswith(("ssl.keystore.location", "ssl.truststore.location")):
             props[key] = f"{SECRETS_DIR}/{Path(value).name}"
     return props
 
@@ -372,6 +372,7 @@ class ContainerLab(RunningLab):
         published.update(port_bindings(node, self.publish_ip))
         for files in self.certs.values():
             container.with_copy_into_container(files.keystore, f"{SECRETS_DIR}/{files.keystore.name}", 0o644)
+            container.with_copy_into_container(files.ca, f"{SECRETS_DIR}/{files.ca.name}", 0o644)  # truststores
         container.with_kwargs(labels=self._labels(node_id))
         return container
 

@@ -47,6 +47,9 @@ class ListenerSpec:
     token_validator: str | None = None
     # The port to bind where the node's address has it free (Kubernetes' 9092 for every broker), else a free one.
     port: int = 0
+    # TLS listeners only: the broker's ssl.client.auth for this listener ("required", "requested"), trusting
+    # the CA of the listener's own certificate; clients present the lab's client certificate (lab.client_cert_file).
+    client_auth: str | None = None
 
 
 NodeRole = Literal["combined", "broker", "controller"]
@@ -257,14 +260,16 @@ _TLS_INTERNAL = "kafka-tls.internal.kprobe.test"
 _TLS = Scenario(
     name="tls",
     summary="SSL listeners: a good one, a certificate naming another host, expiring, untrusted, not TLS, "
-            "an IP held as a DNS name",
+            "an IP held as a DNS name, one requiring a client certificate",
     story=(
         "One broker with TLS listeners, certificates from a lab CA made at start (kprobe lab up prints "
         "the CA file). SSL_GOOD is right. SSL_INTERNAL_NAME advertises the internal name while the "
         "certificate names the external one (the classic mistake). SSL_EXPIRING's certificate expires in "
         "5 days. SSL_FORWARD is trusted at bootstrap but advertises a listener whose certificate comes "
         "from another CA. SSL_TO_PLAIN advertises a PLAINTEXT port. SSL_IP_AS_DNS advertises the broker's IP "
-        "address, which its certificate holds as a DNS name (DNS:127.0.0.41) and not as an IP entry."
+        "address, which its certificate holds as a DNS name (DNS:127.0.0.41) and not as an IP entry. SSL_MTLS "
+        "requires a client certificate from the lab CA (ssl.client.auth=required); kprobe lab up prints the "
+        "client certificate and key files, and one from another CA, which it refuses."
     ),
     nodes=(
         NodeSpec(
@@ -291,6 +296,9 @@ _TLS = Scenario(
                 ListenerSpec("SSL_IP_AS_DNS", protocol="SSL", certificate="ip-as-dns", advertise="{addr}:{port}",
                              bootstrap=_TLS_NAME + ":{port}",
                              note="advertises its IP address, which the certificate holds only as a DNS name"),
+                ListenerSpec("SSL_MTLS", protocol="SSL", certificate="main", client_auth="required",
+                             advertise=_TLS_NAME + ":{port}", bootstrap=_TLS_NAME + ":{port}",
+                             note="requires a client certificate from the lab CA: ssl.client.auth=required"),
             ),
         ),
     ),
@@ -302,6 +310,9 @@ _TLS = Scenario(
         # The address as a DNS-type entry (DNS:127.0.0.41), as cert-manager's dnsNames makes it: no client
         # matches an IP against it.
         "ip-as-dns": CertSpec((_TLS_NAME, "DNS:127.0.0.41")),
+        # Client certificates (clientAuth): the lab CA's, which SSL_MTLS takes, and another CA's, which it refuses.
+        "client": CertSpec(("kprobe-lab-client",), client=True),
+        "client-other-ca": CertSpec(("kprobe-lab-client",), ca="other-ca", client=True),
     },
 )
 

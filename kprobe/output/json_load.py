@@ -251,7 +251,8 @@ def _bootstrap(o: _Obj, seen: dict[tuple[object, ...], AdvertisedBroker]) -> Boo
         tls_failure=o.word("tls_failure", get_args(TlsFailure)),
         speaks_tls=o._get("speaks_tls", (bool,), None, False), sasl_mechanisms=o.texts("sasl_mechanisms"),
         sasl_mechanism=o.text("sasl_mechanism"), token_unavailable=o.flag("token_unavailable"),
-        kraft_controller=o.flag("kraft_controller"),
+        kraft_controller=o.flag("kraft_controller"), wanted_protocol=o.word("wanted_protocol", _PROTOCOLS),
+        tls_alert=o.text("tls_alert"),
     )
 
 

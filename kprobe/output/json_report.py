@@ -73,6 +73,10 @@ def _bootstrap(b: BootstrapResult) -> dict[str, Any]:
         "token_unavailable": b.token_unavailable,
         # Additive in v1: a KRaft controller listener answered here, not a broker's.
         "kraft_controller": b.kraft_controller,
+        # Additive in v1: the security.protocol the listener wants, as it answered a second connection; and
+        # the TLS alert with which it refused the client's certificate side.
+        "wanted_protocol": b.wanted_protocol,
+        "tls_alert": b.tls_alert,
     }
 
 

@@ -11,12 +11,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kprobe.kafka.codec import WireError
-from kprobe.kafka.connection import KafkaConnection, fetch_and_identify
+from kprobe.kafka.connection import ListenerAnswer, ask_listener, fetch_and_identify
 from kprobe.kafka.oauth import MSK_IAM
-from kprobe.models import AdvertisedBroker, BootstrapAddress, BootstrapResult, BootstrapStatus, ClusterMetadata
+from kprobe.kafka.security import Security
+from kprobe.models import (
+    AdvertisedBroker,
+    BootstrapAddress,
+    BootstrapResult,
+    BootstrapStatus,
+    ClusterMetadata,
+    Protocol,
+)
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import run_bounded
 
@@ -76,33 +85,73 @@ def fetch_bootstrap(
     status = _WIRE_STATUS.get(worst.kind, "error")
     text = "; ".join(dict.fromkeys(str(f) for f in failures))
     speaks_tls = worst.speaks_tls
-    if worst.tls_failure == "handshake_failed" and _answers_plaintext(failed_at, address.port, ctx):
-        speaks_tls = False
-        text += "; the same port answers Kafka in plaintext"
+    wanted, offered = worst.wanted_protocol, worst.mechanisms
+    ask = _ask_how(worst, security)
+    if ask is not None:
+        answer = _ask(failed_at, address, ctx, ask)
+        if answer is not None:
+            if worst.tls_failure == "handshake_failed":
+                speaks_tls = False  # a plaintext ApiVersions was answered where the TLS handshake failed
+            elif worst.speaks_tls is None and answer.protocol is None:
+                answer = None  # a Kafka answer, but nothing that tells the protocol
+        if answer is not None:
+            wanted, offered = answer.protocol, answer.mechanisms or offered
+            text += _learnt(answer, speaks_tls)
     _LOG.debug("bootstrap %s: %s (%s)", hostport, status, text)
     controller = worst.kind == "controller"
     return BootstrapResult(address=hostport, status=status, error=text, ms=_ms(started), protocol=security.protocol,
-                           tls_failure=worst.tls_failure, speaks_tls=speaks_tls, sasl_mechanisms=worst.mechanisms,
+                           tls_failure=worst.tls_failure, speaks_tls=speaks_tls, sasl_mechanisms=offered,
                            sasl_mechanism=mechanism, token_unavailable=worst.token_unavailable,
                            kraft_controller=controller, node_id=worst.node_id if controller else None,
-                           connected_to=failed_at if controller else None)
+                           connected_to=failed_at if controller else None, wanted_protocol=wanted,
+                           tls_alert=worst.tls_alert)
 
 
-def _answers_plaintext(ip: str, port: int, ctx: RunContext) -> bool:
-    """Whether a plaintext ApiVersions gets a Kafka answer where a TLS handshake just failed.
+def _ask_how(worst: WireError, security: Security) -> Security | None:
+    """How to ask the listener which security.protocol it wants, when this failure calls for asking.
+
+    Only failures a protocol mismatch explains, so a healthy or plainly unreachable bootstrap costs
+    nothing extra: a connection without SASL closed at its first request after ApiVersions (a SASL
+    listener does that), a listener that answered in TLS (plaintext was sent), or a TLS handshake
+    dropped the way a plaintext listener drops a ClientHello. The answer's TLS is the listener's
+    own; its certificate is not what is asked about, so it is not verified here.
+    """
+    if worst.closed_without_sasl:
+        return security
+    if worst.speaks_tls:
+        return replace(security, protocol="SSL", ssl_verify=False, ssl_verify_hostname=False)
+    if worst.tls_failure == "handshake_failed":
+        return replace(security, protocol="PLAINTEXT")
+    return None
+
+
+def _ask(ip: str, address: BootstrapAddress, ctx: RunContext, security: Security) -> ListenerAnswer | None:
+    """The listener's own answer on a new connection (ask_listener), within the run's timeout and deadline.
 
     A plaintext listener reads a ClientHello as a huge Kafka frame and drops the connection, which
-    TLS reports as an unexpected EOF: only a second, plaintext try tells that apart from a proxy
-    or a broken TLS set-up, and tells the user which `security.protocol` the listener wants.
+    TLS reports as an unexpected EOF; a SASL listener drops a client that skips SaslHandshake as a
+    broken broker would. Only a second try, in the other protocol, tells these apart from a proxy
+    or a broken set-up, and tells the user which `security.protocol` (and mechanisms) to set.
     """
     if time.monotonic() >= ctx.deadline:
-        return False
-    try:
-        with KafkaConnection(ip, port, timeout=ctx.timeout, deadline=ctx.deadline) as conn:
-            conn.negotiate()
-    except WireError:
-        return False
-    return True
+        return None
+    return ask_listener(ip, address.port, timeout=ctx.timeout, deadline=ctx.deadline, security=security,
+                        server_hostname=address.host)
+
+
+_SPOKEN: dict[Protocol, str] = {"PLAINTEXT": "in plaintext", "SSL": "inside TLS"}
+
+
+def _learnt(answer: ListenerAnswer, speaks_tls: bool | None) -> str:
+    """What the second connection showed, appended to the bootstrap's error."""
+    if answer.protocol is None:
+        return "; the same port answers Kafka in plaintext" if speaks_tls is False else ""
+    if answer.mechanisms:
+        return (f"; asked on a new connection, the listener answered SaslHandshake with its mechanisms "
+                f"{', '.join(answer.mechanisms)}: it is a {answer.protocol} listener")
+    article = "an" if answer.protocol == "SSL" else "a"
+    return (f"; the same port answers Kafka {_SPOKEN.get(answer.protocol, '')}, and SaslHandshake with "
+            f"ILLEGAL_SASL_STATE: it is {article} {answer.protocol} listener")
 
 
 def _ms(started: float) -> float:

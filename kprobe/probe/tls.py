@@ -19,6 +19,7 @@ from typing import Any
 from kprobe.addresses import is_ip_literal
 from kprobe.kafka.certs import cert_names, cert_sans, cert_subject, handshake, hostname_matches, unverified_cert
 from kprobe.kafka.security import Security
+from kprobe.kafka.tlscontext import TlsSettingsError, client_context
 from kprobe.models import EndpointResult, TlsResult, TlsStatus
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import run_bounded
@@ -72,19 +73,12 @@ def _check(result: EndpointResult, address: str, security: Security, timeout: fl
     """The handshake and its verdict, whatever the client's own settings would let through."""
     host = result.endpoint.host
     sni = None if is_ip_literal(host) else host
-    cafile = security.ssl_cafile
     try:
-        ctx = ssl.create_default_context(cafile=cafile)
-    except (OSError, ssl.SSLError) as exc:
-        return TlsResult(status="handshake_failed", address=address,
-                         error=f"cannot load ssl.ca.location {cafile}: {exc}")
-    ctx.check_hostname = False  # checked below against the advertised name, to tell the cases apart
-    if security.ssl_certfile:  # a listener with ssl.client.auth=required wants the client's certificate
-        try:
-            ctx.load_cert_chain(security.ssl_certfile, security.ssl_keyfile, password=security.ssl_key_password)
-        except (OSError, ssl.SSLError) as exc:  # the message names files, never the key password
-            return TlsResult(status="handshake_failed", address=address, error=f"cannot load the client certificate "
-                             f"{security.ssl_certfile}: {exc.__class__.__name__}")
+        # The chain always, the name below against the advertised host (to tell the two apart); the
+        # client certificate too, which a listener with ssl.client.auth=required wants at every endpoint.
+        ctx = client_context(security, verify=True)
+    except TlsSettingsError as exc:  # its message names settings and files, never a key or a password
+        return TlsResult(status="handshake_failed", address=address, error=str(exc))
     try:
         with handshake(address, result.endpoint.dial_port, sni, ctx, timeout) as tls:
             cert: dict[str, Any] = dict(tls.getpeercert() or {})
@@ -93,7 +87,7 @@ def _check(result: EndpointResult, address: str, security: Security, timeout: fl
     except ssl.SSLCertVerificationError as exc:
         trusted = False
         error = exc.verify_message or str(exc)
-        cert = unverified_cert(address, result.endpoint.dial_port, sni, timeout)
+        cert = unverified_cert(address, result.endpoint.dial_port, sni, timeout, security)
     except (ssl.SSLError, OSError) as exc:
         timed_out = isinstance(exc, (TimeoutError, socket.timeout))
         if timed_out and deadline_cut:

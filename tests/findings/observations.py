@@ -98,12 +98,14 @@ def topic(name: str, *partitions: tuple[int, Sequence[int], int]) -> TopicInfo:
 def dead_boot(
     address: str, status: BootstrapStatus, error: str, *, protocol: Protocol | None = None,
     tls_failure: TlsFailure | None = None, speaks_tls: bool | None = None, sasl_mechanisms: Sequence[str] = (),
-    sasl_mechanism: str | None = None, token_unavailable: bool = False,
+    sasl_mechanism: str | None = None, token_unavailable: bool = False, wanted_protocol: Protocol | None = None,
+    tls_alert: str | None = None,
 ) -> BootstrapResult:
     """A bootstrap that gave no metadata, as kprobe.probe.bootstrap records it."""
     return BootstrapResult(address=address, status=status, error=error, ms=2000.4, protocol=protocol,
                            tls_failure=tls_failure, speaks_tls=speaks_tls, sasl_mechanisms=tuple(sasl_mechanisms),
-                           sasl_mechanism=sasl_mechanism, token_unavailable=token_unavailable)
+                           sasl_mechanism=sasl_mechanism, token_unavailable=token_unavailable,
+                           wanted_protocol=wanted_protocol, tls_alert=tls_alert)
 
 
 def resolved(host: str, *addresses: str, source: DnsSource = "system", in_hosts_file: bool = False,

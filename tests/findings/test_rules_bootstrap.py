@@ -113,6 +113,101 @@ CASES: list[Case] = [
               ("SECURITY_PROTOCOL_MISMATCH", None, "fix", "security.protocol=PLAINTEXT")],
         never_says=[("SECURITY_PROTOCOL_MISMATCH", None, "message", "Amazon MSK")],
     ),
+    # Issue 28: the listener says which security.protocol it wants (kprobe.probe.bootstrap asks it again);
+    # the address and port were right, so nothing may send the user to them.
+    case(
+        "plaintext-sent-to-a-sasl-plaintext-listener",
+        [dead_boot("kafka-sasl:9094", "error", "connection closed by the broker before a full response; asked on a new "
+                   "connection, the listener answered SaslHandshake with its mechanisms PLAIN: it is a SASL_PLAINTEXT "
+                   "listener", protocol="PLAINTEXT", wanted_protocol="SASL_PLAINTEXT", sasl_mechanisms=["PLAIN"])],
+        [],
+        [("SECURITY_PROTOCOL_MISMATCH", "error", None, None)],
+        says=[("SECURITY_PROTOCOL_MISMATCH", None, "message", "you sent plaintext Kafka without SASL "
+               "(security.protocol=PLAINTEXT) to a SASL_PLAINTEXT listener"),
+              ("SECURITY_PROTOCOL_MISMATCH", None, "message", "it listed its SASL mechanisms (PLAIN)"),
+              ("SECURITY_PROTOCOL_MISMATCH", None, "fix",
+               "Set security.protocol=SASL_PLAINTEXT and sasl.mechanism=PLAIN"),
+              ("SECURITY_PROTOCOL_MISMATCH", None, "fix", "SASL_PLAINTEXT://kafka-sasl:9094")],
+        never_says=[("SECURITY_PROTOCOL_MISMATCH", None, "fix", "address and port"),
+                    ("SECURITY_PROTOCOL_MISMATCH", None, "message", "address and port")],
+    ),
+    case(
+        "ssl-sent-to-an-msk-scram-port-lists-every-mechanism",
+        [dead_boot("b-1.demo.kafka.us-east-1.amazonaws.com:9096", "error", "connection closed by the broker before a "
+                   "full response", protocol="SSL", wanted_protocol="SASL_SSL",
+                   sasl_mechanisms=["SCRAM-SHA-512", "SCRAM-SHA-256"])],
+        [],
+        [("SECURITY_PROTOCOL_MISMATCH", "error", None, None)],
+        says=[("SECURITY_PROTOCOL_MISMATCH", None, "message", "you sent TLS without SASL (security.protocol=SSL) to a "
+               "SASL_SSL listener, which answered ApiVersions, then closed the connection"),
+              ("SECURITY_PROTOCOL_MISMATCH", None, "message", "Port 9096 is Amazon MSK's SASL/SCRAM port"),
+              ("SECURITY_PROTOCOL_MISMATCH", None, "fix", "sasl.mechanism to one of SCRAM-SHA-512, SCRAM-SHA-256")],
+        never_says=[("SECURITY_PROTOCOL_MISMATCH", None, "fix", "ssl.ca.location")],
+    ),
+    case(
+        "sasl-sent-to-a-plaintext-listener",
+        [dead_boot("kafka0:9092", "error", "the listener answered SaslHandshake with ILLEGAL_SASL_STATE, as a listener "
+                   "without SASL does: it is a PLAINTEXT listener, and you sent SASL_PLAINTEXT",
+                   protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", wanted_protocol="PLAINTEXT")],
+        [],
+        [("SECURITY_PROTOCOL_MISMATCH", "error", None, None)],
+        says=[("SECURITY_PROTOCOL_MISMATCH", None, "message", "you sent SASL in plaintext "
+               "(security.protocol=SASL_PLAINTEXT) to a PLAINTEXT listener"),
+              ("SECURITY_PROTOCOL_MISMATCH", None, "message", "ILLEGAL_SASL_STATE"),
+              ("SECURITY_PROTOCOL_MISMATCH", None, "fix",
+               "Set security.protocol=PLAINTEXT, without the sasl.* settings")],
+        never_says=[("SECURITY_PROTOCOL_MISMATCH", None, "fix", "address and port"),
+                    ("SECURITY_PROTOCOL_MISMATCH", None, "fix", "sasl.mechanism=")],
+    ),
+    case(
+        "sasl-ssl-sent-to-an-ssl-listener",
+        [dead_boot("broker.tls.kprobe.test:9093", "error",
+                   "the listener answered SaslHandshake with ILLEGAL_SASL_STATE, as a listener without SASL does: "
+                   "it is an SSL listener, and you sent SASL_SSL",
+                   protocol="SASL_SSL", sasl_mechanism="PLAIN", wanted_protocol="SSL")],
+        [],
+        [("SECURITY_PROTOCOL_MISMATCH", "error", None, None)],
+        says=[("SECURITY_PROTOCOL_MISMATCH", None, "message", "(security.protocol=SASL_SSL) to an SSL listener"),
+              ("SECURITY_PROTOCOL_MISMATCH", None, "fix", "Set security.protocol=SSL")],
+    ),
+    case(
+        "plaintext-sent-to-a-sasl-ssl-listener-names-the-ca-too",
+        [dead_boot("kafka-sasl:9095", "error", "the listener answered with TLS: it expects a TLS handshake first",
+                   speaks_tls=True, wanted_protocol="SASL_SSL", sasl_mechanisms=["PLAIN"])],
+        [],
+        [("SECURITY_PROTOCOL_MISMATCH", "error", None, None)],
+        says=[("SECURITY_PROTOCOL_MISMATCH", None, "message", "to a SASL_SSL listener, which answered with TLS"),
+              ("SECURITY_PROTOCOL_MISMATCH", None, "fix", "Set security.protocol=SASL_SSL and sasl.mechanism=PLAIN"),
+              ("SECURITY_PROTOCOL_MISMATCH", None, "fix", "ssl.ca.location")],
+        never_says=[("SECURITY_PROTOCOL_MISMATCH", None, "fix", "SASL_SSL if the listener also wants SASL")],
+    ),
+    case(
+        "tls-without-the-client-certificate-a-listener-requires",
+        [dead_boot("broker.tls.kprobe.test:9093", "error", "the broker ended TLS with the alert \"bad certificate\": "
+                   "[SSL: SSLV3_ALERT_BAD_CERTIFICATE] sslv3 alert bad certificate (_ssl.c:2580)", protocol="SSL",
+                   tls_failure="client_certificate_required", tls_alert="bad certificate")],
+        [],
+        [("CLIENT_CERTIFICATE_REQUIRED", "error", None, None)],
+        says=[("CLIENT_CERTIFICATE_REQUIRED", None, "message", "the listener requires a client certificate"),
+              ("CLIENT_CERTIFICATE_REQUIRED", None, "message", "\"bad certificate\""),
+              ("CLIENT_CERTIFICATE_REQUIRED", None, "fix", "ssl.keystore.location"),
+              ("CLIENT_CERTIFICATE_REQUIRED", None, "fix", "ssl.certificate.location and ssl.key.location")],
+        never_says=[("CLIENT_CERTIFICATE_REQUIRED", None, "fix", "address and port"),
+                    ("CLIENT_CERTIFICATE_REQUIRED", None, "message", "did not answer in time")],
+    ),
+    case(
+        "tls-with-a-client-certificate-from-a-ca-the-listener-does-not-trust",
+        [dead_boot("broker.tls.kprobe.test:9093", "error",
+                   "the broker ended TLS with the alert \"certificate unknown\": "
+                   "[SSL: SSLV3_ALERT_CERTIFICATE_UNKNOWN] sslv3 alert certificate unknown (_ssl.c:2580)",
+                   protocol="SSL", tls_failure="client_certificate_refused", tls_alert="certificate unknown")],
+        [],
+        [("CLIENT_CERTIFICATE_REFUSED", "error", None, None)],
+        says=[("CLIENT_CERTIFICATE_REFUSED", None, "message", "the listener refused the client certificate sent"),
+              ("CLIENT_CERTIFICATE_REFUSED", None, "message", "not in the listener's truststore"),
+              ("CLIENT_CERTIFICATE_REFUSED", None, "fix", "ssl.truststore.location")],
+        never_says=[("CLIENT_CERTIFICATE_REFUSED", None, "fix", "address and port")],
+    ),
     case(
         "oidc-token-endpoint-refuses-the-client-secret",
         [dead_boot("kafka.example.com:9093", "auth_failed",

@@ -145,6 +145,8 @@ def test_every_scenario_survives_the_trip_through_the_environment(name):
         for key, value in props.items():
             if key.endswith("ssl.keystore.location"):
                 assert value.startswith(SECRETS_DIR + "/") and value.endswith(".keystore.pem")
+            if key.endswith("ssl.truststore.location"):  # a listener with ssl.client.auth (tls: SSL_MTLS)
+                assert value == f"{SECRETS_DIR}/ca.pem"
 
 
 def test_publishing_fallback_only_for_a_missing_address():
