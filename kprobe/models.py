@@ -446,6 +446,9 @@ class Identity:
     unfinished: bool = False
     # What answers is a KRaft controller listener (its ApiVersions lists raft RPCs and no Metadata).
     kraft_controller: bool = False
+    # The listener refused the client's side of TLS (client_certificate_required or _refused): with TLS 1.3
+    # the broker's alert comes only at the first request, after a handshake the TLS check saw succeed.
+    tls_failure: TlsFailure | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

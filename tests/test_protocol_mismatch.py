@@ -176,6 +176,24 @@ def test_the_client_certificate_is_sent_at_the_bootstrap_and_at_every_endpoint(t
                                                                                               "match")
 
 
+def test_an_advertised_endpoint_that_requires_a_client_certificate(tls_lab, tmp_path):
+    """The bootstrap takes no client certificate; its advertised endpoint leads (--connect-to, as a NAT rule
+    would) to the listener that requires one. The TLS 1.3 handshake there succeeds, so only the identity
+    request meets the broker's alert: named at that endpoint, not left as "identity not checked"."""
+    good = tls_lab.bootstrap("SSL_GOOD")
+    mtls_endpoint = tls_lab.real_endpoint("SSL_MTLS")
+    code, data, _ = probe(tmp_path, "-b", good, "--nameserver", tls_lab.nameserver("clients"), "-X",
+                          "security.protocol=SSL", "-X", f"ssl.ca.location={tls_lab.ca_file}",
+                          "--connect-to", f"{good}={mtls_endpoint}")
+    assert code == 1
+    [endpoint] = data["endpoints"]
+    assert (endpoint["tls"]["status"], endpoint["identity"]["tls_failure"]) == ("ok", "client_certificate_required")
+    assert [f["code"] for f in data["findings"]] == ["CLIENT_CERTIFICATE_REQUIRED", "REMAPPED_ENDPOINTS"]
+    found = data["findings"][0]
+    assert (found["node_id"], found["endpoint"]) == (0, good)
+    assert "requires a client certificate" in found["message"] and "ssl.keystore.location" in found["fix"]
+
+
 def test_the_client_certificate_from_memory_never_reaches_the_output(tls_lab, tmp_path):
     """ssl.certificate.pem and ssl.key.pem (what a Java keystore becomes): loaded through a memory file."""
     key, certificate = Path(tls_lab.client_key_file).read_text(), Path(tls_lab.client_cert_file).read_text()

@@ -50,7 +50,7 @@ def _sends(protocol: str) -> str:
     if sasl:
         return "SASL inside TLS" if tls else "SASL in plaintext"
     return "TLS without SASL" if tls else "plaintext Kafka without SASL"
-_CLIENT_KEY_FIX = ("Give the client a certificate and key signed by a CA the listener trusts: Java clients "
+CLIENT_KEY_FIX = ("Give the client a certificate and key signed by a CA the listener trusts: Java clients "
                    "ssl.keystore.location (with ssl.keystore.password and ssl.key.password, or ssl.keystore.type=PEM), "
                    "librdkafka and kprobe ssl.certificate.location and ssl.key.location (ssl.key.password if the key "
                    "is encrypted).")
@@ -135,7 +135,7 @@ def _client_certificate(b: BootstrapResult, consequence: str) -> Finding:
             f"required) and the client sent none ({b.error}). Every client without a certificate this listener "
             "trusts fails here; with TLS 1.3 the alert comes after the handshake, at the first request, so clients "
             f"often report a closed connection rather than a TLS error. {consequence}",
-            _CLIENT_KEY_FIX + " Or, if this listener should not require them, set its ssl.client.auth to none "
+            CLIENT_KEY_FIX + " Or, if this listener should not require them, set its ssl.client.auth to none "
             "(listener.name.<listener>.ssl.client.auth).", bootstrap=b.address)
     return finding(
         "CLIENT_CERTIFICATE_REFUSED", ERROR,

@@ -50,8 +50,9 @@ CATALOGUE: dict[str, Kind] = {
         "SASL state."),
     "CLIENT_CERTIFICATE_REQUIRED": Kind(
         "bootstrap", (ERROR,), "The listener requires a client certificate and none was sent",
-        "Clients without a certificate fail at their first request (TLS alert \"bad certificate\" from Kafka, "
-        "\"certificate required\" from others; often seen as a closed connection)."),
+        "Clients without a certificate fail at their first request to that listener, at the bootstrap or at an "
+        "advertised endpoint (TLS alert \"bad certificate\" from Kafka, \"certificate required\" from others; often "
+        "seen as a closed connection)."),
     "CLIENT_CERTIFICATE_REFUSED": Kind(
         "bootstrap", (ERROR,), "The listener refused the client certificate sent",
         "Clients with that certificate fail at connect (TLS alert \"certificate unknown\", \"unknown ca\", ...)."),

@@ -19,7 +19,7 @@ from kprobe.findings.dns import dns_view_findings
 from kprobe.findings.identity import identity_findings
 from kprobe.findings.roundtrip import roundtrip_findings
 from kprobe.findings.shapes import shape_findings
-from kprobe.findings.tls import expiring_once, tls_findings
+from kprobe.findings.tls import client_certificate_findings, expiring_once, tls_findings
 from kprobe.models import BootstrapResult, ControllerBootstrapResult, EndpointResult, Finding, Roundtrip
 
 
@@ -46,6 +46,7 @@ def diagnose(
         per_endpoint.extend(advertised_findings(result, by_address))
         per_endpoint.extend(identity_findings(result, by_address))
         per_endpoint.extend(tls_findings(result))
+        per_endpoint.extend(client_certificate_findings(result))
         per_endpoint.extend(dns_view_findings(result))
     # What recurs at several endpoints with one cause and one fix is said once, naming them all (issue 20).
     findings.extend(merge_repeats(per_endpoint))
@@ -58,7 +59,8 @@ def diagnose(
     findings.extend(_incomplete(every, roundtrip))
     findings.extend(_remapped(every))
     unchecked = sorted({r.identity.detail or "" for r in every if r.identity and r.identity.status == "unchecked"
-                        and not r.identity.unfinished and not r.identity.kraft_controller})
+                        and not r.identity.unfinished and not r.identity.kraft_controller
+                        and r.identity.tls_failure is None})  # a refused client certificate has its own finding
     if unchecked:
         findings.append(finding(
             "IDENTITY_NOT_CHECKED", INFO,

@@ -13,6 +13,7 @@ import ipaddress
 import re
 from collections.abc import Sequence
 
+from kprobe.findings.bootstrap import CLIENT_KEY_FIX
 from kprobe.findings.catalogue import ERROR, WARNING, finding
 from kprobe.findings.common import Repeat, about, listed, source_of
 from kprobe.models import EndpointResult, Finding, TlsResult
@@ -66,6 +67,38 @@ def ip_held_as_text(host: str, tls: TlsResult) -> str | None:
     if held is None and tls.subject is not None and same(tls.subject):
         held = f"CN={tls.subject}"
     return held
+
+
+def client_certificate_findings(result: EndpointResult) -> list[Finding]:
+    """CLIENT_CERTIFICATE_REQUIRED or _REFUSED at an advertised endpoint, from the identity request's TLS alert.
+
+    The TLS check only completes a handshake, and with TLS 1.3 a listener with ssl.client.auth=required
+    completes it too: its alert comes at the first request, which the identity check makes. A bootstrap
+    that takes no client certificate may so advertise endpoints that require one (another listener's
+    port, a --connect-to target): clients bootstrap, then fail every connection to that broker.
+    """
+    identity = result.identity
+    if identity is None or identity.tls_failure not in ("client_certificate_required", "client_certificate_refused"):
+        return []
+    ep = result.endpoint
+    where = ep.hostport
+    if identity.tls_failure == "client_certificate_required":
+        return [finding(
+            "CLIENT_CERTIFICATE_REQUIRED", ERROR,
+            f"Broker {ep.node_id} advertises {where}, whose listener requires a client certificate "
+            f"(ssl.client.auth=required), and the client sent none ({identity.detail}). Clients bootstrap, then fail "
+            f"every connection to broker {ep.node_id}, often as a closed connection rather than a TLS error.",
+            f"{CLIENT_KEY_FIX} Or, if that listener should not require them, set its ssl.client.auth to none "
+            "(listener.name.<listener>.ssl.client.auth), or advertise a listener that takes this client as it is.",
+            node_id=ep.node_id, endpoint=where, bootstrap=source_of(result))]
+    return [finding(
+        "CLIENT_CERTIFICATE_REFUSED", ERROR,
+        f"Broker {ep.node_id} advertises {where}, whose listener refused the client certificate sent "
+        f"({identity.detail}): its CA is not in that listener's truststore, or it has expired or is not meant for "
+        f"clients. Clients bootstrap, then fail every connection to broker {ep.node_id}.",
+        "Use a client certificate signed by a CA that listener trusts, or add its CA to the listener's truststore "
+        "(listener.name.<listener>.ssl.truststore.location) and reload it.",
+        node_id=ep.node_id, endpoint=where, bootstrap=source_of(result))]
 
 
 def tls_findings(result: EndpointResult) -> list[Finding | Repeat]:

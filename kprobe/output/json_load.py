@@ -302,7 +302,7 @@ def _identity(o: _Obj, seen: dict[tuple[object, ...], AdvertisedBroker]) -> Iden
         status=o.word("status", get_args(IdentityStatus), required=True),
         node_id=o.integer("node_id"), detail=o.text("detail"), address=o.text("address"),
         advertised=None if advertised is None else _brokers(o, "advertised", seen), ms=o.number("ms"),
-        kraft_controller=o.flag("kraft_controller"),
+        kraft_controller=o.flag("kraft_controller"), tls_failure=o.word("tls_failure", get_args(TlsFailure)),
     )
 
 

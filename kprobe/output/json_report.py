@@ -117,7 +117,7 @@ def endpoint_dict(r: EndpointResult) -> dict[str, Any]:
         "identity": None if r.identity is None else {
             "status": r.identity.status, "node_id": r.identity.node_id, "detail": r.identity.detail,
             "address": r.identity.address, "ms": _round(r.identity.ms),
-            "kraft_controller": r.identity.kraft_controller,
+            "kraft_controller": r.identity.kraft_controller, "tls_failure": r.identity.tls_failure,
             "advertised": None if r.identity.advertised is None else [
                 {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in r.identity.advertised
             ],

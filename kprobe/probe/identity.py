@@ -81,6 +81,8 @@ def identity_failed(exc: WireError, address: str, port: int, ms: float) -> Ident
     or overloaded): clients fail all the same, so it is a finding of its own, `silent`, and not a
     claim about what listens. The run's own deadline proves nothing.
     """
+    if exc.tls_failure in ("client_certificate_required", "client_certificate_refused"):
+        return Identity(status="unchecked", detail=str(exc), address=address, ms=ms, tls_failure=exc.tls_failure)
     if exc.kind == "protocol":
         return Identity(status="not_kafka", detail=str(exc), address=address, ms=ms)
     if exc.kind in ("closed", "timeout") and not exc.deadline:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pytest
 from observations import Case, Expected, Phrase, boot, case, check, endpoint, params
 
-from kprobe.models import EndpointResult, TcpStatus, TlsResult, TlsStatus
+from kprobe.models import EndpointResult, Identity, TcpStatus, TlsResult, TlsStatus
 
 BOOT = "broker.tls.kprobe.test:9093"
 GOOD_NAMES = ("broker.tls.kprobe.test",)
@@ -85,8 +85,24 @@ def ip_cert(host: str, sans: tuple[str, ...], **fields: object) -> TlsResult:
     base.update(fields)
     return TlsResult(status="hostname_mismatch", **base)
 
+def refused_client(host: str, failure: str, alert: str) -> Case:
+    """The endpoint's TLS check passed (TLS 1.3), then its identity request met the broker's alert."""
+    b = boot(BOOT, connected_to="192.0.2.30", advertises=[(0, host, 9093)], node_id=0, protocol="SSL")
+    detail = f'the broker ended TLS with the alert "{alert}": [SSL] (_ssl.c:2580)'
+    ep = endpoint(0, host, 9093, BOOT, dns=["192.0.2.30"], tls=cert("ok"),
+                  identity=Identity(status="unchecked", detail=detail, address="192.0.2.30", tls_failure=failure))
+    code = "CLIENT_CERTIFICATE_REQUIRED" if failure == "client_certificate_required" else "CLIENT_CERTIFICATE_REFUSED"
+    return case(f"endpoint-{failure}", [b], [ep], [(code, "error", 0, f"{host}:9093")],
+                says=[(code, 0, "message", f'alert "{alert}"'), (code, 0, "message", "Clients bootstrap, then fail")],
+                never_says=[(code, 0, "fix", "DescribeConfigs")])
+
+
 CASES: list[Case] = [
     tls_case("good-certificate", "broker.tls.kprobe.test", cert("ok"), []),
+    # A listener requiring (or refusing) the client certificate behind a bootstrap that takes the client as it is:
+    # its own finding, and no IDENTITY_NOT_CHECKED with a DescribeConfigs fix.
+    refused_client("broker.tls.kprobe.test", "client_certificate_required", "bad certificate"),
+    refused_client("broker.tls.kprobe.test", "client_certificate_refused", "certificate unknown"),
     tls_case(
         "certificate-names-another-host",
         INTERNAL, cert("hostname_mismatch", hostname_ok=False),
