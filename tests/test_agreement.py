@@ -116,6 +116,10 @@ def cases_for(scenario: str, lab: Any) -> list[Case]:
         for listener in ("SSL_GOOD", "SSL_INTERNAL_NAME", "SSL_EXPIRING", "SSL_OTHER_CA", "SSL_FORWARD",
                          "SSL_TO_PLAIN", "SSL_IP_AS_DNS"):
             each_view(listener, lab.bootstrap(listener), _tls(lab))
+        # A client that does not check host names (Java: an empty ssl.endpoint.identification.algorithm) gets past
+        # the certificate naming another host: kprobe judges it as that client does (a warning, exit 0).
+        each_view("SSL_INTERNAL_NAME without the name check", lab.bootstrap("SSL_INTERNAL_NAME"), _merge(_tls(lab), (
+            {"ssl.endpoint.identification.algorithm": "none"}, {"ssl.endpoint.identification.algorithm": ""})))
         # ssl.client.auth=required: the client certificate from a keystore (PKCS12, made by openssl as people do).
         each_view("SSL_MTLS", lab.bootstrap("SSL_MTLS"), _merge(_tls(lab), (
             {"ssl.certificate.location": lab.client_cert_file, "ssl.key.location": lab.client_key_file},
