@@ -49,6 +49,12 @@ def test_java_file_as_it_is_and_no_secret_anywhere(scram_lab, tmp_path):
     assert [b["status"] for b in report["bootstraps"]] == ["ok"]
     assert report["settings"]["properties"]["sasl.jaas.config"] == "[redacted]"
     assert b"acks is not used by kprobe" in done.stderr  # named, once, on stderr
+    # kprobe list takes the same file (its listing through kprobe's own client, as kcat -L -F would)
+    listed = subprocess.run([sys.executable, "-m", "kprobe", "list", "--command-config", str(good), *ns, "--json"],
+                            capture_output=True, timeout=60, check=False)
+    assert listed.returncode == 0, listed.stderr
+    assert [b["id"] for b in json.loads(listed.stdout)["brokers"]] == [0]
+    runs.append(listed)
     bad = run("-F", str(wrong), *ns, "--json", "-v", "-o", str(tmp_path / "wrong.json"))
     bad_report = json.loads(bad.stdout)
     assert bad.returncode == 3 and [f["code"] for f in bad_report["findings"]] == ["AUTH_FAILED"]
