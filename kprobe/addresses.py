@@ -10,7 +10,8 @@ import ipaddress
 import re
 from typing import Literal
 
-_HOST_CHARS = re.compile(r"^[A-Za-z0-9._:\[\]-]+$")
+# fullmatch: `$` would let a trailing newline through (`kafka-1\n` sent to the resolver as it is).
+_HOST_CHARS = re.compile(r"[A-Za-z0-9._:\[\]-]+")
 
 
 def format_hostport(host: str, port: int) -> str:
@@ -59,7 +60,7 @@ def host_problem(host: str) -> str | None:
         return "the host is empty"
     if len(host) > 253:
         return f"the host is {len(host)} characters long (a DNS name has at most 253)"
-    if not _HOST_CHARS.match(host):
+    if not _HOST_CHARS.fullmatch(host):
         return "the host contains characters no host name or address has"
     return None
 

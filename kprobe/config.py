@@ -29,7 +29,11 @@ if TYPE_CHECKING:
     from kprobe.clientprops.load import ClientProperties
 
 DEFAULT_PORT = 9092
-_HOST_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$")
+# Used with fullmatch, and `\Z` in the look-ahead: `$` also matches before a trailing newline, so
+# `kafka-1\n` would pass as a host name (and be sent to the resolver as it is).
+_HOST_RE = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?")
+# ASCII digits only: str.isdigit() also says yes to `²` and `٣`, which int() then refuses or reads.
+_PORT_RE = re.compile(r"[0-9]+")
 
 
 def parse_address(text: str) -> BootstrapAddress:
@@ -78,21 +82,24 @@ def parse_address(text: str) -> BootstrapAddress:
 
 def _valid_host(host: str) -> bool:
     """A host name as resolvers accept it: 1-63 character labels, no leading or trailing dash."""
-    if not _HOST_RE.match(host):
+    if not _HOST_RE.fullmatch(host):
         return False
     labels = host.rstrip(".").split(".")
     return all(0 < len(label) <= 63 and not label.startswith("-") and not label.endswith("-") for label in labels)
 
 
 def parse_port(text: str, context: str) -> int:
-    """A TCP port 1-65535, or a UsageError that quotes the input."""
-    if not text.isdigit():
-        raise UsageError(f"bad port in {context!r}: {text!r} is not a number: "
+    """A TCP port 1-65535, or a UsageError that quotes the input (cut short when it is long)."""
+    context = context if len(context) <= 80 else context[:77] + "..."
+    if not _PORT_RE.fullmatch(text):
+        raise UsageError(f"bad port in {context!r}: {text[:20]!r} is not a number: "
                          "give a port between 1 and 65535")
-    port = int(text)
-    if not 1 <= port <= 65535:
-        raise UsageError(f"bad port in {context!r}: {port} is outside 1-65535: give a port between 1 and 65535")
-    return port
+    digits = text.lstrip("0") or "0"
+    # Past five digits it is out of range whatever it says (and int() refuses 4,300 digits and more).
+    if len(digits) > 5 or not 1 <= int(digits) <= 65535:
+        shown = digits if len(digits) <= 12 else digits[:9] + "..."
+        raise UsageError(f"bad port in {context!r}: {shown} is outside 1-65535: give a port between 1 and 65535")
+    return int(digits)
 
 
 def parse_addresses(values: Iterable[str]) -> list[BootstrapAddress]:

@@ -56,7 +56,7 @@ WILDCARDS = ("0.0.0.0", "::", "[::]")
 # A host Kafka fills in itself when a listener's host is empty: the machine's canonical name.
 OWN_HOSTNAME = "<the broker's own host name>"
 
-_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)://(?P<host>\[[^\]]*\]|[^:/\[\]]*):(?P<port>-?[0-9]+)$")
+_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)://(?P<host>\[[^\]]*\]|[^:/\[\]]*):(?P<port>-?[0-9]{1,9})\Z")
 
 
 @dataclass(frozen=True, kw_only=True)

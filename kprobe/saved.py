@@ -26,6 +26,13 @@ from kprobe.errors import BadReport, UsageError
 from kprobe.output.json_load import check_schema
 
 SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
+# The most a report, or a line of a JSON Lines stream, may take once decompressed. The JSON report of
+# a 200-broker cluster is 1.5 MB (docs/performance.md); a gzip file of 200 KB can hold 200 MB of
+# zeros, and read whole it would take gigabytes once parsed. Past this, the file is refused.
+MAX_REPORT_BYTES = 64 * 1024 * 1024
+_CHUNK = 1024 * 1024
+# What bytes.strip() strips: a line of only these is blank, and a run of them is skipped in one pass.
+_BLANK_RUN = re.compile(rb"[ \t\n\r\x0b\x0c]*")
 # `--out` names: <vantage>-<YYYYMMDDTHHMMSS.mmmZ>-<id>.json (kprobe.output.files.report_path).
 _STAMP = re.compile(r"-(\d{8}T\d{6}(?:\.\d+)?Z)-[0-9a-f-]{36}\.json")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -215,32 +222,40 @@ class Reader:
             self.skips.add("file", where, why)
 
     def _documents(self, text: IO[bytes], where: str, *, named: bool) -> Iterator[Saved]:
-        """JSON Lines when the name says so or the first line is a whole JSON value; otherwise one document."""
+        """JSON Lines when the name says so or the first line is a whole JSON value; otherwise one document.
+
+        Nothing is read past MAX_REPORT_BYTES of one report or one line (decompressed): a gzip bomb
+        is refused after that much, in one line, and the other files go on.
+        """
+        lines = _Lines(text)
         if where.endswith((".jsonl", ".jsonl.gz")):
-            yield from self._lines(enumerate(text, 1), where, named=named)
+            yield from self._lines(lines, where, named=named)
             return
-        head: list[bytes] = []
-        for line in text:
-            head.append(line)
-            if line.strip():
-                break
-        if not head or not head[-1].strip():
+        try:
+            first = next(lines, None)
+        except _TooBig:
+            self._bad(where, _too_big("it is"), named=named)
+            return
+        if first is None:
             self._bad(where, "it is empty", named=named)
             return
         try:
-            json.loads(head[-1])
+            _parse(first[1])
         except ValueError:  # an indented document, or a broken one: read it whole
-            whole = b"".join(head) + text.read()
             try:
-                value = json.loads(whole)
+                whole = b"\n" * (first[0] - 1) + first[1] + lines.rest(MAX_REPORT_BYTES - lines.consumed)
+            except _TooBig:
+                self._bad(where, _too_big("it is"), named=named)
+                return
+            try:
+                value = _parse(whole)
             except ValueError as exc:
                 self._bad(where, _json_problem(exc, whole), named=named)
                 return
             if self._is_report(value, where, named=named):
                 yield Saved(where, value, named=named)
             return
-        lines = itertools.chain(enumerate(head, 1), enumerate(text, len(head) + 1))
-        yield from self._lines(lines, where, named=named)
+        yield from self._lines(itertools.chain([first], lines), where, named=named)
 
     def _lines(self, lines: Iterator[tuple[int, bytes]], where: str, *, named: bool) -> Iterator[Saved]:
         """JSON Lines (`watch --format json`, a topic dumped by a console consumer): bad lines skipped, counted.
@@ -250,11 +265,16 @@ class Reader:
         good = 0
         bad: list[tuple[str, str]] = []
         pending: Saved | None = None  # held until a second line shows this is a stream of many
-        for number, line in lines:
-            if not line.strip():
-                continue
+        while True:
             try:
-                value: object = json.loads(line)
+                number, line = next(lines)
+            except StopIteration:
+                break
+            except _TooBig as exc:  # the rest of the file is not read: a line this long is no report
+                bad.append((f"{where}:{exc.number}", _too_big("the line is", rest=True)))
+                break
+            try:
+                value: object = _parse(line)
                 problem = _problem(value)
             except ValueError as exc:
                 value, problem = None, _json_problem(exc, line)
@@ -290,6 +310,119 @@ class Reader:
         self.skips.add("file", where, why)
 
 
+class _TooBig(Exception):
+    """A report or a line past MAX_REPORT_BYTES; `number` is the line it starts on."""
+
+    def __init__(self, number: int) -> None:
+        super().__init__(number)
+        self.number = number
+
+
+class _TooDeep(ValueError):
+    """JSON nested deeper than the parser's recursion allows (thousands of `[`): no report is."""
+
+
+def _too_big(what: str, *, rest: bool = False) -> str:
+    """The refusal of a report or line past MAX_REPORT_BYTES, in words."""
+    unread = ", and the rest of the file is not read" if rest else ""
+    return (f"{what} bigger than {MAX_REPORT_BYTES // (1024 * 1024)} MiB once decompressed, more than any kprobe "
+            f"report{unread} (a gzip bomb?): give a report kprobe wrote")
+
+
+def _parse(data: bytes) -> Any:
+    """json.loads, with a RecursionError (a document nested 20,000 deep) as a ValueError like any bad JSON."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise _TooDeep("nested too deep") from None
+
+
+class _Lines:
+    """The lines of a byte stream that are not blank, as (line number, bytes), none longer than MAX_REPORT_BYTES.
+
+    Read in chunks: a run of blank lines is skipped by one regular-expression pass per chunk rather
+    than a Python loop per line, and counts towards the line after it, so 200 MB of newlines is
+    refused as one line too long instead of being read to its end. A line that grows past the bound
+    raises _TooBig before more of it is read. `consumed` counts every byte handed out or skipped,
+    so that a whole document can be held to the same bound (`rest`).
+    """
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.buf = b""
+        self.pos = 0
+        self.number = 1  # the line that starts at pos
+        self.consumed = 0
+        self.blank = 0  # blank bytes since the last line
+        self.done = False
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        return self
+
+    def _fill(self) -> bool:
+        chunk = self.raw.read(_CHUNK)
+        if not chunk:
+            self.done = True
+            return False
+        self.buf, self.pos = chunk, 0
+        return True
+
+    def __next__(self) -> tuple[int, bytes]:
+        while True:  # skip blank lines, counting them
+            end = _BLANK_RUN.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            self.number += self.buf.count(b"\n", self.pos, end)
+            self.consumed += end - self.pos
+            self.blank += end - self.pos
+            self.pos = end
+            if self.blank > MAX_REPORT_BYTES:
+                raise _TooBig(self.number)
+            if self.pos < len(self.buf):
+                break
+            if self.done or not self._fill():
+                raise StopIteration
+        number = self.number
+        newline = self.buf.find(b"\n", self.pos)
+        if newline >= 0:
+            line = self.buf[self.pos:newline + 1]
+            self.pos = newline + 1
+        else:
+            parts = [self.buf[self.pos:]]
+            size = self.blank + len(parts[0])
+            self.buf, self.pos = b"", 0
+            while size <= MAX_REPORT_BYTES and self._fill():
+                newline = self.buf.find(b"\n")
+                taken = self.buf if newline < 0 else self.buf[:newline + 1]
+                parts.append(taken)
+                size += len(taken)
+                self.pos = len(taken)
+                if newline >= 0:
+                    break
+            if size > MAX_REPORT_BYTES:  # refused before the parts are joined: no second copy
+                raise _TooBig(number)
+            line = b"".join(parts)
+        self.consumed += len(line)
+        if self.blank + len(line) > MAX_REPORT_BYTES:
+            raise _TooBig(number)
+        self.blank = 0
+        self.number += 1
+        return number, line
+
+    def rest(self, limit: int) -> bytes:
+        """Everything not yet read, as it is (blank lines kept); _TooBig past `limit` bytes."""
+        parts = [self.buf[self.pos:]]
+        size = len(parts[0])
+        self.buf, self.pos = b"", 0
+        while size <= limit and not self.done:
+            chunk = self.raw.read(min(_CHUNK, limit + 1 - size))
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise _TooBig(self.number)
+        return b"".join(parts)
+
+
 def _problem(value: object) -> str | None:
     """Why a parsed JSON value is not a readable report, or None when it is one."""
     try:
@@ -301,6 +434,8 @@ def _problem(value: object) -> str | None:
 
 def _json_problem(exc: ValueError, text: bytes) -> str:
     """A JSON error in words: a document that stops early was most likely cut short (a full disk, a copy)."""
+    if isinstance(exc, _TooDeep):
+        return "not a report: its JSON is nested thousands of levels deep: give a report kprobe wrote"
     pos = getattr(exc, "pos", None)
     msg = str(getattr(exc, "msg", None) or exc)
     if msg.startswith("Unterminated string") or (isinstance(pos, int) and not text[pos:].strip()):

@@ -124,3 +124,77 @@ def test_the_job_writes_the_page_end_to_end(spark, tmp_path):
     rows = spark.read.parquet(str(tmp_path / "out" / "parquet" / "endpoint_vantage")).count()
     assert result["svgs"] == 2 and result["cells"] == rows == 2 * 3 * 3  # 2 clusters x 3 brokers x 3 vantages
     assert result["pageWidth"] <= result["viewport"]
+
+
+# -- issue 29, item 1: strings that end or swallow a <script> element ----------------------------------------
+
+# Each breaks a page that escapes only `</`: `<!--<script` sends the HTML parser into its double-escaped
+# state (the drawing script is swallowed), `</script>` in any case ends the data element early. Numbered,
+# so that every one is found in exactly its place in the DOM.
+SCRIPT_BREAKERS = ["<!--<script", "</script>", "]]>", "<![CDATA[", "</SCRIPT >", "<!--", "-->", "<script>alert(1)</script>",
+                   "&lt;&amp;", '"><img src=x onerror=alert(1)>', "\u2028\u2029`${1}`"]
+# Appended to a copy of the page: the page's data as the browser parsed it and the text it drew, with every
+# character outside printable ASCII (and <, >, &) as a \\u escape, so the dumped DOM needs no unescaping.
+DOM_PROBE = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const texts = sel => [...document.querySelectorAll(sel)].map(e => e.textContent);
+  const out = {drawn: document.body.dataset.drawn === "1",
+    data: JSON.parse(document.getElementById("kprobe-data").textContent),
+    vantages: texts(".matrix th.v"), endpoints: texts(".matrix tbody th.ep"),
+    gaps: [...document.querySelectorAll("#gaps tbody tr")].map(tr => [...tr.cells].map(td => td.textContent)),
+    matrixSummaries: texts("#matrices summary"), timelineSummaries: texts("#timelines summary"),
+    legend: texts(".legend li"), scripts: document.scripts.length, images: document.querySelectorAll("img").length,
+    detail: (() => { document.querySelector(".matrix td[data-e]").click(); return document.getElementById("detail").textContent; })()};
+  const pre = document.createElement("pre"); pre.id = "dom-result";
+  pre.textContent = JSON.stringify(out).replace(/[^\\x20-\\x7e]|[<>&]/g, c => "\\\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  document.body.appendChild(pre);
+}, 200));
+</script>"""
+
+
+def _hostile_data() -> tuple[dict, dict]:
+    """One cluster whose every string a remote vantage or broker controls is one of SCRIPT_BREAKERS."""
+    h = [f"{s}#{i}" for i, s in enumerate(SCRIPT_BREAKERS * 2)]
+    data = {"clusters": [{
+        "id": h[0], "endpoints": [[1, f"{h[1]}:9092"], [-1, f"{h[2]}:9093"]], "vantages": [h[3], h[4], h[5]],
+        "cells": [[0, 0, 10, 5, 1, 1_795_000_000, 1_794_900_000, {h[6]: 5}],
+                  [0, 1, 10, 10, 0, 1_795_000_000, 1_794_900_000, {}],
+                  [1, 2, 10, 0, 2, 1_795_000_000, 1_794_900_000, {h[7]: 10}]],
+        "timeline": {"hours": [1_794_900_000, 1_794_903_600], "average": [0.5, 1.0], "vantages": 3,
+                     "series": [{"vantage": h[3], "rates": [0.5, 1.0]}, {"vantage": h[5], "rates": [0.0, None]}]}}],
+        "statuses": ["ok", h[8], h[9]], "bootstrap_node": -1}
+    counts = {"reports": 3, "observations": 30, "input_records": 5, "duplicates": 1, "quarantined": 1,
+              "quarantine_reasons": {h[10]: 1, h[11]: 2}, "reports_in_window": 3, h[12]: h[13]}
+    return data, counts
+
+
+def test_script_breaking_strings_in_every_field_leave_the_page_drawn(tmp_path):
+    data, counts = _hostile_data()
+    html = render_page(data, counts)
+    assert html.count("<script") == 2 and html.count("</script>") == 2  # the page's own two, nothing from the data
+    probed = tmp_path / "probed.html"
+    probed.write_text(html.replace("</body></html>", DOM_PROBE + "</body></html>"))
+    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
+                           "--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    match = re.search(r'<pre id="dom-result">(.*?)</pre>', done.stdout, re.S)
+    assert match, "the page's scripts never ran: " + done.stdout[-1500:]
+    dom = json.loads(match.group(1))
+    assert dom["drawn"] and "Uncaught" not in done.stderr, done.stderr[-2000:]
+    # The browser parsed back exactly the data that went in, every hostile string intact.
+    assert dom["data"] == json.loads(json.dumps({**data, "counts": counts}))
+    cl = data["clusters"][0]
+    (node1, ep1), (_, ep2) = cl["endpoints"]
+    # Drawn as text in exactly their places: vantage headers, endpoint rows, gap rows, summaries, legend.
+    assert dom["vantages"] == cl["vantages"]
+    assert dom["endpoints"] == [f"broker {node1} {ep1}", f"bootstrap {ep2}"]
+    assert [row[1:5] + row[6:7] for row in dom["gaps"]] == [
+        [cl["id"], "bootstrap", ep2, cl["vantages"][2], data["statuses"][2]],
+        [cl["id"], f"broker {node1}", ep1, cl["vantages"][0], data["statuses"][1]]]
+    assert dom["matrixSummaries"] == [f"cluster {cl['id']}: 2 endpoints \u00d7 3 vantages, 2 with gaps"]
+    assert dom["timelineSummaries"] == [f"cluster {cl['id']}"]
+    assert dom["legend"] == ["all 3 vantages", cl["vantages"][0], cl["vantages"][2], "the 2 worst of 3 vantages drawn"]
+    failure = next(iter(cl["cells"][0][7]))
+    assert dom["detail"].startswith(f"\u00d7broker {node1} {ep1}from {cl['vantages'][0]}, cluster {cl['id']}")
+    assert f"failures: {failure} 5" in dom["detail"] and f"last: {data['statuses'][1]} at" in dom["detail"]
+    assert dom["scripts"] == 3 and dom["images"] == 0  # the page's two and the probe: nothing injected

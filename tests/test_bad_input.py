@@ -71,6 +71,13 @@ CASES = [
     # lab
     ["lab", "up", "no-such-scenario"], ["lab", "up"], ["lab", "up", "listeners", "--backend", "vm"],
     ["lab", "nope"],
+    # issue 29, item 8: these exited 3 (a crash) instead of 2. `²` and `٣` pass str.isdigit(); `$` in a
+    # regular expression takes a trailing newline; 5,000 digits are past int()'s limit; 20,000 levels
+    # of nesting are past the parsers' recursion; an impossible date is a ValueError from YAML's resolver.
+    ["probe", "-b", "127.0.0.1:\u00b2"], ["probe", "-b", "127.0.0.1:\u0663"], ["probe", "-b", "kafka-1\n:9092"],
+    ["probe", "-b", "127.0.0.1:" + "9" * 5000], ["probe", *B, "--resolve", "kafka-1\n=127.0.0.1"],
+    ["check", "{deep_yaml}"], ["check", "{deep_flow_map}"], ["check", "{bad_date}"], ["check", "{huge_int}"],
+    ["show", "{deep_report}"], ["show", "{deep_stream}"], ["diff", "{deep_report}", "{deep_report}"],
 ]
 
 
@@ -93,7 +100,18 @@ def _files(tmp_path: Path) -> dict[str, str]:
     malformed.write_text("# client settings\nsasl.username=app\njust-a-word\n", encoding="utf-8")
     not_utf8 = tmp_path / "latin1.properties"
     not_utf8.write_bytes(b"sasl.username=j\xf6rg\n")
-    return {"{malformed}": str(malformed), "{not_utf8}": str(not_utf8)}
+    files = {"{malformed}": str(malformed), "{not_utf8}": str(not_utf8)}
+    # Nested 20,000 deep, and values YAML's resolver cannot build (issue 29, item 8).
+    for name, text in (("deep_yaml.yaml", "services: " + "[" * 20_000 + "]" * 20_000 + "\n"),
+                       ("deep_flow_map.yaml", "services: " + "{a: " * 20_000 + "1" + "}" * 20_000 + "\n"),
+                       ("bad_date.yaml", "services:\n  kafka:\n    image: apache/kafka\n    built: 2026-13-45\n"),
+                       ("huge_int.yaml", "services:\n  kafka:\n    image: apache/kafka\n    n: " + "9" * 5000 + "\n"),
+                       ("deep_report.json", "[" * 20_000 + "]" * 20_000 + "\n"),
+                       ("deep_stream.jsonl", '{"a":' * 20_000 + "1" + "}" * 20_000 + "\n")):
+        path = tmp_path / name
+        path.write_text(text)
+        files["{" + name.split(".")[0] + "}"] = str(path)
+    return files
 
 
 def run_kprobe(args: list[str]) -> subprocess.CompletedProcess[str]:

@@ -95,13 +95,23 @@ def _timelines(hourly: DataFrame) -> dict[str, dict[str, Any]]:
     return out
 
 
+# Inside <script>, `</script` ends the element early, and `<!--` followed by `<script` puts the HTML
+# parser into its "double escaped" state, where the real `</script>` no longer ends it: the drawing
+# script is swallowed and the page stays blank. JSON text can name these characters by their
+# \u escapes, which the HTML parser does not read and JSON.parse turns back into the same text.
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def script_json(value: Any) -> str:
+    """JSON that is inert inside a <script> element, whatever strings it holds (ASCII-only too)."""
+    text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
+    return text.translate(_SCRIPT_SAFE)
+
+
 def render_page(data: dict[str, Any], counts: dict[str, Any]) -> str:
     """The page for already-collected data: pure, so its drawing is tested at any size without Spark."""
-    payload = json.dumps({**data, "counts": counts}, ensure_ascii=True, separators=(",", ":"), default=str)
-    # Inside <script>, only `</` can end the element early: JSON allows `<\/` for it.
-    payload = payload.replace("</", "<\\/")
     template = resources.files("kprobe.aggregate").joinpath("report_page.html").read_text(encoding="utf-8")
-    return template.replace("/*DATA*/", payload)
+    return template.replace("/*DATA*/", script_json({**data, "counts": counts}))
 
 
 def render_html(outputs: dict[str, DataFrame], counts: dict[str, Any], worst: list[dict[str, Any]]) -> str:

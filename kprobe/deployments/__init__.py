@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from kprobe.deployments.common import load_yaml_documents
+from kprobe.deployments.common import excerpt, load_yaml_documents
 from kprobe.errors import UsageError
 from kprobe.listeners import Deployment
 
@@ -62,13 +62,19 @@ def read_files(paths: Sequence[str]) -> list[Deployment]:
 
 
 def _read(path: str) -> str:
-    """The file's text; unreadable, too big or not text is bad input."""
+    """The file's text; unreadable, too big or not text is bad input.
+
+    The bytes actually read are counted, at most MAX_BYTES + 1 of them: `st_size` says 0 for a pipe
+    or `<(...)`, and a device such as /dev/zero never ends.
+    """
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > MAX_BYTES:
-            raise UsageError(f"{path}: {size} bytes is too big for a configuration file")
-        return p.read_text(encoding="utf-8")
+        with p.open("rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise UsageError(f"{path}: more than {MAX_BYTES // (1024 * 1024)} MiB, too big for a configuration file: "
+                             "give the configuration file itself")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not a text file (not UTF-8)") from None
     except IsADirectoryError:
@@ -95,12 +101,13 @@ def detect(path: str, text: str) -> str:
                          "Kafka resource, Bitnami chart values)")
     if any("services" in d for d in maps):
         return "compose"
-    if any(str(d.get("kind", "")) in ("Kafka", "KafkaNodePool") for d in maps):
+    # `kind` is compared and quoted only when it is text: str() of a map or list (an alias) can be huge.
+    if any(d.get("kind") in ("Kafka", "KafkaNodePool") for d in maps):
         return "strimzi"
     if any(k in maps[0] for k in ("listeners", "externalAccess", "controller", "broker")):
         return "bitnami"
-    kinds = sorted({str(d.get("kind")) for d in maps if d.get("kind")})
-    what = f"a Kubernetes {', '.join(kinds)}" if kinds else "YAML with none of services:, kind: Kafka, listeners:"
+    kinds = sorted({excerpt(d["kind"], 40).strip("'\"") for d in maps if isinstance(d.get("kind"), str) and d["kind"]})
+    what = f"a Kubernetes {', '.join(kinds[:5])}" if kinds else "YAML with none of services:, kind: Kafka, listeners:"
     raise UsageError(f"{path}: {what}: kprobe check reads server.properties, Compose files, a Strimzi Kafka resource "
                      "(with its KafkaNodePools) and Bitnami chart values")
 

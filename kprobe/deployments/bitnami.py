@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kprobe.deployments.common import mapping, secrets_of, sequence
+from kprobe.deployments.common import excerpt, mapping, node_count, secrets_of, sequence
 from kprobe.errors import UsageError
 from kprobe.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage, parse_listeners
 
@@ -70,10 +70,11 @@ def read_bitnami(path: str, document: Any) -> Deployment:
     brk = mapping(values["broker"], f"{path}: broker")
     controller_only = bool(ctrl.get("controllerOnly"))
     pods: list[tuple[str, str, int, tuple[str, ...], int]] = []
-    for i in range(_int(path, ctrl.get("replicaCount"), "controller.replicaCount")):
+    for i in range(node_count(path, _int(path, ctrl.get("replicaCount"), "controller.replicaCount"),
+                              "controller.replicaCount")):
         pods.append(("controller", f"{fullname}-controller-{i}", _int(path, ctrl.get("minId"), "controller.minId") + i,
                      ("controller",) if controller_only else ("broker", "controller"), i))
-    for i in range(_int(path, brk.get("replicaCount"), "broker.replicaCount")):
+    for i in range(node_count(path, _int(path, brk.get("replicaCount"), "broker.replicaCount"), "broker.replicaCount")):
         pods.append(("broker", f"{fullname}-broker-{i}", _int(path, brk.get("minId"), "broker.minId") + i,
                      ("broker",), i))
     if not any("broker" in roles for _, _, _, roles, _ in pods):
@@ -144,7 +145,7 @@ def _int(path: str, value: Any, key: str) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise UsageError(f"{path}: {key} is not a number ({str(value)[:40]!r})") from None
+        raise UsageError(f"{path}: {key} is not a number ({excerpt(value, 40)})") from None
 
 
 def _external(path: str, spec: dict[str, Any], ext: dict[str, Any], role: str, index: int, node_id: int,

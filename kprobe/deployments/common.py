@@ -33,20 +33,132 @@ from kprobe.redaction import is_secret
 KAFKA_DEFAULT_LISTENERS = "PLAINTEXT://:9092"
 
 
-def load_yaml_documents(path: str, text: str) -> list[Any]:
-    """Every YAML document of the file (empty ones dropped); malformed YAML is bad input, with its line."""
+# YAML aliases (`*name`) are references: a 332-byte "billion laughs" file is a hundred nodes on the
+# page and 4.8 million once expanded (9^7; two more lines make it 10^9), which a str() of any value,
+# or a merge key, then builds. With
+# every alias expanded, a file may grow by at most this many nodes and scalar characters: generous
+# for the anchors a Compose file shares between services (`<<: *common`), far short of a bomb.
+MAX_ALIAS_EXPANSION = 1_000_000
+# Real configuration files nest a dozen levels; PyYAML composes recursively, and a file 20,000
+# levels deep would end in a RecursionError (exit 3) instead of a message.
+MAX_DEPTH = 100
+
+
+class _Refused(Exception):
+    """Why a YAML file is refused while it is composed: said as `<path>: <this>`."""
+
+
+def _loader(text: str) -> Any:
+    """A PyYAML SafeLoader that counts while it composes, so a bomb is refused before it is built.
+
+    Each node weighs 1, plus its characters for a scalar; a collection weighs 1 plus its children.
+    An alias adds the weight of the node it names (that is what expanding it costs), and an alias
+    to a node still being composed (a recursive structure) is refused outright: no reader walks one.
+    """
     import yaml
 
+    class Bounded(yaml.SafeLoader):
+        weights: dict[int, int]
+        expanded = 0
+        depth = 0
+
+        def compose_document(self) -> Any:
+            self.weights = {}  # node ids are unique within a document only: the last one's nodes are gone
+            return super().compose_document()
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                node = super().compose_node(parent, index)
+                weight = self.weights.get(id(node))
+                if weight is None:
+                    raise _Refused(f"an alias at line {mark.line + 1} refers to a node that contains it: write the "
+                                   "structure out without the recursive alias")
+                self.expanded += weight
+                if self.expanded > MAX_ALIAS_EXPANSION:
+                    raise _Refused(f"its aliases expand past {MAX_ALIAS_EXPANSION:,} nodes and characters (at line "
+                                   f"{mark.line + 1}): a YAML alias bomb? write the values out, or share fewer")
+                return node
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _Refused(f"nested more than {MAX_DEPTH} levels deep (at line {mark.line + 1}): no configuration "
+                               "file is; give the real file")
+            try:
+                node = super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+            if isinstance(node, yaml.ScalarNode):
+                weight = 1 + len(node.value)
+            elif isinstance(node, yaml.SequenceNode):
+                weight = 1 + sum(self.weights[id(child)] for child in node.value)
+            else:
+                weight = 1 + sum(self.weights[id(k)] + self.weights[id(v)] for k, v in node.value)
+            self.weights[id(node)] = weight
+            return node
+
+    return Bounded(text)
+
+
+def load_yaml_documents(path: str, text: str) -> list[Any]:
+    """Every YAML document of the file (empty ones dropped); malformed YAML is bad input, with its line.
+
+    Aliases that expand past MAX_ALIAS_EXPANSION and nesting past MAX_DEPTH are refused while the
+    file is composed, before any value is built, so no later str() or message can blow up.
+    """
+    import yaml
+
+    loader = _loader(text)
     try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+        documents = []
+        while loader.check_data():
+            document = loader.get_data()
+            if document is not None:
+                documents.append(document)
+    except _Refused as exc:
+        raise UsageError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UsageError(f"{path}: malformed YAML{where}: {problem}") from None
+        raise UsageError(f"{path}: malformed YAML{where}: {excerpt(problem, 200, quote=False)}") from None
+    except (ValueError, OverflowError) as exc:  # a value YAML's resolver took for a date or an int, but is not one
+        raise UsageError(f"{path}: malformed YAML: a value is not what it looks like ({excerpt(str(exc), 120)}): "
+                         "write it in quotes if it is text") from None
+    except RecursionError:  # beyond MAX_DEPTH this should not happen; still one line, never a traceback
+        raise UsageError(f"{path}: nested too deep: give the real configuration file") from None
+    finally:
+        loader.dispose()
     if not documents:
         raise UsageError(f"{path}: empty: no settings to read")
     return documents
+
+
+def excerpt(value: Any, limit: int = 60, *, quote: bool = True) -> str:
+    """A value from the file as a message may quote it: scalars cut at `limit`, collections only named.
+
+    Never str() of a whole map or list: with aliases, one of them can stand for megabytes of text.
+    """
+    if isinstance(value, dict):
+        return f"a map of {len(value)} entries"
+    if isinstance(value, (list, tuple, set)):
+        return f"a list of {len(value)} items"
+    text = value if isinstance(value, str) else str(value)
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return repr(text) if quote else text
+
+
+# More brokers than any cluster runs: a replica count or an id range past it is a typo or hostile
+# (range(10**9) alone would take gigabytes), refused with one line.
+MAX_NODES = 10_000
+
+
+def node_count(path: str, value: int, what: str) -> int:
+    """A count of pods or node ids from the file, refused past MAX_NODES."""
+    if value > MAX_NODES:
+        raise UsageError(f"{path}: {what} is {excerpt(value, 20, quote=False)}, more than the {MAX_NODES:,} brokers "
+                         "kprobe check reads: give the real count")
+    return value
 
 
 def secret_key(key: str) -> bool:
@@ -111,11 +223,12 @@ def broker_from_settings(
             bootstraps=bootstraps(lname, bind.port) if bind is not None else ()))
     node = settings.get("node.id") or settings.get("broker.id")
     node_id = None
-    if node is not None and str(node).strip() not in ("", "-1"):
+    text = str(node).strip() if node is not None and not isinstance(node, (dict, list)) else node
+    if text is not None and text not in ("", "-1"):
         try:
-            node_id = int(str(node).strip())
-        except ValueError:
-            raise UsageError(f"{where}: bad node.id {str(node)[:40]!r}: give a number") from None
+            node_id = int(text)
+        except (TypeError, ValueError):
+            raise UsageError(f"{where}: bad node.id {excerpt(node, 40)}: give a number") from None
     return Broker(
         name=name, source=source, node_id=node_id, roles=roles, listeners=tuple(built), own_names=own_names,
         hostname=hostname, networks=networks, listener_names=tuple(n for n, _ in listeners),

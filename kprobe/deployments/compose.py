@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kprobe.deployments.common import broker_from_settings, env_to_property, secret_key
+from kprobe.deployments.common import broker_from_settings, env_to_property, excerpt, secret_key
 from kprobe.errors import UsageError
 from kprobe.listeners import Broker, Deployment, Publish
 
@@ -256,9 +256,12 @@ def _ports(where: str, raw: Any, variables: Mapping[str, str]) -> list[Publish]:
                 published = str(item.get("published") or "0")
                 host = int(_substitute(published, variables).split("-")[0] or 0)
             except (KeyError, ValueError):
-                raise UsageError(f"{where}: bad ports: entry {item!r}: give target: and published:") from None
+                raise UsageError(f"{where}: bad ports: entry {excerpt(item, 80)}: give target: and published:"
+                                 ) from None
             out.append(Publish(host_ip=str(item.get("host_ip") or ""), host_port=host, container_port=target))
             continue
+        if isinstance(item, list):
+            raise UsageError(f"{where}: bad ports: entry {excerpt(item)}: give [IP:]HOST:CONTAINER")
         text = _substitute(str(item), variables).strip()
         text, _, protocol = text.partition("/")
         if protocol and protocol.lower() != "tcp":
@@ -274,23 +277,25 @@ def _ports(where: str, raw: Any, variables: Mapping[str, str]) -> list[Publish]:
         elif len(parts) == 1:
             host_part, container_part = "", parts[0]
         else:
-            raise UsageError(f"{where}: bad ports: entry {str(item)[:80]!r}: give [IP:]HOST:CONTAINER")
+            raise UsageError(f"{where}: bad ports: entry {excerpt(item, 80)}: give [IP:]HOST:CONTAINER")
         try:
             containers = _port_range(container_part)
             hosts = _port_range(host_part) if host_part else [0] * len(containers)
         except ValueError:
-            raise UsageError(f"{where}: bad ports: entry {str(item)[:80]!r}: ports are numbers") from None
+            raise UsageError(f"{where}: bad ports: entry {excerpt(item, 80)}: ports are numbers from 0 to 65535"
+                             ) from None
         if len(hosts) == 1 and len(containers) > 1:
             hosts = hosts * len(containers)
         if len(hosts) != len(containers):
-            raise UsageError(f"{where}: bad ports: entry {str(item)[:80]!r}: the ranges differ in length")
+            raise UsageError(f"{where}: bad ports: entry {excerpt(item, 80)}: the ranges differ in length")
         out.extend(Publish(host_ip=ip, host_port=h, container_port=c) for h, c in zip(hosts, containers, strict=True))
     return out
 
 
 def _port_range(text: str) -> list[int]:
-    """`9092` or `9092-9094`."""
+    """`9092` or `9092-9094`; ValueError past 65535, so that a range is never longer than the port space."""
     first, sep, last = text.partition("-")
-    if not sep:
-        return [int(first)]
-    return list(range(int(first), int(last) + 1))
+    low, high = int(first), int(last) if sep else int(first)
+    if not (0 <= low <= 65535 and 0 <= high <= 65535):
+        raise ValueError(text)
+    return list(range(low, high + 1))

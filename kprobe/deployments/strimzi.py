@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kprobe.deployments.common import mapping, secrets_of, sequence
+from kprobe.deployments.common import excerpt, mapping, node_count, secrets_of, sequence
 from kprobe.errors import UsageError
 from kprobe.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage
 
@@ -35,8 +35,9 @@ def read_strimzi(path: str, documents: list[Any]) -> Deployment:
     """The brokers of the file's Kafka resource, with its node pools."""
     maps = [d for d in documents if isinstance(d, dict)]
     for d in maps:
-        if str(d.get("kind")) in ("Kafka", "KafkaNodePool") and str(d.get("apiVersion")) not in API_VERSIONS:
-            raise UsageError(f"{path}: {d.get('kind')} {_name(d)} has apiVersion {d.get('apiVersion')}: kprobe check "
+        if d.get("kind") in ("Kafka", "KafkaNodePool") and d.get("apiVersion") not in API_VERSIONS:
+            version = excerpt(d.get("apiVersion"), quote=False)
+            raise UsageError(f"{path}: {d['kind']} {_name(d)} has apiVersion {version}: kprobe check "
                              f"reads {' and '.join(API_VERSIONS)} (convert older resources with Strimzi's "
                              "api-conversion tool)")
     kafkas = [d for d in maps if d.get("kind") == "Kafka"]
@@ -95,12 +96,13 @@ def read_strimzi(path: str, documents: list[Any]) -> Deployment:
 
 def _name(document: dict[str, Any]) -> str:
     metadata = document.get("metadata")
-    return str((metadata.get("name") if isinstance(metadata, dict) else None) or "<unnamed>")
+    return excerpt((metadata.get("name") if isinstance(metadata, dict) else None) or "<unnamed>", 253, quote=False)
 
 
 def _labels(path: str, document: dict[str, Any]) -> dict[str, Any]:
-    metadata = mapping(document.get("metadata"), f"{path}: {document.get('kind')} metadata")
-    return mapping(metadata.get("labels"), f"{path}: {document.get('kind')} {_name(document)} metadata.labels")
+    kind = excerpt(document.get("kind"), 40, quote=False)
+    metadata = mapping(document.get("metadata"), f"{path}: {kind} metadata")
+    return mapping(metadata.get("labels"), f"{path}: {kind} {_name(document)} metadata.labels")
 
 
 def _nodes(path: str, cluster: str, kspec: dict[str, Any],
@@ -108,7 +110,8 @@ def _nodes(path: str, cluster: str, kspec: dict[str, Any],
     """(pod, node id, roles) of every node: from the node pools, or spec.kafka.replicas without them."""
     out: list[tuple[str, int, tuple[str, ...]]] = []
     if not pools:
-        replicas = _int(path, kspec.get("replicas", 0), f"Kafka {cluster} spec.kafka.replicas")
+        replicas = node_count(path, _int(path, kspec.get("replicas", 0), f"Kafka {cluster} spec.kafka.replicas"),
+                              f"Kafka {cluster} spec.kafka.replicas")
         if replicas < 1:
             raise UsageError(f"{path}: Kafka {cluster} has no KafkaNodePool (label strimzi.io/cluster: {cluster}) "
                              "and no spec.kafka.replicas: no broker to check")
@@ -118,7 +121,8 @@ def _nodes(path: str, cluster: str, kspec: dict[str, Any],
     for pool in pools:
         name = _name(pool)
         pspec = mapping(pool.get("spec"), f"{path}: KafkaNodePool {name} spec")
-        replicas = _int(path, pspec.get("replicas", 0), f"KafkaNodePool {name} spec.replicas")
+        replicas = node_count(path, _int(path, pspec.get("replicas", 0), f"KafkaNodePool {name} spec.replicas"),
+                              f"KafkaNodePool {name} spec.replicas")
         roles = tuple(str(r) for r in (sequence(pspec.get("roles"), f"{path}: KafkaNodePool {name} spec.roles")
                                        or ["broker"]))
         metadata = mapping(pool.get("metadata"), f"{path}: KafkaNodePool {name} metadata")
@@ -142,14 +146,20 @@ def _next_ids(path: str, pool: str, value: Any) -> list[int]:
     """`[0-2]`, `[10, 11]`, `[1000-1002, 5]` (Strimzi's annotation) as a list; absent: empty."""
     if value is None:
         return []
-    match = _IDS.match(str(value))
+    match = _IDS.match(value) if isinstance(value, str) else None
     if not match:
-        raise UsageError(f"{path}: KafkaNodePool {pool}: bad strimzi.io/next-node-ids {str(value)[:60]!r}")
+        raise UsageError(f"{path}: KafkaNodePool {pool}: bad strimzi.io/next-node-ids {excerpt(value)}")
     ids: list[int] = []
     for part in match.group("body").split(","):
         first, sep, last = part.strip().partition("-")
         if first:
-            ids.extend(range(int(first), int(last) + 1) if sep else [int(first)])
+            try:
+                low, high = int(first), int(last) if sep else int(first)
+            except ValueError:
+                raise UsageError(f"{path}: KafkaNodePool {pool}: bad strimzi.io/next-node-ids {excerpt(value)}"
+                                 ) from None
+            node_count(path, len(ids) + high - low + 1, f"KafkaNodePool {pool}: the number of strimzi.io/next-node-ids")
+            ids.extend(range(low, high + 1))
     return ids
 
 
@@ -157,7 +167,7 @@ def _int(path: str, value: Any, what: str) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise UsageError(f"{path}: {what} is not a number ({str(value)[:40]!r})") from None
+        raise UsageError(f"{path}: {what} is not a number ({excerpt(value, 40)})") from None
 
 
 def _listener(path: str, cluster: str, index: int, raw: Any, fqdn: str, node_id: int,
@@ -166,9 +176,9 @@ def _listener(path: str, cluster: str, index: int, raw: Any, fqdn: str, node_id:
     where = f"{path}: Kafka {cluster} spec.kafka.listeners[{index}]"
     if not isinstance(raw, dict) or "name" not in raw or "port" not in raw or "type" not in raw:
         raise UsageError(f"{where}: give name, port and type")
-    kind = str(raw["type"])
+    kind = raw["type"]
     if kind not in _TYPES:
-        raise UsageError(f"{where}: unknown type {kind!r}: Strimzi's are {', '.join(_TYPES)}")
+        raise UsageError(f"{where}: unknown type {excerpt(kind, 40)}: Strimzi's are {', '.join(_TYPES)}")
     port = _int(path, raw["port"], f"spec.kafka.listeners[{index}].port")
     name = f"{str(raw['name']).upper()}-{port}"
     auth = mapping(raw.get("authentication"), f"{where}.authentication")

@@ -4,6 +4,12 @@ Temporary file in the same directory, fsync, then rename (replace) or link (neve
 then fsync the directory: on a crash or a full disk the report is whole or absent, and no
 temporary file is left.
 
+Modes, as `>` in a shell would leave them: a new file gets what the umask allows (0666 & ~umask,
+0644 under the usual 022), and a file replaced keeps its mode (and its group, where the OS lets
+us), so a `.prom` file that node_exporter, another user, reads stays readable after every run.
+Only files no one else should read (`private=True`: the publishing spool) are created 0600.
+`mkstemp` would make every file 0600 and the rename would carry that over.
+
 The output paths are tried before anything is probed (`check_file`, `prepare_dir`), so a path
 that cannot be written is bad input (exit 2) at once, not an error after a run of up to
 --deadline. Trying means creating a file: `os.access` says yes to root everywhere (a read-only
@@ -15,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import stat
 import tempfile
 from pathlib import Path
@@ -22,14 +29,48 @@ from pathlib import Path
 from kprobe.errors import KprobeError, UsageError
 
 
-def _write_whole(path: Path, text: str, *, replace: bool) -> None:
+def _temporary(directory: Path, name: str, mode: int) -> tuple[int, str]:
+    """A new hidden file beside the target, created with `mode` (the kernel applies the umask).
+
+    As mkstemp does (O_EXCL, a random name, retried on a clash), but with the mode asked for.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, mode), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(directory))
+
+
+def _keep_mode_of(path: Path, fd: int) -> None:
+    """Give the new file the mode (and, where allowed, the group) of the regular file it replaces."""
+    try:
+        old = os.lstat(path)
+    except OSError:
+        return  # nothing there (or nothing we may look at): the umask's mode stands
+    if not stat.S_ISREG(old.st_mode):
+        return  # a symbolic link is replaced, not followed: its target's mode is not ours to copy
+    os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
+    if old.st_gid != os.fstat(fd).st_gid:
+        with contextlib.suppress(OSError):  # only root, or a member of that group, may keep it
+            os.fchown(fd, -1, old.st_gid)
+
+
+def _write_whole(path: Path, text: str, *, replace: bool, private: bool = False) -> None:
     directory = path.parent if str(path.parent) else Path(".")
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = _temporary(directory, path.name, 0o600 if private else 0o666)
+    except OSError as exc:
+        raise KprobeError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         # backslashreplace: text holding a lone surrogate (a non-UTF-8 byte kept from the
         # network) is written as visible `\udcff` text instead of failing the whole report.
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
+            if replace and not private:
+                _keep_mode_of(path, handle.fileno())
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -54,14 +95,17 @@ def _write_whole(path: Path, text: str, *, replace: bool) -> None:
             os.close(dir_fd)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` atomically; KprobeError with the reason on failure."""
-    _write_whole(path, text, replace=True)
+def write_atomic(path: Path, text: str, *, private: bool = False) -> None:
+    """Replace `path` with `text` atomically; KprobeError with the reason on failure.
+
+    The file keeps the mode of the one it replaces, or gets the umask's; `private`: always 0600.
+    """
+    _write_whole(path, text, replace=True, private=private)
 
 
-def write_new(path: Path, text: str) -> None:
-    """Like write_atomic, but never replaces an existing file."""
-    _write_whole(path, text, replace=False)
+def write_new(path: Path, text: str, *, private: bool = False) -> None:
+    """Like write_atomic, but never replaces an existing file (a new file: the umask's mode, or 0600)."""
+    _write_whole(path, text, replace=False, private=private)
 
 
 def report_path(out_dir: Path, vantage: str, started_at: str, report_id: str) -> Path:

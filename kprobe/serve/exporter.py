@@ -1,19 +1,26 @@
 """The HTTP side of `kprobe serve`: `/probe`, `/metrics`, `/-/healthy`, and nothing a request can break.
 
-Why the standard library's threading HTTP server: one probe is one request for the length of the
-probe (milliseconds on a healthy cluster, the scrape's timeout on a dead one), and the run itself
-already works in threads, so a thread per request is the natural fit and no framework is needed.
+Why the standard library's HTTP handler and a thread per request: one probe is one request for the
+length of the probe (milliseconds on a healthy cluster, the scrape's timeout on a dead one), and the
+run itself already works in threads, so no framework is needed. A thread is given only to a request
+whose head is whole (kprobe.serve.connections), never to a client still sending it.
 What must hold whatever a client sends:
 
-- Only what may be probed is probed: each target must match an allowed `host:port` glob
-  (`--allow-target`, the config's `targets:`), or the answer is 403. With no glob at all nothing
-  may be probed: an exporter that dials wherever a URL says is a request-forgery tool.
+- Only what may be probed is probed: each target must match an allowed `host:port` pattern
+  (`--allow-target`, the config's `targets:`; kprobe.serve.allow matches them on the parsed host and
+  port), or the answer is 403. With no pattern at all nothing may be probed: an exporter that dials
+  wherever a URL says is a request-forgery tool. One /probe names at most MAX_BOOTSTRAPS bootstraps.
+- The URL cannot change how a cluster is reached: a `PROTOCOL://` prefix on a target is refused
+  unless it is the module's own security.protocol (a prefix would otherwise turn SASL on under a
+  module that sets none, and send its password in cleartext).
 - A probe never outlives its scrape: its deadline is Prometheus' X-Prometheus-Scrape-Timeout-Seconds
   less a margin (blackbox_exporter's 0.5 s), or the module's, whichever is shorter.
 - Probes at once are bounded (`--max-concurrent`); one more is answered 503 at once, not queued
   behind slow ones. A bad target or module is 400 with one line; a bug inside a probe is 500 with
   one line and a count in /metrics; the server goes on.
 - No secret is in a URL, a label, a log line or an error: modules hold them (kprobe.serve.modules).
+- Slow clients cost a socket, not a thread, and are cut at a whole-head deadline; open connections
+  are bounded (--max-connections); kprobe.serve.connections says how.
 """
 
 from __future__ import annotations
@@ -24,12 +31,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from kprobe import __version__
 from kprobe.errors import UsageError
+from kprobe.serve.allow import TargetPattern, target_problem
+from kprobe.serve.connections import HeadFirstHandler, Server
 from kprobe.serve.modules import ServeConfig, target_hostports
 
 _LOG = logging.getLogger("kprobe.serve")
@@ -37,8 +45,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Prometheus tells the exporter how long it will wait; the probe ends this much sooner, so the
 # answer (rendered and sent) arrives in time. blackbox_exporter's default timeout_offset.
 SCRAPE_MARGIN = 0.5
-# Without the header (curl, a browser), a probe may take the module's own deadline.
-_REQUEST_READ_TIMEOUT = 10.0
+# Bootstrap addresses one /probe may name: one cluster's list, not a sweep. blackbox_exporter takes one
+# target per request; a Kafka client takes a few bootstraps of one cluster, so kprobe takes up to this.
+MAX_BOOTSTRAPS = 16
 
 
 @dataclass(frozen=True)
@@ -48,9 +57,11 @@ class ServeOptions:
     host: str
     port: int
     config: ServeConfig
-    allow: tuple[str, ...] = ()
+    allow: tuple[TargetPattern, ...] = ()
     max_concurrent: int = 16
     vantage: str | None = None
+    max_connections: int = 256  # open at once; past it the oldest slow one is closed, or the new one refused
+    head_timeout: float = 5.0  # from accept to the end of the headers, in all
 
 
 class Metrics:
@@ -71,12 +82,15 @@ class Metrics:
                               "failed, interrupted) or error (a bug: one line in the log).", ["module", "outcome"],
                               registry=self.registry)
         self.rejected = Counter("kprobe_exporter_requests_rejected", "Requests answered without a probe: "
-                                "bad_request (400), forbidden (403), busy (503), not_found (404).", ["reason"],
-                                registry=self.registry)
+                                "bad_request (400, 431), forbidden (403), busy (503), not_found (404), timeout "
+                                "(408: headers not sent in time), too_many_connections (503: refused or closed at "
+                                "--max-connections).", ["reason"], registry=self.registry)
         self.duration = Histogram("kprobe_exporter_probe_duration_seconds", "Wall time of each probe, by module.",
                                   ["module"], registry=self.registry,
                                   buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
         self.in_flight = Gauge("kprobe_exporter_probes_in_flight", "Probes running now.", registry=self.registry)
+        self.connections = Gauge("kprobe_exporter_connections_open", "HTTP connections open now: requests being "
+                                 "read or served (at most --max-connections).", registry=self.registry)
 
     def exposition(self) -> bytes:
         """The text exposition of the exporter's own metrics."""
@@ -127,10 +141,14 @@ class Exporter:
         if unknown:
             return self._refuse("bad_request", HTTPStatus.BAD_REQUEST,
                                 f"unknown parameter {unknown[0]!r}: /probe takes target and module")
-        targets = [t for value in query.get("target", []) for t in value.split(",") if t.strip()]
+        targets = [t.strip() for value in query.get("target", []) for t in value.split(",") if t.strip()]
         if not targets:
             return self._refuse("bad_request", HTTPStatus.BAD_REQUEST,
                                 "missing target: /probe?target=HOST:PORT[,HOST:PORT]&module=NAME")
+        if len(targets) > MAX_BOOTSTRAPS:
+            return self._refuse("bad_request", HTTPStatus.BAD_REQUEST,
+                                f"{len(targets)} targets: one /probe takes at most {MAX_BOOTSTRAPS} bootstrap "
+                                "addresses of one cluster; give each cluster its own scrape target")
         modules = query.get("module", [])
         if len(modules) > 1:
             return self._refuse("bad_request", HTTPStatus.BAD_REQUEST, "give one module")
@@ -144,25 +162,41 @@ class Exporter:
         if budget is None:
             return self._refuse("bad_request", HTTPStatus.BAD_REQUEST,
                                 "bad X-Prometheus-Scrape-Timeout-Seconds header: give a number of seconds")
-        from kprobe.config import parse_addresses
+        from kprobe.config import parse_address
 
         try:
-            parse_addresses(targets)
+            parsed = [(text, parse_address(text)) for text in targets]
         except UsageError as exc:
             return self._refuse("bad_request", HTTPStatus.BAD_REQUEST, f"bad target: {exc}")
+        for _, address in parsed:
+            problem = target_problem(address)
+            if problem:
+                return self._refuse("bad_request", HTTPStatus.BAD_REQUEST, f"bad target: {problem}")
         if module.secrets:
             self.refresh_secrets()  # a rotated secret file: its new value is scrubbed too
         try:
             options = module.options(targets, deadline=budget, vantage=self.options.vantage)
         except UsageError as exc:  # a secret's file gone since start-up, say: the module's fault, not the URL's
             return self._refuse("bad_request", HTTPStatus.BAD_REQUEST, f"module {name}: {exc}")
-        refused = [t for t in target_hostports(options) if not self.options.config.allowed(t, self.options.allow)]
+        own = options.props.get("security.protocol")
+        protocol = (own or "PLAINTEXT").upper()
+        for text, address in parsed:
+            if address.protocol is not None and address.protocol != protocol:
+                ref = next((r for r in module.secrets if r.key == "security.protocol"), None)
+                has = (f"sets security.protocol from {ref.source}" if ref else  # a value read is never echoed
+                       f"has security.protocol {protocol}" if own else "sets no security.protocol (PLAINTEXT)")
+                return self._refuse("bad_request", HTTPStatus.BAD_REQUEST, (
+                    f"target {text}: a scrape cannot choose the security protocol: module {name} {has}; drop the "
+                    f"{address.protocol}:// prefix, or set security.protocol: {address.protocol} in a module and "
+                    "scrape with that module="))
+        refused = [a.hostport for a in options.bootstraps
+                   if not self.options.config.allowed(a, self.options.allow)]
         if refused:
             return self._refuse("forbidden", HTTPStatus.FORBIDDEN, (
-                f"target {refused[0]} is not allowed: start kprobe serve with --allow-target GLOB or list it in the "
-                "config's targets:" if self.options.allow or self.options.config.targets else
-                "no target is allowed yet: start kprobe serve with --allow-target 'HOST:PORT' (globs, repeatable) "
-                "or list targets: in --config"))
+                f"target {refused[0]} is not allowed: start kprobe serve with --allow-target PATTERN or list it in "
+                "the config's targets:" if self.options.allow or self.options.config.targets else
+                "no target is allowed yet: start kprobe serve with --allow-target 'HOST:PORT' (patterns, "
+                "repeatable) or list targets: in --config"))
         if not self.slots.acquire(blocking=False):
             return self._refuse("busy", HTTPStatus.SERVICE_UNAVAILABLE,
                                 f"busy: {self.options.max_concurrent} probes are running (--max-concurrent)")
@@ -220,12 +254,15 @@ _INDEX = """<html><head><title>kprobe serve</title></head><body>
 """
 
 
-def handler_for(exporter: Exporter) -> type[BaseHTTPRequestHandler]:
-    """A request handler bound to one exporter."""
+def handler_for(exporter: Exporter) -> type[HeadFirstHandler]:
+    """A request handler bound to one exporter; the server hands it requests whose head is whole."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(HeadFirstHandler):
         server_version = f"kprobe-serve/{__version__}"
-        timeout = _REQUEST_READ_TIMEOUT  # a client that never sends its request line cannot hold a thread
+        # http.server's own refusals (414 for a request line over 64 KiB, 431, 400 for a broken request line) are
+        # one line of text too, not its HTML page.
+        error_message_format = "%(code)d %(message)s\n"
+        error_content_type = "text/plain; charset=utf-8"
 
         def version_string(self) -> str:
             return self.server_version  # the base class appends " Python/x.y" (or " " and a trailing blank)
@@ -273,14 +310,6 @@ def handler_for(exporter: Exporter) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class Server(ThreadingHTTPServer):
-    """A thread per request (daemon, so a probe never holds up shutdown past its deadline)."""
-
-    daemon_threads = True
-    request_queue_size = 128  # a burst of scrapes waits in the kernel, not refused at accept
-    allow_reuse_address = True
-
-
 class _Scrubber(logging.Filter):
     """On the log's handlers: no line of any kprobe logger carries a secret the modules hold."""
 
@@ -302,9 +331,12 @@ def make_server(options: ServeOptions) -> tuple[Server, Exporter]:
     for handler in logging.getLogger("kprobe").handlers:
         handler.addFilter(_Scrubber(exporter))
     family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
-    Server.address_family = family
+    metrics = exporter.metrics
     try:
-        server = Server((options.host, options.port), handler_for(exporter))
+        server = Server((options.host, options.port), handler_for(exporter), family=family,
+                        max_connections=options.max_connections, head_timeout=options.head_timeout,
+                        on_event=lambda reason: metrics.rejected.labels(reason=reason).inc(),
+                        on_count=metrics.connections.set)
     except OSError as exc:
         raise UsageError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}") from None
     return server, exporter

@@ -13,7 +13,6 @@ with the key that is wrong, never a scrape at 3 a.m.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,9 @@ from typing import Any
 from kprobe.addresses import format_hostport
 from kprobe.config import ProbeOptions, parse_duration, probe_options
 from kprobe.errors import UsageError
+from kprobe.models import BootstrapAddress
 from kprobe.redaction import is_secret
+from kprobe.serve.allow import TargetPattern, allowed, parse_patterns
 
 DEFAULT_MODULE = "default"
 _MODULE_KEYS = {"timeout", "deadline", "nameservers", "identity", "tls_expiry_days", "properties",
@@ -40,6 +41,11 @@ class SecretRef:
     file: str | None = None
     env: str | None = None
 
+    @property
+    def source(self) -> str:
+        """Where the value comes from, as the config says it: what a message names instead of the value."""
+        return f"{{file: {self.file}}}" if self.file is not None else f"{{env: {self.env}}}"
+
     def read(self) -> str:
         """The value now; UsageError naming the file or variable (never the value) when it is gone."""
         if self.file is not None:
@@ -47,6 +53,8 @@ class SecretRef:
                 return Path(self.file).read_text(encoding="utf-8").strip()
             except OSError as exc:
                 raise UsageError(f"{self.key}: cannot read {self.file}: {exc.strerror or exc}") from None
+            except UnicodeDecodeError:  # its bytes are not echoed: the message says where, not what
+                raise UsageError(f"{self.key}: {self.file} is not UTF-8 text: save the value as UTF-8") from None
         assert self.env is not None
         value = os.environ.get(self.env)
         if value is None:
@@ -73,10 +81,44 @@ class Module:
     roundtrip: str | None = None
 
     def options(self, targets: list[str], *, deadline: float, vantage: str | None) -> ProbeOptions:
-        """The probe of these targets, within `deadline` seconds (the scrape's, when shorter)."""
+        """The probe of these targets, within `deadline` seconds (the scrape's, when shorter).
+
+        A value read from `{env:}` or `{file:}` is never echoed, whatever key it sits under: the CLI's
+        rules quote a bad value (`bad security.protocol 'HUNTER2'`), so when they refuse the options,
+        the refusal is shown only if it stands without those values; otherwise the message names the
+        key and where its value comes from.
+        """
+        values = {ref: ref.read() for ref in self.secrets}
+        try:
+            return self._options(targets, deadline, vantage, values)
+        except UsageError:
+            if not values:
+                raise
+        # Find the culprit without echoing anything read: the references whose value, left out alone, is the
+        # fault; failing that, the options with every reference left out, whose refusal quotes none of them.
+        culprits = []
+        for ref in values:
+            try:
+                self._options(targets, deadline, vantage, {r: v for r, v in values.items() if r is not ref})
+            except UsageError:
+                continue
+            culprits.append(ref)
+        if not culprits:
+            try:
+                self._options(targets, deadline, vantage, {})
+            except UsageError as exc:
+                raise exc from None
+        named = " and ".join(f"properties.{ref.key} (from {ref.source})" for ref in culprits or values)
+        value = "the value is" if len(culprits or values) == 1 else "the values are"
+        raise UsageError(f"{named}: {value} refused by the rules of kprobe probe -X and not shown, since no value "
+                         "read from {env:} or {file:} is ever echoed: check it (kprobe probe -X KEY=VALUE says "
+                         "why)") from None
+
+    def _options(self, targets: list[str], deadline: float, vantage: str | None,
+                 values: Mapping[SecretRef, str]) -> ProbeOptions:
         deadline = min(self.deadline, deadline)
         props = [f"{k}={v}" for k, v in self.properties.items()]
-        props += [f"{ref.key}={ref.read()}" for ref in self.secrets]
+        props += [f"{ref.key}={value}" for ref, value in values.items()]
         return probe_options(
             bootstrap=targets, props=props, prop_files=self.properties_files, nameservers=self.nameservers,
             timeout=f"{min(self.timeout, deadline):.3f}", deadline=f"{deadline:.3f}", vantage=vantage,
@@ -87,21 +129,14 @@ class Module:
 
 @dataclass(frozen=True, kw_only=True)
 class ServeConfig:
-    """The modules by name, and the `host:port` globs a scrape may name as its target."""
+    """The modules by name, and the `host:port` patterns a scrape may name as its target (kprobe.serve.allow)."""
 
     modules: Mapping[str, Module]
-    targets: tuple[str, ...] = ()
+    targets: tuple[TargetPattern, ...] = ()
 
-    def allowed(self, hostport: str, extra: tuple[str, ...] = ()) -> bool:
-        """Whether a target may be probed: it matches a glob of the config's `targets` or of --allow-target."""
-        host, _, port = hostport.rpartition(":")
-        candidate = f"{host.lower()}:{port}"
-        return any(fnmatch.fnmatchcase(candidate, _lower_host(glob)) for glob in (*self.targets, *extra))
-
-
-def _lower_host(glob: str) -> str:
-    host, sep, port = glob.rpartition(":")
-    return f"{host.lower()}{sep}{port}" if sep else glob.lower()
+    def allowed(self, address: BootstrapAddress, extra: tuple[TargetPattern, ...] = ()) -> bool:
+        """Whether a target may be probed: it matches a pattern of the config's `targets` or of --allow-target."""
+        return allowed(address, (*self.targets, *extra))
 
 
 def default_config() -> ServeConfig:
@@ -119,8 +154,14 @@ def load_config(path: str) -> ServeConfig:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # the offset, never the bytes: the file may hold anything
+        raise UsageError(f"--config {path}: not UTF-8 text (a byte at offset {exc.start} is not): save it as "
+                         "UTF-8") from None
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise UsageError(f"--config {path}: nested too deep to read: write a flat mapping of modules: and "
+                         "targets:") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -140,16 +181,13 @@ def parse_config(data: object, path: str = "the config") -> ServeConfig:
     targets = data.get("targets") or []
     if not isinstance(targets, list) or not all(isinstance(t, str) and t.strip() for t in targets):
         raise UsageError(f"--config {path}: targets: must be a list of host:port patterns, e.g. 'kafka-*:9092'")
-    for glob in targets:
-        if ":" not in glob:
-            raise UsageError(f"--config {path}: target pattern {glob!r} has no port: give host:port (the port may "
-                             "be *)")
+    patterns = parse_patterns(targets, f"--config {path}: target pattern")
     raw = data.get("modules") or {}
     if not isinstance(raw, dict):
         raise UsageError(f"--config {path}: modules: must map module names to their settings")
     modules = {str(name): _module(str(name), spec, path) for name, spec in raw.items()}
     modules.setdefault(DEFAULT_MODULE, Module(name=DEFAULT_MODULE))
-    return ServeConfig(modules=modules, targets=tuple(t.strip() for t in targets))
+    return ServeConfig(modules=modules, targets=patterns)
 
 
 def _module(name: str, spec: object, path: str) -> Module:
@@ -238,5 +276,5 @@ def _flag(value: object, where: str) -> bool:
 
 
 def target_hostports(options: ProbeOptions) -> list[str]:
-    """Each bootstrap of a probe as `host:port`, the form the allow-list globs match."""
+    """Each bootstrap of a probe as `host:port`, as messages and the log show it."""
     return [format_hostport(a.host, a.port) for a in options.bootstraps]
