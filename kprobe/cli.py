@@ -169,6 +169,11 @@ PublishOpt = Annotated[
 PublishPropOpt = Annotated[
     list[str], typer.Option("--publish-property", help="librdkafka property for the collector cluster (key=value).")
 ]
+PublishCreateOpt = Annotated[
+    bool, typer.Option("--publish-create", help="Create the --publish topic when the collector has none: 6 "
+                       "partitions, replication factor 3 (the number of brokers when fewer) and, with 3, "
+                       "min.insync.replicas=2.")
+]
 SpoolOpt = Annotated[
     Path | None, typer.Option("--spool", envvar="KPROBE_SPOOL",
                               help="Spool directory for --publish (default ~/.cache/kprobe/spool).")
@@ -193,6 +198,7 @@ def probe(
     prom_file: PromFileOpt = None,
     publish: PublishOpt = None,
     publish_property: PublishPropOpt = [],  # noqa: B006
+    publish_create: PublishCreateOpt = False,
     spool: SpoolOpt = None,
     spool_max: SpoolMaxOpt = 10_000,
     vantage: VantageOpt = None,
@@ -226,7 +232,8 @@ def probe(
         controllers=controllers, roundtrip=roundtrip, roundtrip_create=roundtrip_create)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, output=output, out_dir=out_dir, prom_file=prom_file,
-        publish=publish, publish_props=publish_property, spool=spool, spool_max=spool_max)
+        publish=publish, publish_props=publish_property, spool=spool, spool_max=spool_max,
+        publish_create=publish_create)
     report = run_in_foreground(ProbeRun(options))
     if report.roundtrip is not None and report.roundtrip.topic_missing:
         # Bad input like a mistyped option: one line, no report of a run that could not do what was asked.
@@ -252,6 +259,7 @@ def watch(
     prom_file: PromFileOpt = None,
     publish: PublishOpt = None,
     publish_property: PublishPropOpt = [],  # noqa: B006
+    publish_create: PublishCreateOpt = False,
     spool: SpoolOpt = None,
     spool_max: SpoolMaxOpt = 10_000,
     vantage: VantageOpt = None,
@@ -284,7 +292,8 @@ def watch(
         every=every, jitter=jitter, count=count)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, out_dir=out_dir, prom_file=prom_file, publish=publish,
-        publish_props=publish_property, spool=spool, spool_max=spool_max, formats=WATCH_FORMATS)
+        publish_props=publish_property, spool=spool, spool_max=spool_max, formats=WATCH_FORMATS,
+        publish_create=publish_create)
     raise typer.Exit(run_watch(options, outputs, schedule))
 
 
@@ -349,14 +358,22 @@ def list_(
 
     del no_color  # kcat's listing has no colours to turn off; taken so that probe's command lines work
     _setup_logging(verbose)
-    listing = run_list(list_options(
+    options = list_options(
         bootstrap=bootstrap, topics=topic, props=prop, prop_files=prop_file, nameservers=nameserver,
         timeout=timeout, deadline=deadline, reachability=reachability, internal=not no_internal, resolve=resolve,
-        connect_to=connect_to))
+        connect_to=connect_to)
+    listing = run_list(options)
     if json_out:
         listing_report.write_json(listing, sys.stdout)
     elif listing.answered:
         listing_report.write_text(listing, sys.stdout)
+        from kprobe.list_run import unchecked_gap
+        from kprobe.output.sanitize import safe
+
+        gap = unchecked_gap(listing, resolve=options.resolve, connect_to=options.connect_to)
+        if gap is not None:  # after kcat's lines, on stderr: a script reading stdout gets kcat's bytes
+            sys.stdout.flush()
+            sys.stderr.write(f"kprobe: {safe(gap, limit=2000)}\n")
     elif listing.status != "interrupted":
         from kprobe.output.sanitize import safe
 
@@ -443,12 +460,17 @@ def show(
 
 @app.command()
 def diff(
-    a: Annotated[str, typer.Argument(help="The first report (a file, a directory written by --out, or -).",
-                                     show_default=False)],
+    a: Annotated[str, typer.Argument(help="The first report (a file, a directory written by --out, or -); "
+                                     "A@VANTAGE takes only that vantage's reports.", show_default=False)],
     b: Annotated[str, typer.Argument(help="The report to compare it with (a directory: the newest report of each "
-                                     "cluster is compared).", show_default=False)],
+                                     "cluster is compared); B@VANTAGE as for A, so one --out directory of "
+                                     "several vantages reads `reports/@office reports/@vpn`.", show_default=False)],
     fmt: Annotated[str | None, typer.Option("--format", help="text, json or markdown.")] = None,
     json_out: Annotated[bool, typer.Option("--json", "-J", help="Same as --format json.")] = False,
+    a_vantage: Annotated[str | None, typer.Option("--a-vantage", help="Only A's reports from this vantage (as "
+                                                  "A@VANTAGE).")] = None,
+    b_vantage: Annotated[str | None, typer.Option("--b-vantage", help="Only B's reports from this vantage (as "
+                                                  "B@VANTAGE).")] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
     vantage: ShowVantageOpt = [],  # noqa: B006
@@ -456,7 +478,9 @@ def diff(
 ) -> None:
     """What differs between two reports: two vantages, or before and after a change.
 
-    Exit 0 when the verdicts agree, 1 when they differ (as diff does), 2 on bad input.
+    The filters choose among the reports of a directory or a stream, on both sides (a side's own
+    vantage replaces --vantage); a side that is one report (a file, or one piped in) is compared as
+    it is. Exit 0 when the verdicts agree, 1 when they differ (as diff does), 2 on bad input.
     """
     from kprobe.output import diff as diff_output
     from kprobe.show import DIFF_FORMATS, diff_reports
@@ -466,7 +490,8 @@ def diff(
         raise UsageError(f"bad --format {fmt!r}: use text, json or markdown")
     if json_out and chosen != "json":
         raise UsageError("--json and --format disagree: give one of them")
-    diffs, unpaired, readers = diff_reports(a, b, _filters(since, until, vantage, status))
+    diffs, unpaired, readers = diff_reports(a, b, _filters(since, until, vantage, status), a_vantage=a_vantage,
+                                            b_vantage=b_vantage)
     _say_skips(readers)
     if chosen == "json":
         sys.stdout.write(diff_output.render_json(diffs, [u.__dict__ for u in unpaired]))
@@ -476,7 +501,8 @@ def diff(
         from kprobe.output.sanitize import safe
 
         for u in unpaired:
-            sys.stdout.write(f"Only in {u.side}: cluster {safe(u.cluster)} ({safe(u.source, limit=300)})\n")
+            of = f" from vantage {safe(u.vantage)}" if u.vantage is not None else ""
+            sys.stdout.write(f"Only in {u.side}: cluster {safe(u.cluster)}{of} ({safe(u.source, limit=300)})\n")
     raise typer.Exit(EXIT_GAP if unpaired or any(d.differs for d in diffs) else EXIT_OK)
 
 
@@ -488,11 +514,15 @@ def serve(
     config: Annotated[str | None, typer.Option("--config", envvar="KPROBE_SERVE_CONFIG",
                                                help="YAML file of modules (how to probe) and targets (what may be "
                                                "probed), as blackbox_exporter's.")] = None,
-    allow_target: Annotated[list[str], typer.Option("--allow-target", help="A host:port glob a scrape may name as "
-                                                    "its target (repeatable); none: only the config's targets, and "
-                                                    "without those nothing.")] = [],  # noqa: B006
+    allow_target: Annotated[list[str], typer.Option("--allow-target", help="A host:port pattern a scrape may name as "
+                                                    "its target (repeatable): a name glob, an IP, a CIDR such as "
+                                                    "10.0.0.0/8:9092 or [fd00::/8]:*; none: only the config's "
+                                                    "targets, and without those nothing.")] = [],  # noqa: B006
     max_concurrent: Annotated[int, typer.Option("--max-concurrent", help="Probes at once; one more is answered 503.")]
     = 16,
+    max_connections: Annotated[int, typer.Option("--max-connections", help="HTTP connections open at once; past it "
+                                                 "the oldest still sending its request is closed, or the new one is "
+                                                 "answered 503.")] = 256,
     vantage: VantageOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -507,6 +537,7 @@ def serve(
 
     if importlib.util.find_spec("prometheus_client") is None:
         raise UsageError("kprobe serve needs prometheus-client: pip install 'kprobe[serve]'")
+    from kprobe.serve.allow import parse_patterns
     from kprobe.serve.exporter import ServeOptions, is_loopback, parse_listen
     from kprobe.serve.exporter import serve as run_server
     from kprobe.serve.modules import default_config, load_config
@@ -519,12 +550,12 @@ def serve(
     host, port = parse_listen(listen)
     if max_concurrent < 1:
         raise UsageError(f"bad --max-concurrent {max_concurrent}: give at least 1")
-    for glob in allow_target:
-        if ":" not in glob:
-            raise UsageError(f"bad --allow-target {glob!r}: give HOST:PORT (globs allowed, e.g. 'kafka-*:9092')")
+    if max_connections < 1:
+        raise UsageError(f"bad --max-connections {max_connections}: give at least 1")
+    allow = parse_patterns(allow_target, "bad --allow-target")
     settings = load_config(config) if config else default_config()
-    options = ServeOptions(host=host, port=port, config=settings, allow=tuple(allow_target),
-                           max_concurrent=max_concurrent, vantage=vantage)
+    options = ServeOptions(host=host, port=port, config=settings, allow=allow, max_concurrent=max_concurrent,
+                           vantage=vantage, max_connections=max_connections)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -704,7 +735,8 @@ def lab_list() -> None:
 def lab_up(
     scenario: Annotated[str, typer.Argument(help="Scenario name (see `kprobe lab list`).")],
     detach: Annotated[
-        bool, typer.Option("--detach", "-d", help="Start in the background; stop with `kprobe lab down`.")
+        bool, typer.Option("--detach", "-d", help="Start in the background, beside other detached scenarios; stop "
+                           "with `kprobe lab down [SCENARIO]`.")
     ] = False,
     backend: Annotated[
         str | None, typer.Option("--backend", envvar="KPROBE_LAB_BACKEND", help="native, docker or auto.")
@@ -724,11 +756,19 @@ def lab_up(
 
 
 @lab_app.command("down")
-def lab_down() -> None:
-    """Stop the lab started with `kprobe lab up --detach`."""
+def lab_down(
+    scenario: Annotated[str | None, typer.Argument(help="The scenario to stop; without it, every detached lab.",
+                                                   show_default=False)] = None,
+) -> None:
+    """Stop labs started with `kprobe lab up --detach`: one scenario, or all of them."""
     from kprobe.lab.supervisor import stop_detached
 
-    typer.echo(stop_detached())
+    if scenario is not None:
+        from kprobe.lab import get_scenario
+
+        get_scenario(scenario)  # a typo gets the list of scenarios, not "not running"
+    for line in stop_detached(scenario):
+        typer.echo(line)
 
 
 def _secrets_in(args: list[str]) -> list[str]:

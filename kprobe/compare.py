@@ -7,10 +7,15 @@ the cluster and broker set each side saw, each advertised endpoint's verdict fro
 Endpoints are paired by node and advertised `host:port`; one left over on each side for the same
 node has moved (a changed `advertised.listeners`). Timings never count as a difference: the same
 endpoint answering in 2 ms and in 3 ms is the same verdict.
+
+Which of the two questions a comparison answers decides its words, not its data: one vantage at
+two times (A first) is before and after, so a finding "appeared"; two vantages are side by side,
+neither came first, and a finding is "only at B" (`ReportDiff.before_after`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -88,10 +93,34 @@ class ReportDiff:
         return tuple(r for r in self.rows if r.change != "same")
 
     @property
+    def before_after(self) -> bool:
+        """One vantage at two times, A no later than B: only then may the output speak of time.
+
+        Two vantages (office and VPN) are seen at once, not one after the other: a finding the VPN
+        has is "only at B", not "appeared", and a verdict differs rather than changed. The same
+        holds for one vantage given newest first, where "appeared" would say the opposite of what
+        happened. A time that cannot be read counts as in order: the vantage is what matters.
+        """
+        a, b = self.a.report, self.b.report
+        if a.vantage.name != b.vantage.name:
+            return False
+        at_a, at_b = _instant(a.started_at), _instant(b.started_at)
+        return at_a is None or at_b is None or at_a <= at_b
+
+    @property
     def differs(self) -> bool:
         """Whether anything in the comparison differs (exit 1, as `diff` exits)."""
         return bool(self.status_changed or self.clusters_differ or self.brokers_differ or self.changed_rows
                     or self.only_a or self.only_b)
+
+
+def _instant(value: str) -> dt.datetime | None:
+    """A report's RFC 3339 start as an aware datetime, None when it is not one (an edited file)."""
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.timezone.utc)
 
 
 def _finding_key(f: Finding) -> tuple[object, ...]:

@@ -37,6 +37,8 @@ class Outputs:
     prom_file: Path | None = None
     publish: Target | None = None
     publish_props: dict[str, str] = field(default_factory=dict)
+    # --publish-create: make the topic when the collector has none (kprobe.publish.reports_topic says how).
+    publish_create: bool = False
     spool: Path | None = None
     spool_max: int = DEFAULT_SPOOL_MAX
 
@@ -45,7 +47,7 @@ def outputs_from(
     *, fmt: str | None = None, json_out: bool = False, no_color: bool = False, output: Path | None = None,
     out_dir: Path | None = None, prom_file: Path | None = None, publish: str | None = None,
     publish_props: Sequence[str] = (), spool: Path | None = None, spool_max: int = DEFAULT_SPOOL_MAX,
-    formats: Sequence[str] = FORMATS,
+    formats: Sequence[str] = FORMATS, publish_create: bool = False,
 ) -> Outputs:
     """The output options of `probe` and `watch`, checked together; UsageError for the first problem.
 
@@ -64,9 +66,18 @@ def outputs_from(
         from kprobe.publish import parse_target
 
         target = parse_target(publish)
+    elif publish_create:
+        raise UsageError("--publish-create needs --publish BOOTSTRAP/TOPIC: it creates that topic when it is missing")
     if spool_max < 1:
         raise UsageError(f"bad --spool-max {spool_max}: keep at least 1 report")
     props = parse_properties(publish_props)
+    if target is not None:  # a bad security.protocol is bad usage now, not a warning after the run
+        from kprobe.kafka.security import security_from
+
+        try:
+            security_from(props)
+        except UsageError as exc:
+            raise UsageError(f"--publish-property: {exc}") from None
     if any(p is not None for p in (output, out_dir, prom_file)) or target is not None:
         # Only a run that writes somewhere imports tempfile and the file writer.
         from kprobe.output.files import check_file, prepare_dir
@@ -79,7 +90,8 @@ def outputs_from(
         if target is not None:  # the spool is written only when publishing
             prepare_dir(spool or default_spool(), "--spool" if spool is not None else "the default --spool")
     return Outputs(fmt=chosen, color=use_color(no_color), output=output, out_dir=out_dir, prom_file=prom_file,
-                   publish=target, publish_props=props, spool=spool, spool_max=spool_max)
+                   publish=target, publish_props=props, publish_create=publish_create, spool=spool,
+                   spool_max=spool_max)
 
 
 def render(report: Report, fmt: str, color: bool = False) -> str:
@@ -135,16 +147,16 @@ def _deliver_elsewhere(report: Report, outputs: Outputs, timeout: float) -> None
 
         write_atomic(outputs.prom_file, prometheus.render(report))
     if outputs.publish is not None:
-        from kprobe.publish import Spool, forward
+        from kprobe.publish import Spool, forward, stay_spooled
 
         spool = Spool(outputs.spool or default_spool(), outputs.spool_max)
         spool.put(data)
         try:
-            sent, pending = forward(spool, outputs.publish, outputs.publish_props, timeout=timeout)
+            sent, pending = forward(spool, outputs.publish, outputs.publish_props, timeout=timeout,
+                                    create=outputs.publish_create)
         except KprobeError:
             raise
         except Exception as exc:  # the collector's trouble must not lose the run: it stays spooled
-            _LOG.warning("publishing failed (%s); %d reports stay spooled", exc.__class__.__name__,
-                         len(spool.pending()))
+            _LOG.warning("publishing failed (%s); %s", exc.__class__.__name__, stay_spooled(len(spool.pending())))
         else:
             _LOG.debug("published %d reports, %d pending", sent, pending)

@@ -8,14 +8,18 @@ as `kprobe probe` does, and each partition learns whether its leader is reachabl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import count, repeat
 from typing import NamedTuple
 
+from kprobe.addresses import format_hostport, host_problem, is_loopback_ip, is_loopback_name
 from kprobe.config import ListOptions
 from kprobe.findings.consistency import LISTENER_NOT_FOUND
+from kprobe.kubernetes import cluster_name
 from kprobe.models import (
     CLIENTS_CONNECT,
     BootstrapResult,
@@ -204,3 +208,63 @@ def _notable(topic: str, run: PartitionRun, known: frozenset[int], reach: dict[i
             found["unknown"].append(view)
         if leader in bad and _reachable(reach, leader) is False:
             found["unreachable"].append(view)
+
+
+# Private DNS zones of cloud networks: only the network's own resolver answers for these names (AWS's
+# <region>.compute.internal and us-east-1's ec2.internal, Google Cloud's zonal and project-wide
+# .internal names, Azure's internal.cloudapp.net).
+_PRIVATE_ZONE = re.compile(r"(^|\.)(compute\.internal|ec2\.internal|c\.[a-z0-9-]+\.internal|"
+                           r"[a-z0-9-]+\.c\.[a-z0-9-]+\.internal|internal\.cloudapp\.net)\.?$")
+
+
+def _known_problem(host: str, bootstrap_host: str, connected_to: str | None, in_cluster: bool) -> str | None:
+    """Why clients here cannot use an advertised host, known from the names alone; None when only a probe can say."""
+    if host_problem(host):
+        return "not a usable host name"
+    if (is_loopback_name(host) or is_loopback_ip(host)) and connected_to and not is_loopback_ip(connected_to):
+        return "a loopback address, where every client connects to its own machine"
+    if cluster_name(host) is not None and not in_cluster and cluster_name(bootstrap_host) is None:
+        return "a Kubernetes cluster-internal name, which only the cluster's DNS resolves"
+    if _PRIVATE_ZONE.search(host.lower()) and not _PRIVATE_ZONE.search(bootstrap_host.lower()):
+        return "a cloud network's private DNS name, which resolves only inside that network"
+    return None
+
+
+def unchecked_gap(listing: Listing, *, resolve: Mapping[str, str] | None = None,
+                  connect_to: Mapping[tuple[str, int], tuple[str, int]] | None = None,
+                  in_cluster: bool | None = None) -> str | None:
+    """One line for a listing made without --reachability, when its names alone show a gap; else None.
+
+    Without --reachability `list` prints kcat's lines and exits 0, as kcat does, even where every
+    advertised endpoint is unusable from here (issue 34). Resolving and connecting would be network
+    work the user did not ask for; what the advertised names themselves say is free: a host no
+    client can use, a loopback address handed to a client that came from elsewhere, a Kubernetes
+    cluster-internal name outside a pod (KUBERNETES_SERVICE_HOST unset), a cloud network's private DNS
+    name reached through a name outside that zone. Endpoints the user remapped are left to the mapping.
+    """
+    if listing.reachability is not None or not listing.answered:
+        return None
+    if in_cluster is None:
+        in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    b = listing.bootstrap
+    bootstrap_host = b.address.rpartition(":")[0].strip("[]")
+    names, ends = resolve or {}, connect_to or {}
+    hits: list[tuple[int, str, str]] = []
+    for broker in b.brokers:
+        if broker.host.lower().rstrip(".") in names or (broker.host.lower(), broker.port) in ends:
+            continue
+        why = _known_problem(broker.host, bootstrap_host, b.connected_to, in_cluster)
+        if why is not None:
+            hits.append((broker.node_id, format_hostport(broker.host, broker.port), why))
+    if not hits:
+        return None
+    reasons = {why for _, _, why in hits}
+    ids = [str(node) for node, _, _ in hits]
+    who = (f"broker {ids[0]} advertises" if len(ids) == 1 else
+           f"brokers {', '.join(ids[:-1])} and {ids[-1]} advertise")
+    shown = ", ".join(e for _, e, _ in hits[:3]) + (f" and {len(hits) - 3} more" if len(hits) > 3 else "")
+    many = len(hits) > 1
+    why = (("each " if many else "") + reasons.pop() if len(reasons) == 1
+           else "names or addresses this machine cannot use as advertised")
+    return (f"{who} {shown}, {why}: clients here will bootstrap and then fail. This listing did not check "
+            f"{'them' if many else 'it'} from here: add --reachability, or run `kprobe probe -b {b.address}`")

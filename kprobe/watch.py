@@ -30,11 +30,17 @@ _LOG = logging.getLogger("kprobe.watch")
 
 
 def _summary(report: Report, number: int) -> str:
+    """One run in one line: the counts, then the first problem as `show --summary` names it (problem_glance)."""
+    from kprobe.output.text import problem_glance
+
     errors = sum(1 for f in report.findings if f.severity == "error")
+    # Findings are sorted errors first; the first error or warning is what `show --summary` names too.
+    first = next((f for f in report.findings if f.severity in ("error", "warning")), None)
+    problem = problem_glance(first.code, first.message, first.endpoints) if first is not None else ""
     return (f"run {number} {report.started_at} {report.status}: "
             f"{sum(1 for b in report.bootstraps if b.status == 'ok')}/{len(report.bootstraps)} bootstraps, "
             f"{report.usable}/{len(report.endpoints)} endpoints usable, {_roundtrip(report)}{errors} errors, "
-            f"{report.duration_ms / 1000:.2f}s")
+            f"{report.duration_ms / 1000:.2f}s{problem}")
 
 
 def _roundtrip(report: Report) -> str:

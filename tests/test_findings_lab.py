@@ -410,6 +410,24 @@ def test_fix_proposes_listener_lines_from_the_bootstrap(cloud_lab):
     assert "`EXTERNAL:PLAINTEXT` in listener.security.protocol.map" in finding["fix"]
 
 
+def test_fix_points_first_at_the_listener_that_works_from_here(cloud_lab):
+    """INTERNAL and EXTERNAL probed together from the internet (issue 34): EXTERNAL works, so it is the first fix."""
+    internal, external = cloud_lab.bootstrap("INTERNAL"), cloud_lab.bootstrap("EXTERNAL")
+    code, data, _ = probe_json("-b", f"{internal},{external}", "--nameserver", cloud_lab.nameserver("internet"))
+    assert code == 1
+    [finding] = data["findings"]
+    assert (finding["code"], finding["endpoint"]) == ("ADVERTISED_UNRESOLVABLE", cloud_lab.listener("INTERNAL").advertised)
+    fix = finding["fix"]
+    assert fix.startswith(f"Bootstrap with {external}, which works from here: the same cluster ({cloud_lab.cluster_id}) "
+                          f"answers there, and every endpoint it advertises ({external}) resolves and connects from "
+                          f"here, so clients on this network need no change on the brokers. Only if they must use "
+                          f"{internal}, change that listener too. From here broker 0 answers at {internal}"), fix
+    assert fix.index("EXTERNAL://") > fix.index("change that listener too")  # the listener lines come second
+    # Alone, INTERNAL has nothing that works beside it: the listener lines are the fix (the test above).
+    _, alone, _ = probe_json("-b", internal, "--nameserver", cloud_lab.nameserver("internet"))
+    assert alone["findings"][0]["fix"].startswith("From here broker 0 answers at")
+
+
 @pytest.mark.parametrize("extra", [["--no-identity"]])
 def test_no_proposal_without_evidence(cloud_lab, extra):
     _, data, _ = probe_json("-b", cloud_lab.bootstrap("INTERNAL"), "--nameserver", cloud_lab.nameserver("internet"),

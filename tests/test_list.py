@@ -377,3 +377,54 @@ def test_every_metadata_version_lists_the_same(big_broker):
         reach.pop("reachability")
         listed[version] = (text.replace(str(broker.port), "PORT"), reach)
     assert listed[5] == listed[8] == listed[12]
+
+
+# -- without --reachability: one line on stderr where the advertised names alone show the gap (issue 34) ---
+
+@needs_kcat
+def test_a_gap_the_names_show_gets_one_line_after_kcats_listing(cloud_lab):
+    internal = cloud_lab.real_endpoint("INTERNAL")  # an address: kcat needs no name to bootstrap either
+    ours = cli("list", "-b", internal, "-n", cloud_lab.nameserver("internet"))  # piped: no reachability
+    theirs = subprocess.run([KCAT, "-b", internal, "-L"], capture_output=True, text=True, timeout=30, check=True)
+    assert ours.returncode == 0
+    assert normalise(ours.stdout) == normalise(theirs.stdout)  # kcat's lines, nothing added to stdout
+    advertised = cloud_lab.listener("INTERNAL").advertised
+    assert ours.stderr == (f"kprobe: broker 0 advertises {advertised}, a cloud network's private DNS name, which "
+                           "resolves only inside that network: clients here will bootstrap and then fail. This listing "
+                           f"did not check it from here: add --reachability, or run `kprobe probe -b {internal}`\n")
+    # Nothing known from the names: nothing said (EXTERNAL advertises the public name), and --reachability says it.
+    healthy = cli("list", "-b", cloud_lab.bootstrap("EXTERNAL"), "-n", cloud_lab.nameserver("internet"))
+    assert (healthy.returncode, healthy.stderr) == (0, "")
+    checked = cli("list", "-b", internal, "-n", cloud_lab.nameserver("internet"), "--reachability")
+    assert "UNREACHABLE from here: does not resolve" in checked.stdout and checked.stderr == ""
+
+
+def test_what_the_names_alone_show():
+    """The rules of that line, on plain data: only what needs no lookup, and never a remapped name."""
+    from kprobe.list_run import Listing, unchecked_gap
+    from kprobe.models import AdvertisedBroker, BootstrapResult, ClusterMetadata
+
+    def listing(bootstrap: str, connected_to: str, *hosts: str) -> Listing:
+        meta = ClusterMetadata(brokers=tuple(AdvertisedBroker(i, h, 9092) for i, h in enumerate(hosts)),
+                               cluster_id="c", controller_id=0)
+        b = BootstrapResult(address=bootstrap, status="ok", connected_to=connected_to, metadata=meta)
+        return Listing(b, (b,), (), (), None)
+
+    pods = [f"my-cluster-kafka-{i}.my-cluster-kafka-brokers.kafka.svc" for i in range(3)]
+    outside = listing("kafka.example.com:9092", "203.0.113.5", *pods)
+    assert unchecked_gap(outside, in_cluster=False) == (
+        f"brokers 0, 1 and 2 advertise {pods[0]}:9092, {pods[1]}:9092, {pods[2]}:9092, each a Kubernetes "
+        "cluster-internal name, which only the cluster's DNS resolves: clients here will bootstrap and then fail. This "
+        "listing did not check them from here: add --reachability, or run `kprobe probe -b kafka.example.com:9092`")
+    assert unchecked_gap(outside, in_cluster=True) is None  # in a pod the cluster's DNS answers
+    assert unchecked_gap(outside, in_cluster=False, resolve={pods[0]: "127.0.0.2", pods[1]: "127.0.0.3",
+                                                             pods[2]: "127.0.0.4"}) is None
+    loopback = unchecked_gap(listing("203.0.113.5:9092", "203.0.113.5", "localhost", "203.0.113.6"), in_cluster=False)
+    assert loopback is not None and loopback.startswith("broker 0 advertises localhost:9092, a loopback address")
+    assert unchecked_gap(listing("localhost:9092", "127.0.0.1", "localhost"), in_cluster=False) is None
+    aws = "ip-10-0-1-23.ec2.internal"
+    assert unchecked_gap(listing(f"{aws}:9092", "10.0.1.23", aws), in_cluster=False) is None  # inside: it resolved
+    mixed = unchecked_gap(listing("198.51.100.7:9092", "198.51.100.7", aws, "bad host"), in_cluster=False)
+    assert mixed is not None and mixed.startswith(f"brokers 0 and 1 advertise {aws}:9092, bad host:9092, names or "
+                                                  "addresses this machine cannot use as advertised")
+    assert unchecked_gap(listing("198.51.100.7:9092", "198.51.100.7", "kafka.example.com"), in_cluster=False) is None

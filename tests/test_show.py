@@ -296,9 +296,10 @@ def test_diff_of_two_dns_views_names_exactly_the_endpoints_that_differ(listeners
     assert done.returncode == 1, done.stderr
     out = done.stdout.decode()
     [endpoint] = [e for e in a["endpoints"]]
-    assert f"  0     {endpoint['host']}:{endpoint['port']}  usable  unresolvable  changed" in out
-    assert "Findings only in B (new in B):\n  ERROR ADVERTISED_UNRESOLVABLE (broker 0, kafka0:" in out
-    assert out.splitlines()[-1] == "DIFFERENT: run ok -> gap, 1 verdict changed, 1 finding appeared"
+    # Two vantages, side by side: neither came first, so nothing "changed" or "appeared".
+    assert f"  0     {endpoint['host']}:{endpoint['port']}  usable  unresolvable  differs" in out
+    assert "Findings only at B (host):\n  ERROR ADVERTISED_UNRESOLVABLE (broker 0, kafka0:" in out
+    assert out.splitlines()[-1] == "DIFFERENT: run ok at A, gap at B, 1 verdict differs, 1 finding only at B"
     js = json.loads(kprobe("diff", str(inside), str(outside), "--json").stdout)
     [comparison] = js["comparisons"]
     changed = [e for e in comparison["endpoints"] if e["change"] != "same"]
@@ -307,7 +308,7 @@ def test_diff_of_two_dns_views_names_exactly_the_endpoints_that_differ(listeners
     assert [f["code"] for f in comparison["findings_only_b"]] == [f["code"] for f in b["findings"]
                                                                    if f["severity"] == "error"][:1]
     md = kprobe("diff", str(inside), str(outside), "--format", "markdown").stdout.decode()
-    assert md.startswith("#### kprobe diff: DIFFERENT: run ok -> gap") and "| 0 | `kafka0:" in md
+    assert md.startswith("#### kprobe diff: DIFFERENT: run ok at A, gap at B") and "| 0 | `kafka0:" in md
 
 
 def test_diff_of_directories_compares_the_newest_report_of_each_cluster(listeners_lab, cloud_lab, tmp_path):

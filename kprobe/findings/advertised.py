@@ -6,15 +6,15 @@ the user stands. Fixes propose concrete listener lines only where the evidence s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from kprobe.addresses import host_problem, is_loopback_ip, is_loopback_name, port_problem
+from kprobe.addresses import format_hostport, host_problem, is_loopback_ip, is_loopback_name, port_problem
 from kprobe.dualstack import JAVA_SETUP_TIMEOUT, LIBRDKAFKA_SETUP_TIMEOUT, FamilySplit, family_split
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
 from kprobe.findings.common import Repeat, about, at_brokers, listed, source_of, unique
 from kprobe.findings.shapes import cluster_internal_fix
 from kprobe.kubernetes import cluster_name
-from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
+from kprobe.models import CLIENTS_CONNECT, BootstrapResult, EndpointResult, Finding, Severity
 
 _AFTER_BOOTSTRAP = (
     "producers and consumers will bootstrap fine, then fail on every request after the first "
@@ -37,17 +37,79 @@ def _listener_hint(result: EndpointResult) -> str:
     return "the listener on port " + "/".join(ports)
 
 
-def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[Finding | Repeat]:
+# Where an endpoint that passed TCP still fails a client, the identity and TLS rules say so: such an
+# endpoint does not make its bootstrap one that "works from here".
+_SOUND_IDENTITY = ("match", "unchecked")
+_SOUND_TLS = ("ok", "expiring", "not_checked")
+
+
+def _works(result: EndpointResult) -> bool:
+    """A client connects there as advertised (no --resolve or --connect-to needed), to the node it expects."""
+    identity = result.identity
+    return (result.status in CLIENTS_CONNECT and result.endpoint.remap is None
+            and (identity is None or (identity.status in _SOUND_IDENTITY and not identity.kraft_controller
+                                      and identity.tls_failure is None))
+            and (result.tls is None or result.tls.status in _SOUND_TLS))
+
+
+def working_bootstraps(bootstraps: Sequence[BootstrapResult],
+                       endpoints: Sequence[EndpointResult]) -> dict[str, tuple[str, ...]]:
+    """Per cluster id, the bootstraps (in the order given) through which clients work from here.
+
+    A bootstrap works when it answered with the cluster's id and every endpoint it advertises works
+    (`_works`). Why: probing two listeners of one cluster, one advertising a name that does not resolve
+    here and the other usable, the fix that changes nothing on the brokers is to bootstrap with the
+    usable one (issue 34); a listener change comes second.
+    """
+    results = {(src, r.endpoint.node_id, r.endpoint.host, r.endpoint.port): r
+               for r in endpoints for src in r.endpoint.advertised_by}
+    found: dict[str, list[str]] = {}
+    for b in bootstraps:
+        meta = b.metadata
+        if b.status != "ok" or meta is None or not meta.cluster_id or not meta.brokers:
+            continue
+        mine = [results.get((b.address, br.node_id, br.host, br.port)) for br in meta.brokers]
+        if all(r is not None and _works(r) for r in mine):
+            found.setdefault(meta.cluster_id, []).append(b.address)
+    return {cluster: tuple(addresses) for cluster, addresses in found.items()}
+
+
+def _works_elsewhere(result: EndpointResult, bootstraps: dict[str, BootstrapResult],
+                     working: Mapping[str, Sequence[str]]) -> str | None:
+    """The first fix where another bootstrap of this endpoint's cluster works from here, else None."""
+    ep = result.endpoint
+    clusters = {b.metadata.cluster_id for src in ep.advertised_by
+                if (b := bootstraps.get(src)) is not None and b.metadata is not None and b.metadata.cluster_id}
+    others = unique(a for cluster in sorted(clusters) for a in working.get(cluster, ()) if a not in ep.advertised_by)
+    if not others:
+        return None
+    advertised = unique(format_hostport(br.host, br.port) for a in others for br in bootstraps[a].brokers)
+    return (f"Bootstrap with {listed(others, 3, ' or ')}, which works from here: the same cluster "
+            f"({listed(sorted(clusters), 2)}) answers there, and every endpoint it advertises "
+            f"({listed(advertised, 3)}) resolves and connects from here, so clients on this network need no change "
+            f"on the brokers. Only if they must use {', '.join(ep.advertised_by)}, change that listener too.")
+
+
+def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapResult],
+                        working: Mapping[str, Sequence[str]] | None = None) -> list[Finding | Repeat]:
     """What fails for a client at one advertised endpoint: resolution, connection, loopback, hosts file, port.
 
     Findings whose cause and fix other endpoints may share come as `Repeat`s (common.merge_repeats):
-    three brokers advertising `localhost` are one listener setting, said once.
+    three brokers advertising `localhost` are one listener setting, said once. `working` (from
+    `working_bootstraps`) names the bootstraps of each cluster that work from here: where one of this
+    endpoint's cluster does, using it is the first fix of a failing endpoint, and the listener change
+    comes second.
     """
     ep = result.endpoint
     where = ep.hostport
     via = ", ".join(ep.advertised_by)
     listener = _listener_hint(result)
     out: list[Finding | Repeat] = []
+    elsewhere = _works_elsewhere(result, bootstraps, working or {})
+
+    def first(fix: str) -> str:
+        """The listener change `fix`, after bootstrapping elsewhere where that already works."""
+        return f"{elsewhere} {fix}" if elsewhere else fix
 
     def alone(code: str, severity: Severity, message: str, fix: str) -> Finding:
         return finding(code, severity, message, fix, node_id=ep.node_id, endpoint=where, bootstrap=source_of(result))
@@ -88,8 +150,8 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
     )
     # A loopback address the user mapped to (a port-forward tried with --connect-to) is not one the broker advertises.
     if came_from_elsewhere and ep.remap is None and _is_loopback_host(ep.host, dns.addresses):
-        fix = proposal or (f"Make {listener} advertise a name or address that clients on this network reach "
-                           "(advertised.listeners), not localhost.")
+        fix = first(proposal or (f"Make {listener} advertise a name or address that clients on this network reach "
+                                 "(advertised.listeners), not localhost."))
         repeat((fix,), _loopback_together(fix), "ADVERTISED_LOOPBACK", ERROR,
                f"You reached the cluster at {via}, but broker {ep.node_id} advertises {where}, a loopback "
                "address: every client connects to its own machine instead of the broker, so "
@@ -97,10 +159,10 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
 
     if result.status == "unresolvable":
         reason = dns.error or f"{ep.host} does not resolve"
-        fix = proposal or (
+        fix = first(proposal or (
             f"Make {listener} advertise a name this network can resolve (advertised.listeners), or add "
             "a listener for this network with its own advertised name; an /etc/hosts entry only fixes "
-            "this one machine.")
+            "this one machine."))
         # One cause: names of one zone that fail alike (every *.compute.internal name, say), with one fix.
         repeat((fix, dns.status, _zone(ep.host)), _unresolvable_together(fix), "ADVERTISED_UNRESOLVABLE", ERROR,
                f"You reached the cluster at {via}, but broker {ep.node_id} advertises {where}, which does "
@@ -109,21 +171,22 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
         statuses = {t.status for t in bad_tcp}
         addresses = ", ".join(t.address for t in bad_tcp)
         if "timeout" in statuses:
-            repeat((listener, proposal), _timeout_together(listener, proposal), "ADVERTISED_TIMEOUT", ERROR,
+            repeat((listener, proposal, elsewhere), _timeout_together(listener, proposal, first), "ADVERTISED_TIMEOUT",
+                   ERROR,
                    f"Broker {ep.node_id} advertises {where} ({addresses}), but connections to it time out "
                    f"from here (a firewall or security group dropping packets, or a private address): "
                    f"{_AFTER_BOOTSTRAP}, after waiting for the timeout.",
-                   f"Open the port between this network and {addresses}, or make {listener} advertise an "
-                   "address this network can reach." + (f" {proposal}" if proposal else ""))
+                   first(f"Open the port between this network and {addresses}, or make {listener} advertise an "
+                         "address this network can reach." + (f" {proposal}" if proposal else "")))
         elif statuses == {"refused"}:
             add("ADVERTISED_REFUSED", ERROR,
                 f"Broker {ep.node_id} advertises {where} ({addresses}), but nothing accepts connections "
                 f"there: the broker is down, or the advertised port is not the one it listens on. "
                 f"Requests for partitions led by broker {ep.node_id} will fail.",
-                f"Start broker {ep.node_id}, or make the port in advertised.listeners of {listener} "
-                "match the port in `listeners` (or the published/forwarded port).")
+                first(f"Start broker {ep.node_id}, or make the port in advertised.listeners of {listener} "
+                      "match the port in `listeners` (or the published/forwarded port)."))
         elif statuses <= {"unreachable"}:
-            fix = proposal or f"Make {listener} advertise an address routable from this network."
+            fix = first(proposal or f"Make {listener} advertise an address routable from this network.")
             repeat((fix, "no route"), _no_route_together(fix), "ADVERTISED_UNREACHABLE", ERROR,
                    f"Broker {ep.node_id} advertises {where} ({addresses}), which this host has no route to: "
                    f"{_AFTER_BOOTSTRAP}.", fix)
@@ -132,8 +195,8 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
             add("ADVERTISED_UNREACHABLE", ERROR,
                 f"Broker {ep.node_id} advertises {where}, but connecting to it fails from here ({errors}): "
                 f"{_AFTER_BOOTSTRAP}.",
-                proposal or f"Find what answers on {where} and why it drops the connection; make {listener} "
-                "advertise an address where the broker accepts connections from this network.")
+                first(proposal or f"Find what answers on {where} and why it drops the connection; make {listener} "
+                      "advertise an address where the broker accepts connections from this network."))
     elif result.status in ("partial", "degraded") and (split := family_split(result.tcp)) is not None:
         # The message and fix speak of the name and its addresses only: brokers sharing the name share both.
         message, fix = _one_family(result, split, listener)
@@ -211,14 +274,15 @@ def _failing_addresses(group: Sequence[Repeat]) -> list[str]:
     return unique(t.address for r in group for t in r.result.tcp if t.status != "ok")
 
 
-def _timeout_together(listener: str, proposal: str | None) -> Callable[[Sequence[Repeat]], tuple[str, str]]:
+def _timeout_together(listener: str, proposal: str | None,
+                      first: Callable[[str], str]) -> Callable[[Sequence[Repeat]], tuple[str, str]]:
     def together(group: Sequence[Repeat]) -> tuple[str, str]:
         addresses = listed(_failing_addresses(group))
         return (f"The brokers advertise {at_brokers(_results(group))}, but connections to them ({addresses}) time "
                 "out from here (a firewall or security group dropping packets, or private addresses): "
                 f"{_AFTER_BOOTSTRAP}, after waiting for the timeout.",
-                f"Open the advertised ports between this network and {addresses}, or make {listener} advertise "
-                "addresses this network can reach." + (f" {proposal}" if proposal else ""))
+                first(f"Open the advertised ports between this network and {addresses}, or make {listener} "
+                      "advertise addresses this network can reach." + (f" {proposal}" if proposal else "")))
     return together
 
 

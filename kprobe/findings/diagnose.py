@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kprobe.findings.advertised import advertised_findings, hosts_file_finding
+from kprobe.findings.advertised import advertised_findings, hosts_file_finding, working_bootstraps
 from kprobe.findings.bootstrap import bootstrap_finding
 from kprobe.findings.catalogue import INFO, SEVERITY_ORDER, WARNING, finding
 from kprobe.findings.common import Repeat, merge_repeats
@@ -42,8 +42,9 @@ def diagnose(
             findings.append(bootstrap_finding(b, answered_any=bool(answered)))
     findings.extend(consistency_findings(bootstraps, endpoints))
     per_endpoint: list[Finding | Repeat] = []
+    working = working_bootstraps(bootstraps, endpoints)  # a first fix where another listener already works
     for result in endpoints:
-        per_endpoint.extend(advertised_findings(result, by_address))
+        per_endpoint.extend(advertised_findings(result, by_address, working))
         per_endpoint.extend(identity_findings(result, by_address))
         per_endpoint.extend(tls_findings(result))
         per_endpoint.extend(client_certificate_findings(result))

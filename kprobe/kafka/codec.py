@@ -258,8 +258,13 @@ def metadata_version(api_versions: dict[int, tuple[int, int]]) -> int:
     return version
 
 
-def encode_metadata_request(version: int, topics: Sequence[str] | None) -> bytes:
-    """Metadata for `topics` ([] = brokers only, None = all topics); never creates a topic."""
+def encode_metadata_request(version: int, topics: Sequence[str] | None, auto_create: bool = False) -> bytes:
+    """Metadata for `topics` ([] = brokers only, None = all topics).
+
+    A diagnostic never creates a topic. `auto_create` asks what a producer asks (librdkafka's and Java's
+    producers set it), so that --publish learns before producing whether the collector would create its
+    topic on first use (auto.create.topics.enable): it answers UNKNOWN_TOPIC_OR_PARTITION only where it will not.
+    """
     flexible = version >= 9
     body = bytearray()
     if topics is None:
@@ -272,7 +277,7 @@ def encode_metadata_request(version: int, topics: Sequence[str] | None) -> bytes
             body += enc_string(name, flexible)
             if flexible:
                 body += b"\x00"
-    body += b"\x00"  # allow_auto_topic_creation: a diagnostic must not create topics
+    body += b"\x01" if auto_create else b"\x00"  # allow_auto_topic_creation
     if 8 <= version <= 10:
         body += b"\x00"  # include_cluster_authorized_operations
     if version >= 8:

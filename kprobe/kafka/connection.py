@@ -315,11 +315,11 @@ class KafkaConnection:
         reader = self.request(codec.API_DESCRIBE_CLUSTER, version, body, True)
         return codec.decode_describe_cluster(reader, version)
 
-    def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
-        """Metadata for `topics` ([] = brokers only, None = all topics)."""
+    def metadata(self, topics: Sequence[str] | None = None, auto_create: bool = False) -> ClusterMetadata:
+        """Metadata for `topics` ([] = brokers only, None = all topics); `auto_create` as a producer asks."""
         version = codec.metadata_version(self.api_versions)
-        reader = self.request(codec.API_METADATA, version, codec.encode_metadata_request(version, topics),
-                              version >= 9)
+        reader = self.request(codec.API_METADATA, version,
+                              codec.encode_metadata_request(version, topics, auto_create), version >= 9)
         return codec.decode_metadata(reader, version)
 
 
@@ -349,10 +349,12 @@ def fetch_and_identify(
     topics: Sequence[str] | None = None,
     identity: bool = True,
     expected: int | None = None,
+    auto_create: bool = False,
 ) -> tuple[ClusterMetadata, int | None, str | None]:
     """Metadata, then (if asked) which node answered, on one connection.
 
-    `expected` is the node id to ask about; by default the first advertised broker.
+    `expected` is the node id to ask about; by default the first advertised broker. `auto_create`: ask
+    for `topics` as a producer does (codec.encode_metadata_request says when that is wanted).
     """
     sec = security or Security()
     with KafkaConnection(
@@ -371,7 +373,7 @@ def fetch_and_identify(
                             + ": it offers no Metadata, so clients fail with \"The node does not support METADATA\"",
                             awaiting_response=True, node_id=node_id)
         try:
-            meta = conn.metadata(topics)
+            meta = conn.metadata(topics, auto_create)
         except WireError as exc:
             if exc.kind == "closed" and not sec.uses_sasl:
                 exc.closed_without_sasl = True  # a SASL listener does this: the caller may ask it (ask_listener)

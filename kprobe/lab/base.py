@@ -8,6 +8,7 @@ backends serve the same scenario byte for byte.
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 import socket
 import threading
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kprobe.errors import LabError
 from kprobe.lab.certs import CertFiles, make_cert
 from kprobe.lab.dns_server import DnsServer, start_views
 from kprobe.lab.forwarder import Forwarders
@@ -325,6 +327,16 @@ def server_properties(
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 
+def _resolves_in(hostport: str, names: set[str]) -> bool:
+    """Whether a bootstrap's host is one of a view's names, or an address (which needs no name)."""
+    host = hostport.rpartition(":")[0].strip("[]")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host.lower() in names
+    return True
+
+
 class RunningLab(ABC):
     """A started scenario: where to bootstrap, which nameserver stands for which network.
 
@@ -467,6 +479,44 @@ class RunningLab(ABC):
         """`ip:port` of the DNS server standing for that network."""
         return self.dns[view].nameserver
 
+    def _topic_listener(self) -> RenderedListener | None:
+        """A PLAINTEXT client listener to make topics through and publish to (the inter-broker one last)."""
+        plain = [rl for node in self.nodes.values() for rl in node.listeners.values()
+                 if rl.spec.protocol == "PLAINTEXT"]
+        plain.sort(key=lambda rl: rl.spec.inter_broker)
+        return plain[0] if plain else None
+
+    @property
+    def replication(self) -> int:
+        """The replication factor of the topics the lab makes: the brokers, up to 3."""
+        return max(1, min(3, sum(1 for n in self.nodes.values() if n.spec.is_broker)))
+
+    def _create_topics(self, timeout: float = 30.0) -> None:
+        """Make the scenario's topics (after every broker serves clients), through a PLAINTEXT listener.
+
+        confluent-kafka's admin client over the listener's real endpoint, as the tests make theirs
+        (tests/conftest.py `new_topic`); the docker backend runs `kafka-topics.sh` in a container instead.
+        """
+        if not self.scenario.topics:
+            return
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        listener = self._topic_listener()
+        if listener is None:
+            raise LabError(f"scenario {self.scenario.name} has topics but no PLAINTEXT listener to make them through")
+        admin = AdminClient({"bootstrap.servers": f"{listener.bind_ip}:{listener.port}"})
+        futures = admin.create_topics([NewTopic(name, partitions, self.replication)
+                                       for name, partitions in self.scenario.topics.items()],
+                                      request_timeout=timeout, operation_timeout=timeout)
+        for name, future in futures.items():
+            try:
+                future.result(timeout=timeout)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if not (isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                    raise LabError(f"creating topic {name} failed: {exc}") from None
+
     def describe(self) -> list[str]:
         """Lines for `kprobe lab up`: what runs where and how to reach it."""
         lines = [f"scenario {self.scenario.name} ({self.backend}): {self.scenario.summary}",
@@ -487,6 +537,12 @@ class RunningLab(ABC):
         for view, server in self.dns.items():
             names = ", ".join(sorted(self.scenario.views[view])) or "nothing"
             lines.append(f"DNS view {view:<9} nameserver {server.nameserver:<16} resolves {names}")
+            lines.append(self._view_usage(view, server.nameserver))
+        listener = self._topic_listener()
+        for name, partitions in self.scenario.topics.items():
+            where = f"{self.bootstrap_all(listener.spec.name)}/{name}" if listener is not None else name
+            lines.append(f"topic {name} ({partitions} partitions, replication factor {self.replication}), made at "
+                         f"start: publish with --publish {where}")
         for name, hole in self.blackholes.items():
             lines.append(f"blackhole {name} at {hole.endpoint}")
         for name, imp in self.impostors.items():
@@ -513,6 +569,20 @@ class RunningLab(ABC):
                 lines.append(f"OAuth client {client}, secret {secret} (made for this run), tokens for audience "
                              f"{dict(self.idp.spec.clients)[client]}")
         return lines
+
+    def _view_usage(self, view: str, nameserver: str) -> str:
+        """How to probe as a host on the view's network would: the exact -n, with a bootstrap that resolves there.
+
+        A view stands for another network, so its names must be asked of its server: without -n the
+        system resolver is asked about the lab's names, which resolve nowhere on this machine or, like
+        the `cloud` scenario's ec2-...amazonaws.com, somewhere real on the internet (docs/lab.md).
+        """
+        known = {name.lower() for name in self.scenario.views[view]}
+        bootstrap = next((rl.bootstrap for node in self.nodes.values() for rl in node.listeners.values()
+                          if _resolves_in(rl.bootstrap, known)), None)
+        example = f": kprobe probe -b {bootstrap} -n {nameserver}" if bootstrap else ""
+        return (f"  as a host on the {view} network: -n {nameserver} (--nameserver){example}; without -n, this "
+                "machine's resolver is asked instead")
 
     def usage(self) -> list[str]:
         """The scenario's usage lines with this run's ports, nameservers and advertised endpoints filled in."""

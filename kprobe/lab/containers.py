@@ -283,6 +283,7 @@ class ContainerLab(RunningLab):
                 self._start_containers()
                 self._wait_ready(list(self.nodes))
                 self._add_scram_users()
+                self._create_topics()
             except LabError:
                 raise
             except Exception as exc:
@@ -488,6 +489,25 @@ class ContainerLab(RunningLab):
                         raise LabError(f"SCRAM user {user} not visible on broker {node_id} after 30s: {out[-200:]}")
                     time.sleep(0.5)
             return  # credentials are cluster-wide: once is enough
+
+    def _create_topics(self, timeout: float = 30.0) -> None:
+        """The scenario's topics, made with `kafka-topics.sh` inside a container over a PLAINTEXT listener.
+
+        As the SCRAM users are: the listener is reachable there by its Docker name, whatever the host can reach.
+        """
+        listener = self._topic_listener()
+        if not self.scenario.topics or listener is None:
+            super()._create_topics(timeout)  # nothing to make, or the error that says why not
+            return
+        node = next(n for n in self.nodes.values() if listener in n.listeners.values())
+        for name, partitions in self.scenario.topics.items():
+            result = self.containers[node.node_id].exec([
+                "/opt/kafka/bin/kafka-topics.sh", "--bootstrap-server", f"{docker_name(node)}:{listener.port}",
+                "--create", "--if-not-exists", "--topic", name, "--partitions", str(partitions),
+                "--replication-factor", str(self.replication)])
+            if result.exit_code != 0:
+                raise LabError(f"kafka-topics in broker {node.node_id}'s container failed: "
+                               f"{_last_line(result.output.decode(errors='replace'))}")
 
     def _kafka_configs(self, node_id: int, args: list[str], secret: str) -> str:
         result = self.containers[node_id].exec(["/opt/kafka/bin/kafka-configs.sh", *args])

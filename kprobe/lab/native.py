@@ -97,6 +97,7 @@ class NativeLab(RunningLab):
             for node_id in self.nodes:
                 self._spawn(node_id)
             self._wait_ready(list(self.nodes))
+            self._create_topics()
         except BaseException:
             self.stop()
             raise

@@ -110,6 +110,10 @@ class Scenario:
     # How to use the lab, printed by `kprobe lab up`: templates with `{fwe[NAME]}` (a forward's `address:port`),
     # `{ns[VIEW]}` (a view's nameserver) and `{adv[NODE][LISTENER]}` (an advertised endpoint).
     usage: tuple[str, ...] = ()
+    # Topics the lab creates once every broker serves clients (name -> partitions; replication factor: the
+    # brokers, up to 3). Brokers never create topics on first use (auto.create.topics.enable=false), as
+    # production clusters usually run: a topic a scenario's story needs is made here, as an operator would.
+    topics: dict[str, int] = field(default_factory=dict)
 
     def node(self, node_id: int) -> NodeSpec:
         """The node with this id; a typo in a test should say which ids exist."""
@@ -493,7 +497,9 @@ _SNI_INGRESS = Scenario(
 _COLLECTOR = Scenario(
     name="collector",
     summary="one plain broker that collects reports (kprobe probe --publish), for the scheduling tests",
-    story="A single broker on 127.0.0.71 whose topic receives the reports of scheduled probes.",
+    story="A single broker on 127.0.0.71 whose topic kprobe-reports, made at start, receives the reports of "
+          "scheduled probes (--publish). It creates no topic on first use (auto.create.topics.enable=false).",
+    topics={"kprobe-reports": 6},
     # Tests stop and restart this broker to show the spool at work, and nobody probes it while it
     # is down: a short session lets the restarted broker register again in 3 s, not 10.
     broker_config={"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"},

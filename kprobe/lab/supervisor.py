@@ -3,6 +3,11 @@
 A lab is more than JVMs: its DNS views and blackholes live in a Python process. So a detached
 lab is a background `kprobe lab up` (the supervisor) that writes a state file once every
 broker serves clients; `lab down` signals it, and it tears down what it started.
+
+Scenarios run side by side (each has loopback addresses of its own, and its ports and DNS
+servers are chosen free at start): the collector of scheduled probes beside the cluster they
+probe, say. So each detached scenario has its own state file and log, `<scenario>.json` and
+`<scenario>.log` under the state directory; one scenario runs once at a time.
 """
 
 from __future__ import annotations
@@ -23,10 +28,30 @@ from kprobe.paths import cache_root
 STATE_ENV = "KPROBE_LAB_STATE_FILE"
 
 
-def state_path() -> Path:
-    """Where the detached lab records itself."""
+def state_dir() -> Path:
+    """Where detached labs record themselves (`KPROBE_LAB_STATE` names another directory)."""
     override = os.environ.get("KPROBE_LAB_STATE")
-    return Path(override) if override else cache_root() / "lab" / "state.json"
+    return Path(override) if override else cache_root() / "lab"
+
+
+def state_path(scenario: str) -> Path:
+    """The state file of one detached scenario."""
+    return state_dir() / f"{scenario}.json"
+
+
+def _states() -> dict[str, tuple[Path, dict[str, object]]]:
+    """Every detached lab's state, by scenario; an unreadable file is removed (a crash mid-write)."""
+    found: dict[str, tuple[Path, dict[str, object]]] = {}
+    directory = state_dir()
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)
+            continue
+        if isinstance(state, dict) and isinstance(state.get("scenario"), str):
+            found[state["scenario"]] = (path, state)
+    return found
 
 
 def _alive(pid: int) -> bool:
@@ -74,16 +99,21 @@ def run_foreground(scenario: str, backend: str) -> None:
 
 
 def start_detached(scenario: str, backend: str, timeout: float = 180.0) -> list[str]:
-    """Start the supervisor in the background and return the lab's description once ready."""
-    path = state_path()
-    if path.exists():
-        try:
-            state = json.loads(path.read_text())
-        except (OSError, ValueError):
-            state = {}
-        if state.get("pid") and _alive(int(state["pid"])):
-            raise UsageError(f"a lab is already running ({state.get('scenario')}): stop it with `kprobe lab down`")
-        path.unlink()
+    """Start the supervisor in the background and return the lab's description once ready.
+
+    Another scenario may be running: each has its own addresses, ports and state file. The same
+    scenario twice is refused: `lab down NAME` and the tests find a scenario by its name, so two
+    copies of one would be two labs under one name.
+    """
+    held = _states().get(scenario)
+    if held is not None:
+        old_path, state = held
+        pid = int(str(state.get("pid") or 0))
+        if pid and _alive(pid):
+            raise UsageError(f"lab {scenario} is already running (pid {pid}): stop it with `kprobe lab down "
+                             f"{scenario}`, or use it as it is")
+        old_path.unlink(missing_ok=True)  # its supervisor died: a stale record
+    path = state_path(scenario)
     path.parent.mkdir(parents=True, exist_ok=True)
     log = path.with_suffix(".log")
     env = {**os.environ, STATE_ENV: str(path)}
@@ -102,20 +132,28 @@ def start_detached(scenario: str, backend: str, timeout: float = 180.0) -> list[
             raise LabError(f"the lab did not start within {timeout:.0f}s (log: {log})")
         time.sleep(0.2)
     state = json.loads(path.read_text())
-    return [*state["describe"], f"lab running in the background (pid {proc.pid}); stop it with `kprobe lab down`"]
+    others = sorted(name for name in _states() if name != scenario)
+    beside = f"; also running: {', '.join(others)}" if others else ""
+    return [*state["describe"], f"lab {scenario} running in the background (pid {proc.pid}); stop it with "
+            f"`kprobe lab down {scenario}`{beside}"]
 
 
-def stop_detached(timeout: float = 30.0) -> str:
-    """Stop the detached lab, killing any JVM its supervisor could not."""
-    path = state_path()
-    if not path.exists():
-        return "no detached lab is running"
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError):
-        path.unlink(missing_ok=True)
-        return "removed an unreadable lab state file; no lab was stopped"
-    pid = int(state.get("pid", 0))
+def stop_detached(scenario: str | None = None, timeout: float = 30.0) -> list[str]:
+    """Stop one detached scenario, or every one without a name; a line per scenario stopped."""
+    states = _states()
+    if scenario is not None:
+        if scenario not in states:
+            running = f" (running: {', '.join(sorted(states))})" if states else ""
+            return [f"no detached lab {scenario} is running{running}"]
+        states = {scenario: states[scenario]}
+    if not states:
+        return ["no detached lab is running"]
+    return [_stop_one(name, path, state, timeout) for name, (path, state) in states.items()]
+
+
+def _stop_one(scenario: str, path: Path, state: dict[str, object], timeout: float) -> str:
+    """Signal a supervisor, wait for it to tear its lab down, kill what it left."""
+    pid = int(str(state.get("pid") or 0))
     if pid and _alive(pid):
         os.kill(pid, signal.SIGTERM)
         end = time.monotonic() + timeout
@@ -123,9 +161,10 @@ def stop_detached(timeout: float = 30.0) -> str:
             time.sleep(0.1)
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
-    for jvm in state.get("jvm_pids", []):
+    jvms = state.get("jvm_pids")
+    for jvm in jvms if isinstance(jvms, list) else []:
         if _alive(int(jvm)):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(int(jvm), signal.SIGKILL)
     path.unlink(missing_ok=True)
-    return f"stopped lab {state.get('scenario')}"
+    return f"stopped lab {scenario}"

@@ -3,12 +3,18 @@
 The table puts one endpoint's two verdicts on one line, so "works from the office, not over the
 VPN" reads straight across; the findings only one side has follow, with their fixes; the last
 line says whether the verdicts agree, as the exit code does.
+
+The words follow the question (`ReportDiff.before_after`): one vantage before and after a change
+reads in time ("run gap -> ok", "1 finding went away"); two vantages read side by side ("run gap
+at A, ok at B", "1 finding only at A"), since neither came first.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 from kprobe.compare import EndpointRow, ReportDiff, Side
@@ -17,6 +23,20 @@ from kprobe.output import markdown
 from kprobe.output.sanitize import safe
 
 _CHANGE_WORDS = {"same": "", "changed": "changed", "moved": "moved", "only_a": "only in A", "only_b": "only in B"}
+_SIDE_BY_SIDE_WORDS = {"same": "", "changed": "differs", "moved": "other endpoint", "only_a": "only at A",
+                       "only_b": "only at B"}
+# What the last line counts, (change, one, many), in time and side by side.
+_COUNTS_IN_TIME = (("changed", "verdict changed", "verdicts changed"), ("moved", "endpoint moved", "endpoints moved"),
+                   ("only_a", "endpoint only in A", "endpoints only in A"),
+                   ("only_b", "endpoint only in B", "endpoints only in B"),
+                   ("findings_a", "finding went away", "findings went away"),
+                   ("findings_b", "finding appeared", "findings appeared"))
+_COUNTS_SIDE_BY_SIDE = (("changed", "verdict differs", "verdicts differ"),
+                        ("moved", "node advertised at another endpoint", "nodes advertised at other endpoints"),
+                        ("only_a", "endpoint only at A", "endpoints only at A"),
+                        ("only_b", "endpoint only at B", "endpoints only at B"),
+                        ("findings_a", "finding only at A", "findings only at A"),
+                        ("findings_b", "finding only at B", "findings only at B"))
 
 
 def _side_line(label: str, side: Side) -> str:
@@ -47,12 +67,22 @@ def _ids(ids: tuple[int, ...]) -> str:
     return ", ".join(str(i) for i in ids) or "none"
 
 
-def _cells(row: EndpointRow) -> tuple[str, ...]:
+def _cells(row: EndpointRow, *, before_after: bool = True) -> tuple[str, ...]:
+    """One table row; side by side, a node advertised apart reads `A vs B`, not `A -> B`."""
     if row.change == "moved":
-        endpoint = f"{safe(row.endpoint_a)} -> {safe(row.endpoint_b)}"
+        endpoint = f"{safe(row.endpoint_a)} {'->' if before_after else 'vs'} {safe(row.endpoint_b)}"
     else:
         endpoint = safe(row.endpoint_a or row.endpoint_b)
-    return (str(row.node_id), endpoint, row.verdict_a or "-", row.verdict_b or "-", _CHANGE_WORDS[row.change])
+    words = _CHANGE_WORDS if before_after else _SIDE_BY_SIDE_WORDS
+    return (str(row.node_id), endpoint, row.verdict_a or "-", row.verdict_b or "-", words[row.change])
+
+
+def _finding_titles(diff: ReportDiff, name: Callable[[str], str] = safe) -> tuple[str, str]:
+    """The titles over each side's own findings: gone and new in time, only at a vantage side by side."""
+    if diff.before_after:
+        return "Findings only in A (gone in B)", "Findings only in B (new in B)"
+    return (f"Findings only at A ({name(diff.a.report.vantage.name)})",
+            f"Findings only at B ({name(diff.b.report.vantage.name)})")
 
 
 _HEADER = ("NODE", "ENDPOINT", "A", "B", "")
@@ -73,15 +103,14 @@ def verdict_line(diff: ReportDiff) -> str:
     if not diff.differs:
         return "SAME: the verdicts agree"
     parts = []
+    a, b = diff.a.report.status, diff.b.report.status
     if diff.status_changed:
-        parts.append(f"run {diff.a.report.status} -> {diff.b.report.status}")
-    counts = [(sum(1 for r in diff.rows if r.change == change), one, many) for change, one, many in
-              (("changed", "verdict changed", "verdicts changed"), ("moved", "endpoint moved", "endpoints moved"),
-               ("only_a", "endpoint only in A", "endpoints only in A"),
-               ("only_b", "endpoint only in B", "endpoints only in B"))]
-    counts += [(len(diff.only_a), "finding went away", "findings went away"),
-               (len(diff.only_b), "finding appeared", "findings appeared")]
-    parts += [f"{n} {one if n == 1 else many}" for n, one, many in counts if n]
+        parts.append(f"run {a} -> {b}" if diff.before_after else f"run {a} at A, {b} at B")
+    found = {"findings_a": len(diff.only_a), "findings_b": len(diff.only_b)}
+    for change, one, many in _COUNTS_IN_TIME if diff.before_after else _COUNTS_SIDE_BY_SIDE:
+        n = found.get(change, sum(1 for r in diff.rows if r.change == change))
+        if n:
+            parts.append(f"{n} {one if n == 1 else many}")
     if diff.clusters_differ:
         parts.append("another cluster")
     elif diff.brokers_differ:
@@ -95,16 +124,15 @@ def render_text(diffs: list[ReportDiff], *, width: int = 100) -> str:
     for diff in diffs:
         lines = [_side_line("A", diff.a), _side_line("B", diff.b), *_cluster_lines(diff), ""]
         if diff.rows:
-            rows = [_cells(r) for r in diff.rows]
+            rows = [_cells(r, before_after=diff.before_after) for r in diff.rows]
             widths = [max(len(row[i]) for row in [_HEADER, *rows]) for i in range(len(_HEADER))]
             lines.append("Advertised endpoints, as each side saw them:")
             for row in [_HEADER, *rows]:
                 lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
             lines.append("")
-        for title, findings in (("Findings only in A (gone in B):", diff.only_a),
-                                ("Findings only in B (new in B):", diff.only_b)):
+        for title, findings in zip(_finding_titles(diff), (diff.only_a, diff.only_b), strict=True):
             if findings:
-                lines.append(title)
+                lines.append(title + ":")
                 for f in findings:
                     lines.extend(_finding_lines(f, width))
                 lines.append("")
@@ -129,6 +157,7 @@ def to_dict(diff: ReportDiff) -> dict[str, Any]:
     """One comparison as plain data (`kprobe diff --json`)."""
     return {
         "a": _side_dict(diff.a), "b": _side_dict(diff.b), "differs": diff.differs,
+        "before_after": diff.before_after, "verdict": verdict_line(diff),
         "status_changed": diff.status_changed, "clusters_differ": diff.clusters_differ,
         "brokers_differ": diff.brokers_differ,
         "endpoints": [{"node_id": r.node_id, "a": r.endpoint_a, "b": r.endpoint_b, "verdict_a": r.verdict_a,
@@ -146,8 +175,21 @@ def render_json(diffs: list[ReportDiff], unpaired: list[dict[str, Any]] | None =
                       ensure_ascii=True) + "\n"
 
 
+def _commands(diff: ReportDiff) -> list[str]:
+    """Each side's probe as a command to run again, in one console block (one line when both ran the same).
+
+    Rebuilt from each report's settings, as `probe --format markdown` does (never argv: no secret);
+    a comment names the side, so the block pastes back into a shell as it is.
+    """
+    line_a, line_b = markdown.command_line(diff.a.report), markdown.command_line(diff.b.report)
+    commands = [f"$ {line_a}  # A and B"] if line_a == line_b else [f"$ {line_a}  # A", f"$ {line_b}  # B"]
+    text = "\n".join(commands)
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return [f"{fence}console", *commands, fence]
+
+
 def render_markdown(diffs: list[ReportDiff]) -> str:
-    """Each comparison as a ticket-ready summary: both sides, the endpoint table, the findings."""
+    """Each comparison as a ticket-ready summary: both sides, each side's command line, the table, the findings."""
     out: list[str] = []
     for diff in diffs:
         lines = [f"#### kprobe diff: {markdown.prose(verdict_line(diff))}", ""]
@@ -156,14 +198,13 @@ def render_markdown(diffs: list[ReportDiff]) -> str:
             lines.append(f"- **{label}**: {markdown.code(side.source, limit=300)}, **{r.status.upper()}** from "
                          f"{markdown.code(r.vantage.name)} at {markdown.code(r.started_at, limit=40)}")
         lines += [f"- {markdown.prose(line, is_safe=True)}" for line in _cluster_lines(diff)]
-        lines.append("")
+        lines += ["", "Each side's probe, to run it again from its vantage:", "", *_commands(diff), ""]
         if diff.rows:
             rows = [[str(r.node_id), markdown.code(c[1], is_safe=True), markdown.prose(c[2], is_safe=True),
                      markdown.prose(c[3], is_safe=True), f"**{c[4]}**" if c[4] else ""]
-                    for r, c in ((r, _cells(r)) for r in diff.rows)]
+                    for r, c in ((r, _cells(r, before_after=diff.before_after)) for r in diff.rows)]
             lines += [*markdown.table(["Node", "Endpoint", "A", "B", "Change"], rows), ""]
-        for title, findings in (("Findings only in A (gone in B)", diff.only_a),
-                                ("Findings only in B (new in B)", diff.only_b)):
+        for title, findings in zip(_finding_titles(diff, markdown.code), (diff.only_a, diff.only_b), strict=True):
             if findings:
                 lines += [f"**{title}**", ""]
                 for f in findings:

@@ -237,6 +237,24 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
     return "\n".join(lines) + "\n"
 
 
+def problem_glance(code: object, message: object, endpoints: Sequence[object] = ()) -> str:
+    """`  CODE: message` for a one-line summary, the message cut at 100 characters: a glance, not the finding.
+
+    `show --summary` (one line per saved report) and `watch` (one line per run) both name the first
+    problem this way, so a run's line and its saved report's line read alike. The glance names the
+    endpoint the finding concerns (`endpoints`: the finding's endpoint, or its list): in the message
+    where the cut keeps it there, else beside the code, `CODE (host:port): ...`.
+    """
+    text = safe(message, limit=4000)
+    if len(text) > 100:
+        text = text[:97].rstrip() + "..."
+    named = [safe(e, limit=300) for e in endpoints if e]
+    where = ""
+    if named and named[0] not in text:
+        where = f" ({named[0]}" + (f" and {len(named) - 1} more" if len(named) > 1 else "") + ")"
+    return f"  {safe(code, limit=64)}{where}: {text}"
+
+
 def summary_line(report: Report) -> str:
     """The last line: the run's verdict in counts, as `watch`, Markdown and `show --summary` repeat it."""
     total = len(report.endpoints)

@@ -35,11 +35,13 @@ _LOG = logging.getLogger("kprobe.probe.bootstrap")
 
 def fetch_bootstrap(
     address: BootstrapAddress, ctx: RunContext, *, topics: Sequence[str] | None = None, identity: bool = False,
+    auto_create: bool = False,
 ) -> BootstrapResult:
     """One bootstrap's answer, or why there is none; never raises for network trouble.
 
     With `identity`, the same connection also asks which node answered (DescribeConfigs), so
-    a fix can name the broker the bootstrap address really reaches.
+    a fix can name the broker the bootstrap address really reaches. `auto_create` asks for `topics`
+    as a producer does (only --publish wants that: kprobe.publish).
     """
     started = time.perf_counter()
     hostport = address.hostport
@@ -64,7 +66,7 @@ def fetch_bootstrap(
         try:
             meta, node_id, note = fetch_and_identify(
                 ip, address.port, timeout=timeout, deadline=deadline, security=security,
-                server_hostname=address.host, topics=topics, identity=identity,
+                server_hostname=address.host, topics=topics, identity=identity, auto_create=auto_create,
             )
         except WireError as exc:
             failures.append(exc)

@@ -16,7 +16,9 @@ from observations import (
     AWS_PRIVATE_IP,
     AWS_PUBLIC,
     AWS_PUBLIC_IP,
+    CLUSTER,
     KAFKA0_DOCKER_IP,
+    OTHER_CLUSTER,
     Case,
     boot,
     case,
@@ -27,6 +29,8 @@ from observations import (
     params,
     resolved,
 )
+
+from kprobe.models import Remap
 
 AWS_BOOT = f"{AWS_PUBLIC}:9092"
 AWS_ENDPOINT = f"{AWS_PRIVATE}:9092"
@@ -42,6 +46,22 @@ def aws_unresolvable(node_id: int | None, protocol: str | None = None) -> tuple[
              protocol=protocol)  # type: ignore[arg-type]
     e = endpoint(0, AWS_PRIVATE, 9092, AWS_BOOT, dns=failed(AWS_PRIVATE, "nxdomain"))
     return [b], [e]
+
+
+AWS_INTERNAL = f"{AWS_PUBLIC}:19092"  # the INTERNAL listener, reached through the public name
+AWS_EXTERNAL = f"{AWS_PUBLIC}:9092"  # the EXTERNAL listener, advertising the public name
+
+
+def two_listeners(*, external_cluster: str = CLUSTER, external_connect: str = "ok",
+                  external_remap: Remap | None = None) -> tuple[list, list]:
+    """The cloud lab's cluster probed through both listeners from the internet: INTERNAL advertises the VPC name."""
+    boots = [boot(AWS_INTERNAL, connected_to=AWS_PUBLIC_IP, advertises=[(0, AWS_PRIVATE, 19092)], node_id=0),
+             boot(AWS_EXTERNAL, connected_to=AWS_PUBLIC_IP, advertises=[(0, AWS_PUBLIC, 9092)], node_id=0,
+                  cluster_id=external_cluster)]
+    ends = [endpoint(0, AWS_PRIVATE, 19092, AWS_INTERNAL, dns=failed(AWS_PRIVATE, "nxdomain")),
+            endpoint(0, AWS_PUBLIC, 9092, AWS_EXTERNAL, dns=[AWS_PUBLIC_IP], connect=external_connect,  # type: ignore[arg-type]
+                     remap=external_remap)]
+    return boots, ends
 
 
 NO_PROPOSAL = [("ADVERTISED_UNRESOLVABLE", 0, "fix", "EXTERNAL://"),
@@ -416,6 +436,48 @@ CASES: list[Case] = [
         [boot("192.0.2.10:19092", connected_to="192.0.2.10", advertises=[(0, "192.0.2.10", 9092)])],
         [endpoint(0, "192.0.2.10", 9092, "192.0.2.10:19092", connect="timeout", unfinished=["192.0.2.10"])],
         [("PORT_DIFFERS_FROM_BOOTSTRAP", "info", 0, "192.0.2.10:9092"), ("RUN_INCOMPLETE", "warning", None, None)],
+    ),
+    # -- another bootstrap of the same cluster works from here: using it is the first fix (issue 34) ----
+    case(
+        "aws-internal-and-external-probed-together-bootstrap-with-external-first",
+        *two_listeners(),
+        [("ADVERTISED_UNRESOLVABLE", "error", 0, f"{AWS_PRIVATE}:19092")],
+        says=[("ADVERTISED_UNRESOLVABLE", 0, "fix", f"Bootstrap with {AWS_EXTERNAL}, which works from here: the same "
+               f"cluster (MkU3OEVBNTcwNTJENDM2Qk) answers there, and every endpoint it advertises ({AWS_EXTERNAL}) "
+               "resolves and connects from here, so clients on this network need no change on the brokers. Only if "
+               f"they must use {AWS_INTERNAL}, change that listener too. From here broker 0 answers at {AWS_INTERNAL}"),
+              ("ADVERTISED_UNRESOLVABLE", 0, "fix", f"`EXTERNAL://{AWS_PUBLIC}:<free port>` in advertised.listeners")],
+    ),
+    case(
+        "a-working-bootstrap-of-another-cluster-is-no-fix",
+        *two_listeners(external_cluster=OTHER_CLUSTER),
+        [("ADVERTISED_UNRESOLVABLE", "error", 0, f"{AWS_PRIVATE}:19092"), ("CLUSTER_ID_MISMATCH", "error", None, None)],
+        never_says=[("ADVERTISED_UNRESOLVABLE", 0, "fix", "Bootstrap with")],
+    ),
+    case(
+        "a-bootstrap-whose-own-endpoint-fails-is-no-fix",
+        *two_listeners(external_connect="timeout"),
+        [("ADVERTISED_UNRESOLVABLE", "error", 0, f"{AWS_PRIVATE}:19092"),
+         ("ADVERTISED_TIMEOUT", "error", 0, AWS_EXTERNAL)],
+        never_says=[("ADVERTISED_UNRESOLVABLE", 0, "fix", "Bootstrap with"),
+                    ("ADVERTISED_TIMEOUT", 0, "fix", "Bootstrap with")],
+    ),
+    case(
+        "a-bootstrap-reached-only-through-a-mapping-is-no-fix",
+        *two_listeners(external_remap=Remap(host=AWS_PUBLIC_IP, port=9092, option="--resolve")),
+        [("ADVERTISED_UNRESOLVABLE", "error", 0, f"{AWS_PRIVATE}:19092"), ("REMAPPED_ENDPOINTS", "info", None, None)],
+        never_says=[("ADVERTISED_UNRESOLVABLE", 0, "fix", "Bootstrap with")],
+    ),
+    case(
+        "a-timeout-behind-one-listener-while-the-other-works",
+        [boot(AWS_INTERNAL, connected_to=AWS_PUBLIC_IP, advertises=[(0, AWS_PRIVATE_IP, 19092)]),
+         boot(AWS_EXTERNAL, connected_to=AWS_PUBLIC_IP, advertises=[(0, AWS_PUBLIC, 9092)])],
+        [endpoint(0, AWS_PRIVATE_IP, 19092, AWS_INTERNAL, connect="timeout"),
+         endpoint(0, AWS_PUBLIC, 9092, AWS_EXTERNAL, dns=[AWS_PUBLIC_IP])],
+        [("ADVERTISED_TIMEOUT", "error", 0, f"{AWS_PRIVATE_IP}:19092"),
+         ("ADVERTISED_PRIVATE_ADDRESS", "warning", 0, f"{AWS_PRIVATE_IP}:19092")],
+        says=[("ADVERTISED_TIMEOUT", 0, "fix", f"Bootstrap with {AWS_EXTERNAL}, which works from here"),
+              ("ADVERTISED_TIMEOUT", 0, "fix", "change that listener too. Open the port between this network")],
     ),
 ]
 

@@ -173,24 +173,54 @@ def test_failed_start_cleans_up(tmp_path, monkeypatch):
 
 
 def test_lab_cli_up_detach_and_down(tmp_path):
-    env_state = {"KPROBE_LAB_STATE": str(tmp_path / "state.json")}
+    """Two scenarios detached side by side (issue 34: a second was refused), each stopped by name or all at once;
+    `lab up` prints the exact -n of each view."""
     import os
+    import re
 
-    env = {**os.environ, **env_state}
-    up = subprocess.run([sys.executable, "-m", "kprobe", "lab", "up", "listeners", "--detach"], capture_output=True, text=True,
-                        env=env, timeout=180, check=False)
-    assert up.returncode == 0, up.stderr
-    assert "LISTENER_FRED" in up.stdout and "DNS view docker" in up.stdout
-    line = next(ln for ln in up.stdout.splitlines() if "LISTENER_FRED" in ln)
-    bootstrap = line.split("bootstrap")[1].split()[0]
-    host, port = _split(bootstrap)
-    socket.create_connection((host, port), timeout=5).close()
-    down = subprocess.run([sys.executable, "-m", "kprobe", "lab", "down"], capture_output=True, text=True, env=env, timeout=60, check=False)
-    assert down.returncode == 0 and "stopped lab listeners" in down.stdout
-    time.sleep(0.5)
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection((host, port), timeout=2).close()
-    assert not (tmp_path / "state.json").exists()
+    env = {**os.environ, "KPROBE_LAB_STATE": str(tmp_path / "labs")}
+
+    def lab(*args: str, timeout: float = 180) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "kprobe", "lab", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+
+    def done(proc: subprocess.Popen[str], timeout: float = 180) -> tuple[int, str, str]:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err
+
+    try:
+        starting = [lab("up", "listeners", "--detach"), lab("up", "collector", "--detach")]  # at once: both start
+        (code, up, err), (code2, collector, err2) = (done(p) for p in starting)
+        assert (code, code2) == (0, 0), err + err2
+        assert "LISTENER_FRED" in up and "DNS view docker" in up
+        lines = up.splitlines()
+        for view, bootstrap_of in (("docker", "LISTENER_BOB"), ("host", "LISTENER_FRED")):
+            nameserver = re.search(rf"^DNS view {view} +nameserver (\S+)", up, re.M).group(1)  # type: ignore[union-attr]
+            bootstrap = next(ln for ln in lines if ln.startswith(f"  {bootstrap_of} ")).split("bootstrap")[1].split()[0]
+            assert (f"  as a host on the {view} network: -n {nameserver} (--nameserver): kprobe probe -b {bootstrap} "
+                    f"-n {nameserver}; without -n, this machine's resolver is asked instead") in lines
+        line = next(ln for ln in lines if ln.startswith("  LISTENER_FRED "))
+        host, port = _split(line.split("bootstrap")[1].split()[0])
+        socket.create_connection((host, port), timeout=5).close()
+        topic_line = next(ln for ln in collector.splitlines() if ln.startswith("topic "))
+        assert re.fullmatch(r"topic kprobe-reports \(6 partitions, replication factor 1\), made at start: publish "
+                            r"with --publish 127\.0\.0\.71:\d+/kprobe-reports", topic_line)
+        assert sorted(p.name for p in (tmp_path / "labs").glob("*.json")) == ["collector.json", "listeners.json"]
+        again = done(lab("up", "collector", "--detach"), timeout=30)
+        assert again[0] == 2 and re.fullmatch(r"kprobe: error: lab collector is already running \(pid \d+\): stop it "
+                                              r"with `kprobe lab down collector`, or use it as it is\n", again[2])
+
+        assert done(lab("down", "collector"), timeout=60)[:2] == (0, "stopped lab collector\n")
+        socket.create_connection((host, port), timeout=5).close()  # listeners runs on
+        assert done(lab("down"), timeout=60)[:2] == (0, "stopped lab listeners\n")
+        time.sleep(0.5)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((host, port), timeout=2).close()
+        assert list((tmp_path / "labs").glob("*.json")) == []
+        assert done(lab("down"), timeout=30)[:2] == (0, "no detached lab is running\n")
+        assert done(lab("down", "nosuch"), timeout=30)[0] == 2
+    finally:
+        done(lab("down"), timeout=60)  # nothing left running, whatever failed above
 
 
 # -- helper processes (the SNI proxy's machinery, kprobe/lab/helpers.py) -------------------------
