@@ -409,6 +409,29 @@ def _let_bob_describe(sasl: Any) -> None:
         time.sleep(0.2)
 
 
+_SECRET_FILES: dict[str, Path] = {}
+
+
+def secret_file(user: str, password: str) -> list[str]:
+    """`-F FILE` holding `sasl.password`, mode 0600, as the docs tell users to pass a password.
+
+    A `-X sasl.password=...` stays in the process list (`ps`) for as long as the run lasts, and a
+    `kprobe watch` lasts for months; a file only its owner reads does not show the password.
+    """
+    import os
+    import tempfile
+
+    key = f"{user}:{password}"
+    if key not in _SECRET_FILES:
+        folder = Path(tempfile.mkdtemp(prefix="kprobe-docs-"))
+        path = folder / f"{user}.properties"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"sasl.password={password}\n")
+        _SECRET_FILES[key] = path
+    return ["-F", str(_SECRET_FILES[key])]
+
+
 def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> list[Any]:
     """(codes, where, what is staged, kprobe probe arguments): how the tests stage each finding."""
     listeners, three, tls, sasl = labs["listeners"], labs["three-brokers"], labs["tls"], labs["sasl"]
@@ -431,8 +454,7 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
     def sasl_ssl(user: str, password: str) -> list[str]:
         return ["-b", sasl.bootstrap("SASL_SSL_PLAIN"), "--nameserver", sasl.nameserver("clients"),
                 "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={sasl.ca_file}",
-                "-X", "sasl.mechanism=PLAIN", "-X", f"sasl.username={user}", "-X", f"sasl.password={password}",
-                *timeout]
+                "-X", "sasl.mechanism=PLAIN", "-X", f"sasl.username={user}", *secret_file(user, password), *timeout]
 
     return [
         (["BOOTSTRAP_UNREACHABLE"], "A bootstrap port on loopback where nothing listens (bound, never listening).",
@@ -510,7 +532,7 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
          ["-b", sasl.bootstrap("SASL_PLAIN"), *timeout]),
         (["SASL_MECHANISM_MISMATCH"], "`sasl` lab, SASL_SCRAM (SCRAM-SHA-256), with sasl.mechanism=PLAIN.",
          ["-b", sasl.bootstrap("SASL_SCRAM"), "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
-          "-X", "sasl.username=alice", "-X", f"sasl.password={sasl.passwords['alice']}", *timeout]),
+          "-X", "sasl.username=alice", *secret_file("alice", sasl.passwords["alice"]), *timeout]),
         (["BOOTSTRAP_IS_CONTROLLER"], "`controllers` lab: controller 9's CONTROLLER listener given to -b.",
          ["-b", quorum.controller_endpoint, *timeout]),
         (["ENDPOINT_IS_CONTROLLER"], "`controllers` lab, CONTROLLER_LEAK: "
@@ -536,7 +558,7 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
         (["ROUNDTRIP_FAILED"], f"`sasl` lab, SASL_PLAIN: bob may describe topic {ROUNDTRIP_TOPIC} (an ACL alice "
          "granted) and not write to it; --roundtrip meets the broker's refusal.",
          ["-b", sasl.bootstrap("SASL_PLAIN"), "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
-          "-X", "sasl.username=bob", "-X", f"sasl.password={sasl.passwords['bob']}", "--roundtrip", ROUNDTRIP_TOPIC,
+          "-X", "sasl.username=bob", *secret_file("bob", sasl.passwords["bob"]), "--roundtrip", ROUNDTRIP_TOPIC,
           "--no-identity", *timeout]),
         (["OAUTH_TOKEN_UNAVAILABLE"], "`oauth` lab, OAUTH_OIDC: the client kprobe-app with a wrong client secret, "
          "which the lab's token endpoint refuses.",
@@ -581,6 +603,7 @@ def findings_examples(labs: Mapping[str, Any]) -> str:
         extra.update({lab.idp_ca_file: "<lab CA file>" for lab in labs.values() if lab.idp is not None})
         extra.update({pw: f"<{user}'s password>" for lab in labs.values() for user, pw in lab.passwords.items()})
         stagings = _stagings(labs, stale.nameserver, dead.nameserver, refused)
+        extra.update({str(path): f"<{path.name}: sasl.password=..., mode 0600>" for path in _SECRET_FILES.values()})
 
         def findings_of(args: list[str]) -> Any:
             return json.loads(json_report.render(run_probe(_probe_args([*args, "--json"]))))["findings"]
@@ -595,7 +618,9 @@ def findings_examples(labs: Mapping[str, Any]) -> str:
            "from a real run against the lab's brokers on loopback (`kprobe lab up NAME`), with the command line "
            "that produced it. The stagings are the tests' own; `docs/generate.py` regenerates this page and a test "
            "fails when it is stale. Lab ports are shown as `<LISTENER port>` (the seeds' classic ports for the "
-           "`listeners` lab), DNS views as `<NAME view>`, and cluster ids, certificate dates and passwords by name.",
+           "`listeners` lab), DNS views as `<NAME view>`, and cluster ids, certificate dates and passwords by name. "
+           "Passwords are given in a file only their owner reads (`-F`, mode 0600), never as `-X sasl.password=`, "
+           "which anyone on the machine sees in the process list for as long as the run lasts.",
            ""]
     shown: list[str] = []
     for codes, staged, command, findings in runs:
