@@ -278,6 +278,8 @@ def sample_report(listeners: Any) -> str:
 
 # Why the loopback-only lab cannot stage these codes; the page names the tests that prove them.
 NOT_STAGED = {
+    "PATH_MTU_BLACKHOLE": "needs a path that drops large packets; the DNS-view lab's loopback carries any size, the "
+                          "network-namespace lab (kprobe lab up --netns mtu-vpn) stages it",
     "ADVERTISED_PRIVATE_ADDRESS": "needs an advertised address in a private, CGNAT or link-local range that fails "
                                   "from here; the lab dials loopback addresses only, and never such an address",
     "ADVERTISED_LOOPBACK": "needs a client that reached the cluster on a non-loopback address; the lab is "

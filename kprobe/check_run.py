@@ -20,7 +20,7 @@ from kprobe.addresses import format_hostport
 from kprobe.deployments import read_files
 from kprobe.findings.config import check_deployments, names_to_resolve
 from kprobe.listeners import CheckReport, ListenerCheck, Observation, ObservedStatus, ReachStatus, Vantage
-from kprobe.models import BootstrapResult, DnsResult, Report
+from kprobe.models import CLIENTS_CONNECT, RESOLVED, BootstrapResult, DnsResult, Report
 from kprobe.probe.resolve import Resolver, resolve_all
 from kprobe.probe_run import now_rfc3339
 
@@ -28,8 +28,8 @@ from kprobe.probe_run import now_rfc3339
 HERE: dict[str, Vantage] = {"host": "here", "compose": "docker-host", "kubernetes": "outside"}
 # A prediction and the probe's endpoint status that bear it out.
 _AGREE: dict[ReachStatus, tuple[str, ...]] = {
-    "works": ("reachable", "degraded"),
-    "resolves": ("reachable", "degraded", "partial", "unreachable"),
+    "works": CLIENTS_CONNECT,
+    "resolves": RESOLVED,
     "unresolvable": ("unresolvable",),
     "unreachable": ("unreachable",),
 }

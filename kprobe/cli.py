@@ -280,7 +280,8 @@ def watch(
     one summary line (or JSON line) per run on stdout. SIGTERM ends it cleanly (exit 0).
     """
     from kprobe.config import probe_options, watch_options
-    from kprobe.deliver import WATCH_FORMATS, outputs_from
+    from kprobe.deliver import outputs_from
+    from kprobe.output.formats import WATCH
     from kprobe.watch import run_watch
 
     _setup_logging(verbose)
@@ -292,7 +293,7 @@ def watch(
         every=every, jitter=jitter, count=count)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, out_dir=out_dir, prom_file=prom_file, publish=publish,
-        publish_props=publish_property, spool=spool, spool_max=spool_max, formats=WATCH_FORMATS,
+        publish_props=publish_property, spool=spool, spool_max=spool_max, names=WATCH,
         publish_create=publish_create)
     raise typer.Exit(run_watch(options, outputs, schedule))
 
@@ -354,7 +355,7 @@ def list_(
     """
     from kprobe.config import list_options
     from kprobe.list_run import run_list
-    from kprobe.output import kcat as listing_report
+    from kprobe.output.formats import LISTING
 
     del no_color  # kcat's listing has no colours to turn off; taken so that probe's command lines work
     _setup_logging(verbose)
@@ -364,9 +365,9 @@ def list_(
         connect_to=connect_to)
     listing = run_list(options)
     if json_out:
-        listing_report.write_json(listing, sys.stdout)
+        LISTING["json"](listing, sys.stdout)
     elif listing.answered:
-        listing_report.write_text(listing, sys.stdout)
+        LISTING["text"](listing, sys.stdout)
         from kprobe.list_run import unchecked_gap
         from kprobe.output.sanitize import safe
 
@@ -437,15 +438,12 @@ def show(
 
     Exit 0 when the reports were read, 2 when a path named is not a readable kprobe v1 report.
     """
+    from kprobe.output.formats import SHOW, choose
     from kprobe.output.sanitize import use_color
-    from kprobe.show import SHOW_FORMATS, ShowOptions
+    from kprobe.show import ShowOptions
     from kprobe.show import show as show_reports
 
-    chosen = (fmt or ("json" if json_out else "text")).lower()
-    if chosen not in SHOW_FORMATS:
-        raise UsageError(f"bad --format {fmt!r}: use text, json, markdown or prometheus")
-    if json_out and chosen != "json":
-        raise UsageError("--json and --format disagree: give one of them")
+    chosen = choose(fmt, json_out, SHOW)
     if summary and chosen != "text":
         raise UsageError("--summary prints one text line per report: leave out --format/--json")
     filters = _filters(since, until, vantage, status)
@@ -482,27 +480,14 @@ def diff(
     vantage replaces --vantage); a side that is one report (a file, or one piped in) is compared as
     it is. Exit 0 when the verdicts agree, 1 when they differ (as diff does), 2 on bad input.
     """
-    from kprobe.output import diff as diff_output
-    from kprobe.show import DIFF_FORMATS, diff_reports
+    from kprobe.output.formats import DIFF, choose
+    from kprobe.show import diff_reports
 
-    chosen = (fmt or ("json" if json_out else "text")).lower()
-    if chosen not in DIFF_FORMATS:
-        raise UsageError(f"bad --format {fmt!r}: use text, json or markdown")
-    if json_out and chosen != "json":
-        raise UsageError("--json and --format disagree: give one of them")
+    chosen = choose(fmt, json_out, tuple(DIFF))
     diffs, unpaired, readers = diff_reports(a, b, _filters(since, until, vantage, status), a_vantage=a_vantage,
                                             b_vantage=b_vantage)
     _say_skips(readers)
-    if chosen == "json":
-        sys.stdout.write(diff_output.render_json(diffs, [u.__dict__ for u in unpaired]))
-    else:
-        text = diff_output.render_markdown(diffs) if chosen == "markdown" else diff_output.render_text(diffs)
-        sys.stdout.write(text)
-        from kprobe.output.sanitize import safe
-
-        for u in unpaired:
-            of = f" from vantage {safe(u.vantage)}" if u.vantage is not None else ""
-            sys.stdout.write(f"Only in {u.side}: cluster {safe(u.cluster)}{of} ({safe(u.source, limit=300)})\n")
+    sys.stdout.write(DIFF[chosen](diffs, [u.__dict__ for u in unpaired]))
     raise typer.Exit(EXIT_GAP if unpaired or any(d.differs for d in diffs) else EXIT_OK)
 
 
@@ -650,13 +635,10 @@ def check(
     """
     from kprobe.config import parse_duration, parse_nameserver
     from kprobe.output import check as check_output
+    from kprobe.output.formats import CHECK, Style, choose
     from kprobe.output.sanitize import use_color
 
-    chosen = (fmt or ("json" if json_out else "text")).lower()
-    if chosen not in ("text", "json", "markdown"):
-        raise UsageError(f"bad --format {fmt!r}: use text, json or markdown")
-    if json_out and chosen != "json":
-        raise UsageError("--json and --format disagree: give one of them")
+    chosen = choose(fmt, json_out, tuple(CHECK))
     if prop and not probe:  # -F may come from KPROBE_CONFIG, set for probe runs: it only matters with --probe
         raise UsageError("-X sets client settings for --probe: add --probe, or leave it out")
     nameservers = [parse_nameserver(n) for n in nameserver]
@@ -685,12 +667,7 @@ def check(
         from kprobe.output.files import write_atomic
 
         write_atomic(output, check_output.render_json(report, indent=True))
-    if chosen == "json":
-        sys.stdout.write(check_output.render_json(report, indent=sys.stdout.isatty()))
-    elif chosen == "markdown":
-        sys.stdout.write(check_output.render_markdown(report))
-    else:
-        sys.stdout.write(check_output.render_text(report, color=use_color(no_color)))
+    sys.stdout.write(CHECK[chosen](report, Style(color=use_color(no_color), indent=sys.stdout.isatty())))
     raise typer.Exit(STATUS_EXIT[report.status])
 
 
@@ -722,13 +699,18 @@ def demo(no_color: NoColorOpt = False) -> None:
 
 
 @lab_app.command("list")
-def lab_list() -> None:
+def lab_list(
+    netns: Annotated[bool, typer.Option("--netns", help="The namespace scenarios (`kprobe lab up --netns`).")] = False,
+) -> None:
     """The scenarios, one line each."""
+    from kprobe.lab.netns_scenarios import NETNS_SCENARIOS
     from kprobe.lab.scenarios import SCENARIOS
 
-    width = max(len(name) for name in SCENARIOS)
-    for name, scenario in SCENARIOS.items():
-        typer.echo(f"{name:<{width}}  {scenario.summary}")
+    summaries = ({name: s.summary for name, s in NETNS_SCENARIOS.items()} if netns
+                 else {name: s.summary for name, s in SCENARIOS.items()})
+    width = max(len(name) for name in summaries)
+    for name, summary in summaries.items():
+        typer.echo(f"{name:<{width}}  {summary}")
 
 
 @lab_app.command("up")
@@ -741,8 +723,21 @@ def lab_up(
     backend: Annotated[
         str | None, typer.Option("--backend", envvar="KPROBE_LAB_BACKEND", help="native, docker or auto.")
     ] = None,
+    netns: Annotated[
+        bool, typer.Option("--netns", help="A namespace scenario: brokers, routers and vantages in network "
+                           "namespaces (root; see `kprobe lab exec`).")
+    ] = False,
 ) -> None:
     """Start a scenario's brokers and DNS views and print how to reach them."""
+    if netns:
+        from kprobe.lab import netns as netns_lab
+
+        if detach:
+            for line in netns_lab.start_detached(scenario):
+                typer.echo(line)
+            return
+        netns_lab.run_foreground(scenario)
+        return
     from kprobe.lab import choose_backend, get_scenario
     from kprobe.lab.supervisor import run_foreground, start_detached
 
@@ -760,15 +755,55 @@ def lab_down(
     scenario: Annotated[str | None, typer.Argument(help="The scenario to stop; without it, every detached lab.",
                                                    show_default=False)] = None,
 ) -> None:
-    """Stop labs started with `kprobe lab up --detach`: one scenario, or all of them."""
+    """Stop labs started with `kprobe lab up --detach`: one scenario, or all of them (and any namespace lab)."""
+    from kprobe.lab.netns_scenarios import NETNS_SCENARIOS
     from kprobe.lab.supervisor import stop_detached
 
+    if scenario is None or scenario in NETNS_SCENARIOS:
+        import shutil
+
+        if os.geteuid() == 0 and shutil.which("ip"):  # namespaces exist only where root made them
+            from kprobe.lab.netns import stop_all
+
+            lines = stop_all(scenario)
+            for line in lines:
+                typer.echo(line)
+            if scenario is not None and not lines:
+                typer.echo(f"no namespace lab {scenario} is running")
+        if scenario is not None:
+            return
     if scenario is not None:
         from kprobe.lab import get_scenario
 
         get_scenario(scenario)  # a typo gets the list of scenarios, not "not running"
     for line in stop_detached(scenario):
         typer.echo(line)
+
+
+@lab_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def lab_exec(
+    ctx: typer.Context,
+    vantage: Annotated[str, typer.Argument(help="A vantage of the running namespace lab (laptop, vpc, ...).")],
+    scenario: Annotated[str | None, typer.Option("--scenario", "-s", help="The namespace lab of this scenario, "
+                                                 "where several run; else the newest with that vantage.")] = None,
+) -> None:
+    """Run a command inside a vantage of the namespace lab: `kprobe lab exec laptop -- kprobe probe -b ...`.
+
+    The command runs in the vantage's network namespace with the vantage's own /etc/hosts; its exit
+    code is the command's.
+    """
+    import shutil
+
+    from kprobe.lab.netns import exec_argv, find_vantage
+
+    command = ctx.args[1:] if ctx.args[:1] == ["--"] else list(ctx.args)
+    if not command:
+        raise UsageError("name a command to run: kprobe lab exec VANTAGE -- CMD [ARGS...]")
+    namespace, workdir = find_vantage(vantage, scenario)
+    if command[0] == "kprobe" and not shutil.which("kprobe"):
+        command = [sys.executable, "-m", "kprobe", *command[1:]]  # the kprobe running this, off PATH (a venv)
+    sys.stdout.flush()
+    os.execvp("ip", exec_argv(namespace, workdir, vantage, command))
 
 
 def _secrets_in(args: list[str]) -> list[str]:

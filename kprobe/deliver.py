@@ -17,12 +17,11 @@ from pathlib import Path
 
 from kprobe.errors import KprobeError, UsageError
 from kprobe.models import Report
+from kprobe.output import formats
+from kprobe.output.formats import choose
 from kprobe.output.sanitize import use_color
 from kprobe.publish import DEFAULT_SPOOL_MAX, Target
 
-FORMATS = ("text", "json", "prometheus", "markdown")
-# `watch` prints a summary line per run, not a report: a ticket's Markdown has no place there.
-WATCH_FORMATS = ("text", "json", "prometheus")
 _LOG = logging.getLogger("kprobe.deliver")
 
 
@@ -47,7 +46,7 @@ def outputs_from(
     *, fmt: str | None = None, json_out: bool = False, no_color: bool = False, output: Path | None = None,
     out_dir: Path | None = None, prom_file: Path | None = None, publish: str | None = None,
     publish_props: Sequence[str] = (), spool: Path | None = None, spool_max: int = DEFAULT_SPOOL_MAX,
-    formats: Sequence[str] = FORMATS, publish_create: bool = False,
+    names: Sequence[str] = formats.PROBE, publish_create: bool = False,
 ) -> Outputs:
     """The output options of `probe` and `watch`, checked together; UsageError for the first problem.
 
@@ -56,11 +55,7 @@ def outputs_from(
     """
     from kprobe.config import parse_properties
 
-    chosen = (fmt or ("json" if json_out else "text")).lower()
-    if chosen not in formats:
-        raise UsageError(f"bad --format {fmt!r}: use {', '.join(formats[:-1])} or {formats[-1]}")
-    if json_out and chosen != "json":
-        raise UsageError("--json and --format disagree: give one of them")
+    chosen = choose(fmt, json_out, names)
     target = None
     if publish is not None:
         from kprobe.publish import parse_target
@@ -95,24 +90,8 @@ def outputs_from(
 
 
 def render(report: Report, fmt: str, color: bool = False) -> str:
-    """The report as text in one of FORMATS."""
-    if fmt == "json":
-        from kprobe.output import json_report
-
-        # Indented for a person at a terminal, one line for a pipe or a file (as gh does; kcat -J
-        # is always one line): jq reads either, and a script does not wait for indentation.
-        return json_report.render(report, indent=2 if sys.stdout.isatty() else None)
-    if fmt == "prometheus":
-        from kprobe.output import prometheus
-
-        return prometheus.render(report)
-    if fmt == "markdown":
-        from kprobe.output import markdown
-
-        return markdown.render(report)
-    from kprobe.output import text
-
-    return text.render(report, color=color)
+    """The report in one of formats.PROBE (JSON indented only for a person at a terminal)."""
+    return formats.REPORT[fmt](report, formats.Style(color=color, indent=sys.stdout.isatty()))
 
 
 def default_spool() -> Path:

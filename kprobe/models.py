@@ -22,11 +22,32 @@ BootstrapStatus = Literal["ok", "dns_failed", "refused", "timeout", "auth_failed
 DnsStatus = Literal["ok", "nxdomain", "no_answer", "timeout", "servfail", "error"]
 DnsSource = Literal["literal", "system", "nameserver", "dns"]
 TcpStatus = Literal["ok", "refused", "timeout", "unreachable", "error"]
-# `degraded`: some addresses fail, but clients with default settings still connect (an IPv6 family
-# that fails beside a working IPv4 one: kprobe.dualstack); `partial` is a gap.
 EndpointStatus = Literal["reachable", "unresolvable", "unreachable", "partial", "unchecked", "degraded"]
-# Endpoint statuses where clients with default settings connect: not a gap.
+"""What a client with default settings does at an advertised endpoint, one word per state.
+
+- `reachable`: every address accepts; the client connects.
+- `degraded`: some addresses fail, yet the client connects: an IPv6 family fails beside a working
+  IPv4 one, and librdkafka moves to the next address while Java prefers IPv4 (kprobe.dualstack).
+  Only a client pinned to the failing family fails. It counts as connecting everywhere.
+- `partial`: some addresses fail and no family explains it, or the failing family is the one a
+  default client dials (IPv4 for Java): some clients, or some attempts, fail. A gap everywhere.
+- `unreachable`: the name resolves and no address accepts; every client fails.
+- `unresolvable`: the name does not resolve; every client fails before dialling.
+- `unchecked`: the run's deadline (or Ctrl-C) came first; nothing is known, so it is neither a
+  success nor a failure and no count takes it in.
+
+Every output counts with the sets below and nothing else, so one endpoint is never usable in the
+probe, reachable in `list` and a failure in the aggregation (issue 31): the probe's summary and
+`reachable`/`usable` counts, `list --reachability`'s leaders and kcat JSON's `reachable`, `check
+--probe`'s "works", and the aggregation's successes and `endpoints_reachable` (Spark columns take
+`isin(*CLIENTS_CONNECT)` of the same tuple).
+"""
+# The client connects (default settings): `reachable` and `degraded`. Not a gap.
 CLIENTS_CONNECT: tuple[EndpointStatus, ...] = ("reachable", "degraded")
+# Some addresses accept and others fail (what kprobe.dualstack explains, or cannot).
+SOME_ADDRESSES_FAIL: tuple[EndpointStatus, ...] = ("degraded", "partial")
+# The name resolved, whatever connecting then gave: what `check`'s prediction "resolves" is borne out by.
+RESOLVED: tuple[EndpointStatus, ...] = ("reachable", "degraded", "partial", "unreachable")
 IdentityStatus = Literal["match", "mismatch", "not_kafka", "silent", "unchecked"]
 TlsStatus = Literal["ok", "untrusted", "hostname_mismatch", "expiring", "handshake_failed", "not_checked"]
 Severity = Literal["error", "warning", "info"]
@@ -328,6 +349,11 @@ class BootstrapResult:
     token_unavailable: bool = False
     # A KRaft controller listener answered (raft RPCs, no Metadata): no client bootstraps there.
     kraft_controller: bool = False
+    # The full Metadata answer (every topic) never arrived where ApiVersions did, and a brokers-only one of
+    # `largest_answer_bytes` did: the path loses large packets (a path-MTU black hole). `metadata` is that
+    # small answer, so the brokers and endpoints are still judged.
+    full_metadata_lost: bool = False
+    largest_answer_bytes: int | None = None
     # The security.protocol the listener wants, learnt when the one sent did not work: asked on a new
     # connection (SaslHandshake lists a SASL listener's mechanisms in `sasl_mechanisms`; a listener
     # without SASL answers it with ILLEGAL_SASL_STATE). None: not learnt.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import socket
 import threading
 import time
@@ -105,6 +106,7 @@ class ProbeRun:
         # make a few megabytes, which a probe every minute can afford.
         self.bootstraps = fetch_all(bootstraps, ctx, topics=None, identity=opts.identity,
                                     on_done=self._bootstrap_done)
+        _proxy_note(self.bootstraps)
         self.endpoints = [ctx.remap(e) for e in collect(self.bootstraps)]
         _LOG.debug("%d distinct advertised endpoints after %.0f ms", len(self.endpoints),
                    (time.monotonic() - self.t0) * 1000)
@@ -234,6 +236,26 @@ class ProbeRun:
                       "controllers": [c.hostport for c in opts.controllers],
                       "roundtrip": opts.roundtrip, "roundtrip_create": opts.roundtrip_create},
         )
+
+
+_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _proxy_note(bootstraps: list[BootstrapResult]) -> None:
+    """One line when no bootstrap connected and an HTTP proxy is set: Kafka clients never use one.
+
+    People behind a corporate proxy expect it to carry every client; a Kafka client (Java, librdkafka,
+    kprobe) opens plain TCP to the brokers and ignores these variables, so the proxy is no way in.
+    """
+    if not bootstraps or any(b.status == "ok" for b in bootstraps):
+        return
+    if not any(b.status in ("timeout", "refused", "dns_failed", "error") for b in bootstraps):
+        return
+    names = [name for name in _PROXY_VARIABLES if os.environ.get(name)]
+    if names:
+        _LOG.warning("%s is set, but Kafka clients do not use HTTP proxies: they connect to the brokers directly "
+                     "(TCP), so the proxy cannot carry them; a TCP forward (ssh -L, kubectl port-forward) with "
+                     "--connect-to can stand in for a path", " and ".join(dict.fromkeys(n.upper() for n in names)))
 
 
 def run_probe(options: ProbeOptions) -> Report:

@@ -24,8 +24,6 @@ from kprobe.output.json_load import from_dict, summary_of
 from kprobe.output.sanitize import safe
 from kprobe.saved import Filters, Reader, Saved, instant
 
-SHOW_FORMATS = ("text", "json", "markdown", "prometheus")
-DIFF_FORMATS = ("text", "json", "markdown")
 _STATUS_COLOR = {"ok": "32", "gap": "31", "failed": "31", "interrupted": "33"}
 
 
@@ -51,9 +49,18 @@ def _models(reader: Reader, saved: Iterable[Saved]) -> Iterator[tuple[Saved, Rep
 
 
 def summary_row(saved: Saved, color: bool = False) -> str:
-    """`show --summary`'s line: when, from where, which cluster, the verdict, and the first problem."""
+    """`show --summary`'s line: when, from where, which cluster, the verdict in counts, and the first problem.
+
+    The verdict is the text report's summary line (`text.verdict_line`, as `watch` prints it), read
+    from the saved `summary` where it holds every count, else from the models built in full.
+    """
+    from kprobe.output.text import verdict_line, verdict_of, verdict_of_saved
+
     s = summary_of(saved.data)
-    status = s["status"].upper()
+    counts = verdict_of_saved(saved.data)
+    if counts is None:
+        counts = verdict_of(from_dict(saved.data))
+    status, colon, rest = verdict_line(counts).partition(":")
     if color:
         status = f"\x1b[{_STATUS_COLOR[s['status']]}m{status}\x1b[0m"
     first = s["first"]
@@ -65,7 +72,8 @@ def summary_row(saved: Saved, color: bool = False) -> str:
         problem = problem_glance(first.get("code"), first.get("message"),
                                  ends if isinstance(ends, list) and ends else [first.get("endpoint")])
     clusters = ",".join(safe(c, limit=64) for c in s["clusters"]) or "-"
-    return f"{safe(s['started_at'], limit=40)}  {safe(s['vantage'], limit=64)}  {clusters}  {status}{problem}"
+    return (f"{safe(s['started_at'], limit=40)}  {safe(s['vantage'], limit=64)}  {clusters}  "
+            f"{status}{colon}{rest}{problem}")
 
 
 def render_one(report: Report, saved: Saved, options: ShowOptions) -> str:
@@ -73,17 +81,9 @@ def render_one(report: Report, saved: Saved, options: ShowOptions) -> str:
     if options.fmt == "json":
         # The report as saved (fields a newer kprobe added stay), one line unless a person is reading.
         return json.dumps(saved.data, indent=2 if options.indent else None, ensure_ascii=True) + "\n"
-    if options.fmt == "markdown":
-        from kprobe.output import markdown
+    from kprobe.output.formats import REPORT, Style
 
-        return markdown.render(report)
-    if options.fmt == "prometheus":
-        from kprobe.output import prometheus
-
-        return prometheus.render(report)
-    from kprobe.output import text
-
-    return text.render(report, color=options.color)
+    return REPORT[options.fmt](report, Style(color=options.color))
 
 
 def show(paths: list[str], filters: Filters, options: ShowOptions, out: IO[str],

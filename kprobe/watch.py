@@ -8,7 +8,6 @@ nothing, and every file is written atomically, so nothing is ever half-written.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
@@ -30,40 +29,26 @@ _LOG = logging.getLogger("kprobe.watch")
 
 
 def _summary(report: Report, number: int) -> str:
-    """One run in one line: the counts, then the first problem as `show --summary` names it (problem_glance)."""
-    from kprobe.output.text import problem_glance
+    """One run in one line: the text report's summary line (as `show --summary` prints it), then the first problem.
 
-    errors = sum(1 for f in report.findings if f.severity == "error")
+    The words are `text.summary_line`'s, never this module's own (issue 31: they once said
+    "roundtrip not run" here and "round trip not run" there).
+    """
+    from kprobe.output.text import problem_glance, summary_line
+
     # Findings are sorted errors first; the first error or warning is what `show --summary` names too.
     first = next((f for f in report.findings if f.severity in ("error", "warning")), None)
     problem = problem_glance(first.code, first.message, first.endpoints) if first is not None else ""
-    return (f"run {number} {report.started_at} {report.status}: "
-            f"{sum(1 for b in report.bootstraps if b.status == 'ok')}/{len(report.bootstraps)} bootstraps, "
-            f"{report.usable}/{len(report.endpoints)} endpoints usable, {_roundtrip(report)}{errors} errors, "
-            f"{report.duration_ms / 1000:.2f}s{problem}")
-
-
-def _roundtrip(report: Report) -> str:
-    """The summary's words on --roundtrip: how many partitions made it, or why none was tried."""
-    rt = report.roundtrip
-    if rt is None:
-        return ""
-    if rt.status == "not_run":
-        return "roundtrip not run, "
-    return f"roundtrip {rt.partitions_ok}/{len(rt.partitions)} partitions ok, "
+    return f"run {number} {report.started_at} {summary_line(report)}{problem}"
 
 
 def _stdout_text(report: Report, number: int, fmt: str) -> str:
-    """A summary line per run, or JSON Lines (one report per line), or the metrics."""
+    """A summary line per run, or JSON Lines (one report per line, kprobe.output.formats), or the metrics."""
     if fmt == "text":
         return _summary(report, number) + "\n"
-    if fmt == "json":
-        from kprobe.output import json_report
+    from kprobe.output.formats import REPORT, Style
 
-        return json.dumps(json_report.to_dict(report), ensure_ascii=True) + "\n"
-    from kprobe.output import prometheus
-
-    return prometheus.render(report)
+    return REPORT[fmt](report, Style(indent=False))
 
 
 def _rss_mb() -> float:

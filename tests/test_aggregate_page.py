@@ -32,13 +32,18 @@ PROBE = """<script>
 window.addEventListener("load", () => setTimeout(() => {
   const de = document.documentElement;
   const out = {drawn: document.body.dataset.drawn === "1", pageWidth: de.scrollWidth, viewport: window.innerWidth,
-    cells: document.querySelectorAll(".matrix td[data-e]").length, gapRows: document.querySelectorAll("#gaps tbody tr").length,
+    cells: document.querySelectorAll(".matrix td[data-e]").length, gapRows: document.querySelectorAll("#gaps tbody tr[data-i]").length,
     gapNote: document.getElementById("gaps-note").textContent, svgs: document.querySelectorAll("#timelines svg").length,
     legends: [...document.querySelectorAll(".legend")].filter(l => l.closest("details").open).map(l => {
       const a = l.getBoundingClientRect(), b = l.previousElementSibling.getBoundingClientRect();
       return a.left >= b.right - 1 || a.top >= b.bottom - 1; }),
     boxes: [...document.querySelectorAll(".scroll")].every(s => s.getBoundingClientRect().right <= window.innerWidth + 1),
-    injected: document.querySelectorAll("img").length, vantageText: [...document.querySelectorAll(".matrix th.v")].map(t => t.textContent)};
+    injected: document.querySelectorAll("img").length, vantageText: [...document.querySelectorAll(".matrix th.v")].map(t => t.textContent),
+    codes: [...document.querySelectorAll("#gaps tbody tr[data-i] td.code")].map(t => t.textContent),
+    why: [...document.querySelectorAll("#gaps tr.why")].map(t => t.textContent),
+    summaries: [...document.querySelectorAll("#matrices summary")].map(t => t.textContent),
+    plots: [...document.querySelectorAll("#timelines svg")].map(s => [s.getAttribute("aria-label"),
+      s.querySelectorAll("circle").length])};
   const pre = document.createElement("pre"); pre.id = "probe-result"; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 }, 200));
@@ -59,11 +64,13 @@ def data_of(vantages: int, clusters: int, brokers: int) -> dict:
                 bad = (e + v + c) % 5 == 0
                 cells.append([e, v, 120, 60 if bad else 120, 1 if bad else 0, 1_795_000_000 + v, 1_794_900_000,
                               {"timeout": 60} if bad else {}])
-        hours = [1_794_900_000 + 3600 * h for h in range(24)]
-        out.append({"id": f"cluster-{c:03d}-{'y' * 30}", "endpoints": [[n, f"b{n}.cluster-{c}.example.com:9092"]
-                                                                      for n in range(brokers)],
+        hours = [1_794_898_800 + 3600 * h for h in range(24)]
+        out.append({"id": f"cluster-{c:03d}-{'y' * 30}", "name": f"*.cluster-{c}.example.com",
+                    "endpoints": [[n, f"b{n}.cluster-{c}.example.com:9092"] for n in range(brokers)],
                     "vantages": names, "cells": cells,
-                    "timeline": {"hours": hours, "average": [0.9] * 24, "vantages": vantages,
+                    "findings": [["ADVERTISED_UNREACHABLE", "error", "An advertised endpoint cannot be reached",
+                                  "open the port"] if v % 5 == 0 else None for v in range(vantages)],
+                    "timeline": {"times": hours, "bucket": 3600, "average": [0.9] * 24, "vantages": vantages,
                                  "series": [{"vantage": names[k], "rates": [0.5 + 0.02 * k] * 24}
                                             for k in range(min(12, vantages))]}})
     return {"clusters": out, "statuses": statuses, "bootstrap_node": -1}
@@ -124,6 +131,15 @@ def test_the_job_writes_the_page_end_to_end(spark, tmp_path):
     rows = spark.read.parquet(str(tmp_path / "out" / "parquet" / "endpoint_vantage")).count()
     assert result["svgs"] == 2 and result["cells"] == rows == 2 * 3 * 3  # 2 clusters x 3 brokers x 3 vantages
     assert result["pageWidth"] <= result["viewport"]
+    # The job's cluster_summary reaches the page: each gap names its vantage's worst finding and where its fix is.
+    summary = {(r.cluster_id, r.vantage): r.worst_finding for r in
+               spark.read.parquet(str(tmp_path / "out" / "parquet" / "cluster_summary")).collect()}
+    assert result["gapRows"] > 0 and set(result["codes"]) <= {*filter(None, summary.values()), "-"}
+    assert any(c != "-" for c in result["codes"]), result["codes"]
+    assert all("fix: the exact fix" in w for w, c in zip(result["why"], result["codes"], strict=True) if c != "-")
+    assert all(" \u00b7 " in s for s in result["summaries"]), result["summaries"]  # a name beside each id
+    # Two hours of reports: the job adds a per-minute series, and the page draws minutes (markers on isolated ones).
+    assert [label for label, _ in result["plots"]] == ["success rate per minute"] * 2, result["plots"]
 
 
 # -- issue 29, item 1: strings that end or swallow a <script> element ----------------------------------------
@@ -141,7 +157,10 @@ window.addEventListener("load", () => setTimeout(() => {
   const out = {drawn: document.body.dataset.drawn === "1",
     data: JSON.parse(document.getElementById("kprobe-data").textContent),
     vantages: texts(".matrix th.v"), endpoints: texts(".matrix tbody th.ep"),
-    gaps: [...document.querySelectorAll("#gaps tbody tr")].map(tr => [...tr.cells].map(td => td.textContent)),
+    endpointTitles: [...document.querySelectorAll(".matrix tbody th.ep")].map(e => e.title),
+    cellTitles: [...document.querySelectorAll(".matrix td[data-e]")].map(e => e.title),
+    gaps: [...document.querySelectorAll("#gaps tbody tr[data-i]")].map(tr => [...tr.cells, ...tr.nextElementSibling.cells]
+      .map(td => td.textContent)),
     matrixSummaries: texts("#matrices summary"), timelineSummaries: texts("#timelines summary"),
     legend: texts(".legend li"), scripts: document.scripts.length, images: document.querySelectorAll("img").length,
     detail: (() => { document.querySelector(".matrix td[data-e]").click(); return document.getElementById("detail").textContent; })()};
@@ -156,11 +175,12 @@ def _hostile_data() -> tuple[dict, dict]:
     """One cluster whose every string a remote vantage or broker controls is one of SCRIPT_BREAKERS."""
     h = [f"{s}#{i}" for i, s in enumerate(SCRIPT_BREAKERS * 2)]
     data = {"clusters": [{
-        "id": h[0], "endpoints": [[1, f"{h[1]}:9092"], [-1, f"{h[2]}:9093"]], "vantages": [h[3], h[4], h[5]],
+        "id": h[0], "name": h[14], "endpoints": [[1, f"{h[1]}:9092"], [-1, f"{h[2]}:9093"]], "vantages": [h[3], h[4], h[5]],
+        "findings": [[h[15], h[16], h[17], h[18]], None, [h[19], "error", h[20], h[21]]],
         "cells": [[0, 0, 10, 5, 1, 1_795_000_000, 1_794_900_000, {h[6]: 5}],
                   [0, 1, 10, 10, 0, 1_795_000_000, 1_794_900_000, {}],
                   [1, 2, 10, 0, 2, 1_795_000_000, 1_794_900_000, {h[7]: 10}]],
-        "timeline": {"hours": [1_794_900_000, 1_794_903_600], "average": [0.5, 1.0], "vantages": 3,
+        "timeline": {"times": [1_794_898_800, 1_794_902_400], "bucket": 3600, "average": [0.5, 1.0], "vantages": 3,
                      "series": [{"vantage": h[3], "rates": [0.5, 1.0]}, {"vantage": h[5], "rates": [0.0, None]}]}}],
         "statuses": ["ok", h[8], h[9]], "bootstrap_node": -1}
     counts = {"reports": 3, "observations": 30, "input_records": 5, "duplicates": 1, "quarantined": 1,
@@ -188,13 +208,188 @@ def test_script_breaking_strings_in_every_field_leave_the_page_drawn(tmp_path):
     # Drawn as text in exactly their places: vantage headers, endpoint rows, gap rows, summaries, legend.
     assert dom["vantages"] == cl["vantages"]
     assert dom["endpoints"] == [f"broker {node1} {ep1}", f"bootstrap {ep2}"]
-    assert [row[1:5] + row[6:7] for row in dom["gaps"]] == [
-        [cl["id"], "bootstrap", ep2, cl["vantages"][2], data["statuses"][2]],
-        [cl["id"], f"broker {node1}", ep1, cl["vantages"][0], data["statuses"][1]]]
-    assert dom["matrixSummaries"] == [f"cluster {cl['id']}: 2 endpoints \u00d7 3 vantages, 2 with gaps"]
-    assert dom["timelineSummaries"] == [f"cluster {cl['id']}"]
+    named = f"{cl['id']} \u00b7 {cl['name']}"
+    (code0, _, message0, fix0), _, (code2, _, message2, fix2) = cl["findings"]
+    # The finding of each gap (code, message, fix) as text in its row, beside who cannot reach what.
+    assert [row[1:5] + row[6:7] + row[8:10] for row in dom["gaps"]] == [
+        [named, "bootstrap", ep2, cl["vantages"][2], data["statuses"][2], code2, f"{message2} \u2014 fix: {fix2}"],
+        [named, f"broker {node1}", ep1, cl["vantages"][0], data["statuses"][1], code0, f"{message0} \u2014 fix: {fix0}"]]
+    assert dom["endpointTitles"] == [f"broker {node1} {ep1}", f"bootstrap {ep2}"]
+    assert dom["cellTitles"][0].endswith(f"\n{code0}: {message0}\nfix: {fix0}")
+    assert dom["matrixSummaries"] == [f"cluster {named}: 2 endpoints \u00d7 3 vantages, 2 with gaps"]
+    assert dom["timelineSummaries"] == [f"cluster {named} (success rate per hour)"]
     assert dom["legend"] == ["all 3 vantages", cl["vantages"][0], cl["vantages"][2], "the 2 worst of 3 vantages drawn"]
     failure = next(iter(cl["cells"][0][7]))
-    assert dom["detail"].startswith(f"\u00d7broker {node1} {ep1}from {cl['vantages'][0]}, cluster {cl['id']}")
+    assert dom["detail"].startswith(f"\u00d7broker {node1} {ep1}from {cl['vantages'][0]}, cluster {named}")
+    assert dom["detail"].endswith(f"{code0} ({cl['findings'][0][1]}): {message0}fix: {fix0}")
     assert f"failures: {failure} 5" in dom["detail"] and f"last: {data['statuses'][1]} at" in dom["detail"]
     assert dom["scripts"] == 3 and dom["images"] == 0  # the page's two and the probe: nothing injected
+
+
+# -- issue 34, item 2: why a gap, an incident inside one hour, a cluster's name, the port of a label ----------
+
+from kprobe.aggregate.page import DAY, HOUR, bucket_for, cluster_name, finding_entry, timeline  # noqa: E402
+
+
+def test_the_bucket_follows_the_span_of_the_data():
+    """Hours while an incident is hours long, coarser only when the data span weeks; empty buckets are breaks."""
+    assert [bucket_for(s) for s in (0, HOUR, 3 * DAY, 3 * DAY + HOUR, 21 * DAY, 60 * DAY)] == [
+        HOUR, HOUR, HOUR, 6 * HOUR, 6 * HOUR, DAY]
+    # From the job's per-minute series (data within about an hour): minutes, five minutes, then as hours.
+    assert [bucket_for(s, 60) for s in (0, 2 * HOUR, 2 * HOUR + 60, 12 * HOUR, 2 * DAY)] == [
+        60, 60, 300, 300, HOUR]
+    t0 = 1_794_898_800  # on the hour
+    fine = timeline([("a", t0 + 600, 0, 4)], 60, average=[(t0, 5, 5), (t0 + 600, 1, 5)], vantages=7)
+    assert fine == {"times": [t0 + 60 * m for m in range(11)], "bucket": 60, "vantages": 7,
+                    "average": [1.0, *[None] * 9, 0.2], "series": [{"vantage": "a", "rates": [*[None] * 10, 0.0]}]}
+    one = timeline([("a", t0, 3, 10), ("b", t0, 10, 10)])
+    assert one == {"times": [t0], "bucket": HOUR, "average": [0.65], "vantages": 2,
+                   "series": [{"vantage": "a", "rates": [0.3]}, {"vantage": "b", "rates": [1.0]}]}
+    # Five days: six-hour buckets from the first one's start, the silent ones null (a break, not a line).
+    five = timeline([("a", t0, 1, 2), ("a", t0 + HOUR, 1, 2), ("a", t0 + 5 * DAY, 2, 2)])
+    start = t0 - t0 % (6 * HOUR)
+    assert five["bucket"] == 6 * HOUR and five["times"][0] == start and len(five["times"]) == 21
+    assert five["average"][0] == 0.5 and five["average"][-1] == 1.0 and set(five["average"][1:-1]) == {None}
+
+
+def test_a_gap_s_finding_is_named_from_the_catalogue_and_its_fix_command_is_quoted():
+    code, severity, message, fix = finding_entry("ADVERTISED_TIMEOUT", "error", "eu 1; rm -rf ~")
+    assert (code, severity) == ("ADVERTISED_TIMEOUT", "error")
+    assert message == "Connections to an advertised address time out. Clients wait for their timeouts, then fail."
+    assert fix.endswith("kprobe show --vantage 'eu 1; rm -rf ~' --status gap REPORTS")
+    assert finding_entry("NEWER_CODE", None, "v")[2] == "NEWER_CODE (not in this kprobe's catalogue)"
+
+
+def test_a_cluster_is_named_by_what_its_brokers_share():
+    assert cluster_name("lkc-1", ["b0-pkc-1.eu.aws.confluent.cloud:9092", "b1-pkc-1.eu.aws.confluent.cloud:9092"]) \
+        == "*.eu.aws.confluent.cloud"
+    assert cluster_name("x", ["kafka-0.kafka.prod.svc:9093", "kafka-1.kafka.prod.svc:9093"]) == "*.kafka.prod.svc"
+    assert cluster_name("x", ["10.0.0.2:9092", "10.0.0.1:9092"]) == "10.0.0.1:9092"  # addresses share no name
+    assert cluster_name("x", ["broker.example.com:9092"]) == "broker.example.com:9092"  # one broker: its address
+    assert cluster_name("x", ["a.one.com:1", "b.two.com:1"]) == "a.one.com:1"  # only ".com" in common
+    assert cluster_name("bootstrap:h:9092", ["h:9092"]) == ""  # already named by its bootstraps
+
+
+PORTS = (9092, 9093, 9094)
+LONG = "b{n}-pkc-p11xm.europe-west3.gcp.confluent.cloud"
+# Appended to a copy of the page: exact DOM facts and what the eye sees of each endpoint label.
+INCIDENT_PROBE = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const all = sel => [...document.querySelectorAll(sel)];
+  const fits = e => e.scrollWidth <= e.clientWidth + 1;
+  const out = {drawn: document.body.dataset.drawn === "1", pageWidth: document.documentElement.scrollWidth,
+    viewport: window.innerWidth,
+    gaps: all("#gaps tbody tr[data-i]").map(tr => [...tr.cells, ...tr.nextElementSibling.cells].map(td => td.textContent)),
+    whyShown: all("#gaps tr.why td").every(td => td.getBoundingClientRect().right <= window.innerWidth),
+    summaries: all("details > summary").map(s => s.textContent),
+    labels: all(".matrix tbody th.ep").map(th => { const keep = th.querySelector(".keep"), cut = th.querySelector(".cut");
+      const k = keep.getBoundingClientRect(), b = th.getBoundingClientRect();
+      return {title: th.title, text: th.textContent, keep: keep.textContent, keepShown: fits(keep) && k.right <= b.right + 1,
+              cutShort: !fits(cut)}; }),
+    codes: all(".matrix td[data-code]").map(td => td.dataset.code),
+    svg: all("#timelines svg").map(s => ({label: s.getAttribute("aria-label"), paths: s.querySelectorAll("path").length,
+      circles: [...s.querySelectorAll("circle")].map(c => c.textContent),
+      visible: [...s.querySelectorAll("circle")].every(c => c.getBoundingClientRect().width >= 6),
+      ticks: [...s.querySelectorAll("text")].map(t => t.textContent).filter(t => !t.endsWith("%"))}))};
+  const pre = document.createElement("pre"); pre.id = "incident-result";
+  pre.textContent = JSON.stringify(out).replace(/[<>&]/g, c => "\\\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  document.body.appendChild(pre);
+}, 200));
+</script>"""
+
+
+def incident_data() -> tuple[dict, list[str]]:
+    """One Confluent-like cluster, three brokers on three listeners each, eight vantages, an incident inside one hour.
+
+    Every probe fell between 14:05 and 14:50 of one day: the hourly output has one hour, so each
+    timeline is one point. Two vantages lost the 9094 listener (a finding says why); the rest are fine.
+    """
+    vantages = ["laptop-paris", "ci-runner-eu-1", "ci-runner-eu-2", "gke-prod-europe-west3", "aws-lambda-eu",
+                "office-vpn", "bastion", "on-prem-dc2"]
+    endpoints = [[n, f"{LONG.format(n=n)}:{port}"] for n in range(3) for port in PORTS]
+    t0 = 1_794_924_000  # 2026-11-17 14:00Z... an hour start
+    cells, rows = [], []
+    for e, (_, hp) in enumerate(endpoints):
+        for v in range(len(vantages)):
+            bad = hp.endswith(":9094") and v in (1, 4)
+            cells.append([e, v, 12, 3 if bad else 12, 2 if bad else 0, t0 + 3000, t0 + 300, {"timeout": 9} if bad else {}])
+    for v, name in enumerate(vantages):
+        bad = v in (1, 4)
+        rows.append((name, t0, 9 * 12 - (27 if bad else 0), 9 * 12))
+    finding = ["ADVERTISED_UNREACHABLE", "error", "An advertised endpoint cannot be reached from here: port 9094 times out",
+               "open port 9094 from this network to the brokers, or bootstrap through the 9092 listener"]
+    cluster = {"id": "lkc-7n3q2w", "name": cluster_name("lkc-7n3q2w", [hp for _, hp in endpoints]),
+               "endpoints": endpoints, "vantages": vantages, "cells": cells,
+               "findings": [finding if v in (1, 4) else None for v in range(len(vantages))],
+               "timeline": timeline(rows)}
+    return {"clusters": [cluster], "statuses": ["ok", "dns", "timeout"], "bootstrap_node": -1}, vantages
+
+
+def shoot(page: Path, tmp_path: Path, size: str, name: str, only: str = "") -> Path:
+    """A Chromium screenshot of the page at `size`, kept in tmp_path to look at.
+
+    With `only` (an element id), a copy shows that element and its heading alone, at the top: headless
+    Chromium's --screenshot ignores a URL fragment, and a scrolled page captures blank.
+    """
+    shot = tmp_path / f"{name}.png"
+    if only:
+        copy = tmp_path / f"{name}.html"
+        copy.write_text(page.read_text().replace("</style>", f"body > :not(#{only}, h2:has(+ #{only})){{display:none}}"
+                                                 "</style>"))
+        page = copy
+    subprocess.run([CHROMIUM, *[f for f in FLAGS if not f.startswith("--window-size")], f"--window-size={size}",
+                    f"--user-data-dir={tmp_path / ('profile-' + name)}", "--virtual-time-budget=3000",
+                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=60, check=True)
+    return shot
+
+
+def test_an_incident_inside_one_hour_is_drawn_and_each_gap_says_why(tmp_path):
+    data, vantages = incident_data()
+    cl = data["clusters"][0]
+    assert cl["timeline"]["times"] == [1_794_924_000] and cl["timeline"]["bucket"] == HOUR
+    page = tmp_path / "report.html"
+    page.write_text(render_page(data, {"reports": 96, "observations": 864, "input_records": 96, "duplicates": 0,
+                                       "quarantined": 0}))
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.read_text().replace("</body></html>", INCIDENT_PROBE + "</body></html>"))
+    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
+                           "--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=60, check=False)
+    match = re.search(r'<pre id="incident-result">(.*?)</pre>', done.stdout, re.S)
+    assert match, done.stderr[-2000:]
+    dom = json.loads(match.group(1))
+    assert dom["drawn"] and "Uncaught" not in done.stderr and dom["pageWidth"] <= dom["viewport"]
+    name = "*.europe-west3.gcp.confluent.cloud"
+    assert cl["name"] == name
+    assert dom["summaries"] == [f"cluster lkc-7n3q2w \u00b7 {name}: 9 endpoints \u00d7 8 vantages, 6 with gaps",
+                                f"cluster lkc-7n3q2w \u00b7 {name} (success rate per hour)"]
+    # Each gap: who, from where, and why with the fix, in the table and on the matrix cell.
+    code, _, message, fix = cl["findings"][1]
+    assert sorted((row[3], row[4], row[8], row[9]) for row in dom["gaps"]) == sorted(
+        (f"{LONG.format(n=n)}:9094", vantages[v], code, f"{message} \u2014 fix: {fix}") for n in range(3) for v in (1, 4))
+    assert dom["whyShown"], "the why and the fix are cut off to the right"
+    assert dom["codes"] == [code] * 6
+    # Labels: the whole one as the title and the text; the port always shown, the host cut in its middle.
+    assert [lb["title"] for lb in dom["labels"]] == [f"broker {n} {hp}" for n, hp in cl["endpoints"]]
+    assert [lb["text"] for lb in dom["labels"]] == [f"broker {n} {hp}" for n, hp in cl["endpoints"]]
+    assert all(lb["keepShown"] and lb["keep"].endswith(f":{hp.rsplit(':', 1)[1]}") for lb, (_, hp)
+               in zip(dom["labels"], cl["endpoints"], strict=True)), dom["labels"]
+    assert all(lb["cutShort"] for lb in dom["labels"]), "the long host names are not cut"
+    # One hour, one point per line: no path of a single `M x y`, a visible marker for each vantage drawn and the average.
+    (svg,) = dom["svg"]
+    assert svg["label"] == "success rate per hour" and svg["paths"] == 0 and svg["visible"]
+    assert len(svg["circles"]) == len(vantages) + 1
+    assert "all 8 vantages: 93.8% in the hour from 2026-11-17 14:00Z" in svg["circles"]
+    assert f"{vantages[1]}: 75.0% in the hour from 2026-11-17 14:00Z" in svg["circles"]
+    assert svg["ticks"] == ["2026-11-17 14:00Z (one hour)"]
+    shots = [shoot(page, tmp_path, "1280,800", "top"), shoot(page, tmp_path, "1280,800", "timeline", "timelines"),
+             shoot(page, tmp_path, "1920,1080", "wide")]
+    import matplotlib.image
+
+    for shot in shots:
+        pixels = matplotlib.image.imread(shot)
+        assert len({tuple(round(float(c), 1) for c in px[:3]) for row in pixels[::10] for px in row[::10]}) > 8
+    # The markers themselves: the timeline's screenshot holds the palette's first colour (the worst vantage's dot).
+    pixels = matplotlib.image.imread(shots[1])
+    blue = ((abs(pixels[..., 0] - 0x15 / 255) < 0.05) & (abs(pixels[..., 1] - 0x65 / 255) < 0.05)
+            & (abs(pixels[..., 2] - 0xc0 / 255) < 0.05))
+    assert blue.sum() > 20, "no marker drawn in the timeline"

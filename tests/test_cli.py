@@ -201,3 +201,24 @@ def test_a_bug_exits_3_with_one_line_and_no_traceback(monkeypatch, capsys):
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("kprobe: internal error: KeyError: "), err
     assert "KPROBE_DEBUG=1" in err and "Traceback" not in err
+
+
+def test_an_http_proxy_is_named_when_no_bootstrap_connects(tmp_path):
+    """HTTPS_PROXY and friends carry no Kafka client: one line says so when the bootstrap cannot be reached."""
+    import os
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: refused
+        target = f"127.0.0.1:{closed.getsockname()[1]}"
+        env = {**os.environ, "HTTPS_PROXY": "http://127.0.0.1:3128", "no_proxy": ""}
+        done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", target, "--timeout", "1"],
+                              capture_output=True, text=True, timeout=60, check=False, env=env)
+        assert done.returncode == 3
+        lines = [line for line in done.stderr.splitlines() if "proxy" in line.lower()]
+        assert lines == ["kprobe: HTTPS_PROXY is set, but Kafka clients do not use HTTP proxies: they connect to the "
+                         "brokers directly (TCP), so the proxy cannot carry them; a TCP forward (ssh -L, kubectl "
+                         "port-forward) with --connect-to can stand in for a path"]
+        without = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", target, "--timeout", "1"],
+                                 capture_output=True, text=True, timeout=60, check=False,
+                                 env={k: v for k, v in os.environ.items() if "proxy" not in k.lower()})
+        assert "proxy" not in without.stderr.lower()

@@ -151,7 +151,7 @@ def test_watch_takes_the_round_trip_as_a_canary(canary, three_lab):
     done = kprobe("watch", "-b", three_lab.bootstrap("CLIENT"), "--every", "1s", "--count", "2", "--roundtrip", topic)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) == 2 and all("roundtrip 3/3 partitions ok" in line and " ok:" in line for line in lines)
+    assert len(lines) == 2 and all("3/3 partitions round-tripped" in line and " OK:" in line for line in lines)
     prom = kprobe("probe", "-b", three_lab.bootstrap("CLIENT"), "--roundtrip", topic, "--format", "prometheus")
     assert f'kprobe_roundtrip_success{{topic="{topic}",vantage=' in prom.stdout
     ok = [ln for ln in prom.stdout.splitlines() if ln.startswith("kprobe_roundtrip_partition_ok{")]

@@ -249,7 +249,7 @@ def test_summary_filters_and_order(three_lab, tmp_path):
     (root / ".tmp-partial.json").write_text("{")  # a writer's temporary file: never read
     lines = kprobe("show", str(root), "--summary").stdout.decode().splitlines()
     assert [line.split()[0] for line in lines] == [r["started_at"] for r in written]  # oldest first, across vantages
-    assert lines[0].split()[1:4] == ["office", data["bootstraps"][0]["cluster_id"], "GAP"]
+    assert lines[0].split()[1:4] == ["office", data["bootstraps"][0]["cluster_id"], "GAP:"]
     assert "ADVERTISED_TIMEOUT: Broker 2 advertises" in lines[0]
     vpn_gaps = kprobe("show", str(root), "--summary", "--vantage", "vpn", "--status", "gap,failed").stdout.decode()
     assert len(vpn_gaps.splitlines()) == sum(1 for r in written if r["vantage"]["name"] == "vpn"

@@ -511,7 +511,8 @@ def _run(spark: SparkSession, options: JobOptions, root: Path, progress: Progres
     counts["quarantine_reasons"] = dict(sorted(manifest.counts["quarantine_reasons"].items()))
     counts["new_records"] = batch["input_records"]
     try:
-        worst = write(outputs, counts, options, progress, root)
+        minutes = _minutely(spark, root, manifest, options, window) if options.html else None
+        worst = write(outputs, counts, options, progress, root, minutes)
     finally:
         window.unpersist()
     return {"counts": counts, "worst": worst}
@@ -688,6 +689,27 @@ def _rollups(spark: SparkSession, root: Path, manifest: st.Manifest, since: str 
     return stored
 
 
+# Data spanning at most this much (from the first hour to the last in `hourly`) get a per-minute
+# timeline on the page: an incident of an hour is then minutes, not one point.
+MINUTELY_SPAN = dt.timedelta(hours=1)
+
+
+def _minutely(spark: SparkSession, root: Path, manifest: st.Manifest, options: JobOptions,
+              window: DataFrame) -> DataFrame | None:
+    """Per-minute probes and successes for the page, when the window's data span an hour or so; else None.
+
+    Why from the kept records and only then: the rollups stop at the hour, and a per-minute rollup
+    kept for every day would be 60 times `hourly`. When every observation falls in one or two
+    hours, those days' records are few, and reading them again is cheap.
+    """
+    hours = window.where(F.col("t") == "hr")
+    span = hours.agg(F.min("hour").alias("a"), F.max("hour").alias("z"), F.collect_set("d").alias("days")).first()
+    if span is None or span["a"] is None or span["z"] - span["a"] > MINUTELY_SPAN:
+        return None
+    rows = _kept(spark, root, manifest, set(span["days"]))
+    return None if rows is None else tf.minutely(tf.within(rows, options.since, options.until))
+
+
 def _sum(rollups: DataFrame, kind: str, column: str) -> int:
     row = rollups.where(F.col("t") == kind).agg(F.sum(column).alias("n")).first()
     return int(row["n"] or 0) if row is not None else 0
@@ -728,11 +750,12 @@ def _spark_errors(out: str, state: Path | None = None) -> Iterator[None]:
 
 
 def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOptions,
-          progress: Progress, state: Path) -> list[dict[str, Any]]:
+          progress: Progress, state: Path, minutely: DataFrame | None = None) -> list[dict[str, Any]]:
     """Parquet and JSON through Spark's commit protocol, into a staging directory swapped in whole.
 
     Each table is computed once, into Parquet; the JSON copy, the worst gaps and the page read
-    that small result back instead of computing it again. Returns the worst gaps.
+    that small result back instead of computing it again. Returns the worst gaps. `minutely`
+    (see `_minutely`) only makes the page's timelines finer; it is not an output.
 
     On a local path the previous result is replaced only once the new one is complete (a failed
     write removes the staging directory and leaves the previous result alone); on other file
@@ -776,7 +799,7 @@ def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOpt
         if options.html:
             from kprobe.aggregate.page import render_html
 
-            Path(staging, "report.html").write_text(render_html(written, counts, worst))
+            Path(staging, "report.html").write_text(render_html(written, counts, worst, minutely))
             progress("report.html", "written")
         # What lets a later run replace this directory (checks.check_out refuses one without it).
         Path(staging, MARKER).write_text("written by kprobe aggregate; the next run replaces this directory\n")

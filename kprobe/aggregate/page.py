@@ -8,12 +8,13 @@ scrolling box with sticky headers (the page itself never overflows), a cell's de
 click, a sortable and filterable table of the worst gaps, and per-cluster timelines in SVG whose
 legend sits beside the plot (the page itself: report_page.html beside this module). Everything is
 inline; every name from a report (brokers and vantages
-choose them) reaches the page as JSON text and is escaped by the page before it is shown.
+choose them) reaches the page as JSON text and is set as text (textContent), never as HTML.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from importlib import resources
 from typing import Any
 
@@ -27,12 +28,16 @@ from kprobe.aggregate.transforms import BOOTSTRAP_NODE, FAILURE_CLASSES
 TIMELINE_VANTAGES = 12
 
 
-def page_data(endpoint_vantage: DataFrame, hourly: DataFrame | None) -> dict[str, Any]:
+def page_data(endpoint_vantage: DataFrame, hourly: DataFrame | None,
+              cluster_summary: DataFrame | None = None, minutely: DataFrame | None = None) -> dict[str, Any]:
     """What the page draws, collected on the driver from the aggregated tables (small by then).
 
     Compact on purpose: 200 vantages x 300 endpoints are 60,000 cells, so a cell is a short array
     (endpoint and vantage indexes, probes, successes, last status, last seen as Unix seconds,
-    failures by class) rather than an object of named fields.
+    failures by class) rather than an object of named fields. Per cluster, `findings` holds one
+    entry per vantage (the vantage's worst finding from `cluster_summary`, or null): a gap says
+    why only if the page can name the finding, as the terminal does. `minutely` (per-minute
+    probes, which the job computes only when the data span about an hour) makes the timelines finer.
     """
     fails = [f"fail_{name}" for name in FAILURE_CLASSES]
     rows = endpoint_vantage.select(
@@ -52,47 +57,174 @@ def page_data(endpoint_vantage: DataFrame, hourly: DataFrame | None) -> dict[str
         failures = {name: r[f"fail_{name}"] for name in FAILURE_CLASSES if r[f"fail_{name}"]}
         c["cells"].append([ep, va, r.probes, r.successes, statuses.index(status), r.last_seen, r.first_seen,
                            failures])
+    worst = _worst_findings(cluster_summary) if cluster_summary is not None else {}
     out = []
     for c in clusters.values():
-        out.append({"id": c["id"], "endpoints": [[n, hp] for (n, hp) in c["endpoints"]],
-                    "vantages": list(c["vantages"]), "cells": c["cells"], "timeline": None})
+        endpoints = [[n, hp] for (n, hp) in c["endpoints"]]
+        out.append({"id": c["id"], "name": cluster_name(c["id"], [hp for _, hp in endpoints]),
+                    "endpoints": endpoints, "vantages": list(c["vantages"]), "cells": c["cells"],
+                    "findings": [worst.get((c["id"], v)) for v in c["vantages"]], "timeline": None})
     timelines = _timelines(hourly) if hourly is not None else {}
+    if minutely is not None:
+        timelines.update(_fine_timelines(minutely, timelines))
     for c in out:
         c["timeline"] = timelines.get(c["id"])
     return {"clusters": out, "statuses": statuses, "bootstrap_node": BOOTSTRAP_NODE}
 
 
+# What the aggregation keeps of a finding is its code and severity (the report's message and fix are
+# per report, and the job's state does not keep them: see docs/aggregate.md). The page names the
+# finding with the catalogue's one-line title and what a client meets, and its fix with the command
+# that prints the exact one (the vantage's name shell-quoted: it is copied into a terminal).
+FIX_POINTER = "the exact fix, with this vantage's addresses, is in its reports: kprobe show --vantage {vantage} " \
+              "--status gap REPORTS"
+
+
+def _worst_findings(cluster_summary: DataFrame) -> dict[tuple[str, str], list[str]]:
+    """(cluster, vantage) -> [code, severity, message, fix] of the worst finding, from `cluster_summary`."""
+    return {(r.cluster_id or "", r.vantage): finding_entry(r.worst_finding, r.worst_severity, r.vantage)
+            for r in cluster_summary.select("cluster_id", "vantage", "worst_finding", "worst_severity").collect()
+            if r.worst_finding}
+
+
+def finding_entry(code: str, severity: str | None, vantage: str | None) -> list[str]:
+    """[code, severity, message, fix] as the page shows a gap's finding: the message from the catalogue.
+
+    A code the catalogue does not know (a newer kprobe's report) is shown as it is, with no message.
+    """
+    from kprobe.findings.catalogue import CATALOGUE
+
+    kind = CATALOGUE.get(code)
+    message = f"{kind.title}. {kind.client_sees}" if kind else f"{code} (not in this kprobe's catalogue)"
+    return [code, severity or "", message, FIX_POINTER.format(vantage=shlex.quote(vantage or ""))]
+
+
+def cluster_name(cluster_id: str, endpoints: list[str]) -> str:
+    """A name a person knows the cluster by, beside its id: the DNS suffix its brokers share, else an address.
+
+    The outputs key a cluster by the id its brokers report (an opaque string) and do not keep the
+    bootstrap each vantage used, so the page names it by what its advertised endpoints have in
+    common (`*.prod.example.com`), or by its first endpoint when they share nothing. A cluster whose
+    bootstraps all failed is already keyed by its bootstrap addresses, which is its name.
+    """
+    if cluster_id.startswith("bootstrap:") or not endpoints:
+        return ""
+    hosts = [hp.rsplit(":", 1)[0] for hp in endpoints]
+    if any(not h or h[0].isdigit() or ":" in h or h.startswith("[") for h in hosts):  # IP addresses share no name
+        return sorted(endpoints)[0]
+    labels = [h.lower().split(".") for h in hosts]
+    common: list[str] = []
+    for parts in zip(*[lab[::-1] for lab in labels], strict=False):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    # At least two labels, and not a whole host name (one broker: its own address is its name).
+    if len(common) >= 2 and all(len(lab) > len(common) for lab in labels):
+        return "*." + ".".join(reversed(common))
+    return sorted(endpoints)[0]
+
+
+MINUTE = 60
+HOUR = 3600
+# The bucket a timeline draws, from the span of its data: hours for up to three days (an incident's
+# hours stay apart), six hours up to three weeks, days beyond (a year is 365 points, not 8,760).
+BUCKETS = ((3 * 24 * HOUR, HOUR), (21 * 24 * HOUR, 6 * HOUR))
+DAY = 24 * HOUR
+
+
+# From per-minute data (an incident of an hour or two): minutes, then five minutes; beyond, as hours.
+FINE_BUCKETS = ((2 * HOUR, MINUTE), (12 * HOUR, 5 * MINUTE))
+
+
+def bucket_for(span: int, finest: int = HOUR) -> int:
+    """Seconds per point for data spanning `span` seconds, never finer than the data (`finest`)."""
+    if finest < HOUR:
+        size = next((size for limit, size in FINE_BUCKETS if span <= limit), None)
+        if size is not None:
+            return max(size, finest)
+    return next((size for limit, size in BUCKETS if span <= limit), DAY)
+
+
 def _timelines(hourly: DataFrame) -> dict[str, dict[str, Any]]:
-    """Per cluster: success rate per hour for its average and its worst vantages.
+    """Per cluster: success rate per bucket for its average and its worst vantages.
 
     From the `hourly` output (probes and successes per cluster, vantage and hour), already
     written and small: never from the observations, which a rerun would otherwise read in full.
+    The hour is this output's finest bucket (the job adds a per-minute series only when the data
+    span about an hour: `_fine_timelines`), so a lone hour is one point, drawn as a marker, never
+    a line of one point.
+    Every bucket from the first to the last is listed, empty ones as null, so that the x axis is
+    time and a silent stretch shows as a break.
     """
     rows = hourly.select("cluster_id", "vantage", F.unix_timestamp("hour").alias("hour"),
                          F.col("successes").alias("ok"), F.col("probes").alias("n")).collect()
-    per: dict[str, dict[str, Any]] = {}
+    per: dict[str, list[tuple[str, int, int, int]]] = {}
     for r in rows:
-        c = per.setdefault(r.cluster_id or "", {"hours": set(), "by_vantage": {}, "total": {}})
-        c["hours"].add(r.hour)
-        c["by_vantage"].setdefault(r.vantage, {})[r.hour] = (r.ok, r.n)
-        ok, n = c["total"].get(r.hour, (0, 0))
-        c["total"][r.hour] = (ok + r.ok, n + r.n)
-    out = {}
-    for cluster, c in per.items():
-        hours = sorted(c["hours"])
+        per.setdefault(r.cluster_id or "", []).append((r.vantage, r.hour, r.ok, r.n))
+    return {cluster: timeline(points) for cluster, points in per.items()}
 
-        def rates(points: dict[int, tuple[int, int]], hours: list[int] = hours) -> list[float | None]:
-            return [round(points[h][0] / points[h][1], 4) if h in points else None for h in hours]
 
-        def overall(points: dict[int, tuple[int, int]]) -> float:
-            ok = sum(p[0] for p in points.values())
-            return ok / max(1, sum(p[1] for p in points.values()))
+def timeline(points: list[tuple[str, int, int, int]], finest: int = HOUR,
+             average: list[tuple[int, int, int]] | None = None, vantages: int | None = None) -> dict[str, Any]:
+    """(vantage, time as Unix seconds, successes, probes) rows of one cluster -> what its plot draws.
 
-        worst = sorted(c["by_vantage"], key=lambda v: (overall(c["by_vantage"][v]), v))[:TIMELINE_VANTAGES]
-        out[cluster] = {"hours": hours, "average": rates(c["total"]),
-                        "series": [{"vantage": v, "rates": rates(c["by_vantage"][v])} for v in worst],
-                        "vantages": len(c["by_vantage"])}
-    return out
+    `finest` is the data's own bucket (an hour, or a minute). When only the drawn vantages' points
+    are given (per minute, the rest are not collected), `average` (time, successes, probes) and
+    `vantages` say what all of them did.
+    """
+    times_seen = [p[1] for p in points] + [a[0] for a in average or []]
+    first, last = min(times_seen), max(times_seen)
+    size = bucket_for(last - first, finest)
+    start = first - first % size
+    times = list(range(start, last - last % size + 1, size))
+    by_vantage: dict[str, dict[int, tuple[int, int]]] = {}
+    total: dict[int, tuple[int, int]] = {}
+    for vantage, hour, ok, n in points:
+        at = hour - hour % size
+        for into in (by_vantage.setdefault(vantage, {}), total):
+            was = into.get(at, (0, 0))
+            into[at] = (was[0] + ok, was[1] + n)
+    if average is not None:
+        total = {}
+        for at, ok, n in average:
+            was = total.get(at - at % size, (0, 0))
+            total[at - at % size] = (was[0] + ok, was[1] + n)
+
+    def rates(got: dict[int, tuple[int, int]]) -> list[float | None]:
+        return [round(got[t][0] / got[t][1], 4) if got.get(t, (0, 0))[1] else None for t in times]
+
+    def overall(got: dict[int, tuple[int, int]]) -> float:
+        return sum(p[0] for p in got.values()) / max(1, sum(p[1] for p in got.values()))
+
+    worst = sorted(by_vantage, key=lambda v: (overall(by_vantage[v]), v))[:TIMELINE_VANTAGES]
+    return {"times": times, "bucket": size, "average": rates(total),
+            "series": [{"vantage": v, "rates": rates(by_vantage[v])} for v in worst],
+            "vantages": vantages if vantages is not None else len(by_vantage)}
+
+
+def _fine_timelines(minutely: DataFrame, coarse: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per cluster, the timeline again per minute, for the vantages the hourly one chose.
+
+    Only those vantages' minutes and each cluster's total per minute are collected: 200 vantages x
+    100 clusters x 120 minutes would be millions of rows on the driver for twelve lines a cluster.
+    """
+    pairs = [(cluster, s["vantage"]) for cluster, t in coarse.items() for s in t["series"]]
+    if not pairs:
+        return {}
+    chosen = minutely.sparkSession.createDataFrame(pairs, "cluster_id string, vantage string")
+    minute = F.unix_timestamp("minute").alias("minute")
+    series = (minutely.join(F.broadcast(chosen), ["cluster_id", "vantage"])
+              .select("cluster_id", "vantage", minute, "successes", "probes").collect())
+    totals = (minutely.groupBy("cluster_id", "minute").agg(F.sum("successes").alias("ok"), F.sum("probes").alias("n"))
+              .select("cluster_id", minute, "ok", "n").collect())
+    points: dict[str, list[tuple[str, int, int, int]]] = {}
+    for r in series:
+        points.setdefault(r.cluster_id, []).append((r.vantage, r.minute, r.successes, r.probes))
+    average: dict[str, list[tuple[int, int, int]]] = {}
+    for r in totals:
+        average.setdefault(r.cluster_id, []).append((r.minute, r.ok, r.n))
+    return {cluster: timeline(points[cluster], MINUTE, average.get(cluster, []), coarse[cluster]["vantages"])
+            for cluster in points if cluster in coarse}
 
 
 # Inside <script>, `</script` ends the element early, and `<!--` followed by `<script` puts the HTML
@@ -114,7 +246,9 @@ def render_page(data: dict[str, Any], counts: dict[str, Any]) -> str:
     return template.replace("/*DATA*/", script_json({**data, "counts": counts}))
 
 
-def render_html(outputs: dict[str, DataFrame], counts: dict[str, Any], worst: list[dict[str, Any]]) -> str:
+def render_html(outputs: dict[str, DataFrame], counts: dict[str, Any], worst: list[dict[str, Any]],
+                minutely: DataFrame | None = None) -> str:
     """The page of one aggregation. `worst` (the terminal's gap list) is recomputed by the page from every cell."""
     del worst
-    return render_page(page_data(outputs["endpoint_vantage"], outputs.get("hourly")), counts)
+    return render_page(page_data(outputs["endpoint_vantage"], outputs.get("hourly"), outputs.get("cluster_summary"),
+                                 minutely), counts)

@@ -35,7 +35,9 @@ from typing import Any
 from kprobe.errors import UsageError
 from kprobe.output.files import write_atomic
 
-FORMAT = "kprobe.aggregate.state/1"
+# /2 (issue 31): the kept flat rows' `failure` and `n_reach` count `degraded` as connecting and `partial`
+# as a gap; rows kept by /1 counted otherwise, so a /1 state is refused (run --full) rather than mixed in.
+FORMAT = "kprobe.aggregate.state/2"
 MARK = ".kprobe-aggregate-state"
 MANIFEST = "state.json"
 LOCK = ".lock"

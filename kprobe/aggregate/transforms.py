@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from kprobe.aggregate.schema import CORRUPT, READ, SUPPORTED, prune, read_schema, report_schema
+from kprobe.models import CLIENTS_CONNECT
 
 FAILURE_CLASSES = ("dns", "refused", "timeout", "unreachable", "tls", "identity", "auth", "partial")
 TLS_FAILURES = ("untrusted", "hostname_mismatch", "handshake_failed")
@@ -99,7 +100,12 @@ def quarantine_reason(parsed: DataFrame) -> DataFrame:
 
 
 def _failure(e: Column) -> Column:
-    """An endpoint's failure class, or null for a success (partial counts as one, and as `partial`)."""
+    """An endpoint's failure class, or null for a success.
+
+    A success is what a client connects to (`CLIENTS_CONNECT`: `degraded` is one, in no class) with a
+    trusted TLS handshake and the right broker; `partial` is a failure of class `partial`, a gap as in
+    the probe. `unchecked` gets no class here and is no observation (`o`).
+    """
     tcp_statuses = e["tcp"]["status"]
     return (
         F.when(e["status"] == "unresolvable", F.lit("dns"))
@@ -109,7 +115,7 @@ def _failure(e: Column) -> Column:
         .when(e["status"] == "unreachable", F.lit("unreachable"))
         .when(e["tls"]["status"].isin(*TLS_FAILURES), F.lit("tls"))
         .when(e["identity"]["status"].isin(*IDENTITY_FAILURES), F.lit("identity"))
-        .when(e["status"].isin("partial", "degraded"), F.lit("partial"))
+        .when(~e["status"].isin(*CLIENTS_CONNECT, "unchecked"), F.lit("partial"))
     )
 
 
@@ -171,9 +177,9 @@ def flat_records(records: DataFrame) -> DataFrame:
         F.when(usable, F.xxhash64("r.id")).alias("rid"),
         F.col("r.vantage.name").alias("vantage"), F.col("r.id").alias("report_id"),
         F.col("r.summary.status").alias("status"), F.size("r.endpoints").alias("n_adv"),
-        # Counted without a lambda (Spark interprets those row by row; these compile): the
-        # reachable ones are what array_remove takes away.
-        (F.size("r.endpoints.status") - F.size(F.array_remove("r.endpoints.status", "reachable"))).alias("n_reach"),
+        # Counted without a lambda (Spark interprets those row by row; these compile): those a
+        # client connects to (CLIENTS_CONNECT, as the report's summary.reachable) are what array_remove takes away.
+        (F.size("r.endpoints.status") - F.size(_without("r.endpoints.status", CLIENTS_CONNECT))).alias("n_reach"),
         # Kept as parsed: the findings' weights and the advertised addresses are worked out per
         # day in `day_rollups`, on the few columns read back, not here on every parsed report.
         F.col("r.findings").alias("findings"), F.col("r.bootstraps").alias("bootstraps"),
@@ -237,8 +243,17 @@ def within(df: DataFrame, since: str | None, until: str | None) -> DataFrame:
     return df
 
 
+def _without(column: str, values: tuple[str, ...]) -> Column:
+    """An array column without any of `values` (array_remove per value: compiled, no lambda)."""
+    out = F.col(column)
+    for value in values:
+        out = F.array_remove(out, value)
+    return out
+
+
 def _success() -> Column:
-    return F.col("failure").isNull() | (F.col("failure") == "partial")
+    """An observation a client succeeds at: no failure class (`_failure` puts every gap, `partial` too, in one)."""
+    return F.col("failure").isNull()
 
 
 def _bucket(ms: Column) -> Column:
@@ -367,7 +382,7 @@ def _key_status(key: str) -> Column:
 
 
 def _key_ok(key: str) -> Column:
-    return _key_status(key).isin("ok", "partial")
+    return _key_status(key) == "ok"  # as `_success`: every failure class, `partial` too, is not ok
 
 
 def _rank(n: Column, percent: int) -> Column:
@@ -421,6 +436,17 @@ def hourly(rollups: DataFrame) -> DataFrame:
     return (rollups.where(F.col("t") == "hr").groupBy("cluster_id", "vantage", "hour")
             .agg(F.sum("probes").alias("probes"), F.sum("successes").alias("successes"))
             .withColumn("success_rate", F.col("successes") / F.col("probes")))
+
+
+def minutely(rows: DataFrame) -> DataFrame:
+    """Kept FLAT rows -> per cluster, vantage and minute: probes and successes.
+
+    Not an output and not kept in the state: the job computes it for the page only when all the
+    data fall within an hour or two (`job._minutely`), so that an incident of an hour is drawn in
+    minutes; over days, `hourly` is as fine as a plot can show.
+    """
+    return (rows.where("o").groupBy("cluster_id", "vantage", F.date_trunc("minute", "ts").alias("minute"))
+            .agg(F.count(F.lit(1)).alias("probes"), F.sum(_success().cast("long")).alias("successes")))
 
 
 def _severity_rank() -> Column:

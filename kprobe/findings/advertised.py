@@ -14,7 +14,7 @@ from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
 from kprobe.findings.common import Repeat, about, at_brokers, listed, source_of, unique
 from kprobe.findings.shapes import cluster_internal_fix
 from kprobe.kubernetes import cluster_name
-from kprobe.models import CLIENTS_CONNECT, BootstrapResult, EndpointResult, Finding, Severity
+from kprobe.models import CLIENTS_CONNECT, SOME_ADDRESSES_FAIL, BootstrapResult, EndpointResult, Finding, Severity
 
 _AFTER_BOOTSTRAP = (
     "producers and consumers will bootstrap fine, then fail on every request after the first "
@@ -197,12 +197,12 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
                 f"{_AFTER_BOOTSTRAP}.",
                 first(proposal or f"Find what answers on {where} and why it drops the connection; make {listener} "
                       "advertise an address where the broker accepts connections from this network."))
-    elif result.status in ("partial", "degraded") and (split := family_split(result.tcp)) is not None:
+    elif result.status in SOME_ADDRESSES_FAIL and (split := family_split(result.tcp)) is not None:
         # The message and fix speak of the name and its addresses only: brokers sharing the name share both.
         message, fix = _one_family(result, split, listener)
         repeat((message, fix), _one_name_together(message, fix), "ADVERTISED_ONE_FAMILY_FAILS",
                WARNING if split.default_clients_work else ERROR, message, fix)
-    elif result.status in ("partial", "degraded"):
+    elif result.status in SOME_ADDRESSES_FAIL:
         message = (f"{ep.host} resolves to {len(result.tcp)} addresses; "
                    f"{', '.join(t.address for t in ok_tcp)} connect but "
                    f"{', '.join(f'{t.address} ({t.status})' for t in bad_tcp)} do not. Clients that try a "

@@ -148,6 +148,29 @@ def _client_certificate(b: BootstrapResult, consequence: str) -> Finding:
         "dates and that its extendedKeyUsage allows clientAuth.", bootstrap=b.address)
 
 
+def path_mtu_finding(b: BootstrapResult) -> Finding:
+    """PATH_MTU_BLACKHOLE: small answers arrive from the bootstrap, its full Metadata answer never does.
+
+    Measured in the network-namespace lab (a VPN vantage whose path drops packets over 1,000 bytes,
+    no ICMP): the TCP connect, ApiVersions and a brokers-only Metadata answer arrive, a Metadata answer
+    for every topic never does, and real clients produce and consume small records (their Metadata
+    asks for one topic) while `kcat -L` hangs. Before, this read as BOOTSTRAP_UNREACHABLE, "check the
+    address and port", which sent people to the wrong end of the tunnel.
+    """
+    size = f" (an answer of {b.largest_answer_bytes} bytes arrived)" if b.largest_answer_bytes else ""
+    return finding(
+        "PATH_MTU_BLACKHOLE", ERROR,
+        f"Bootstrap {b.address} answers small requests{size}, but its full Metadata answer (every topic) never "
+        "arrived: packets above some size are lost between here and the broker, with no ICMP message to say so "
+        "(a path-MTU black hole, common on VPNs and tunnels). Clients connect, and produce and consume small "
+        "records, while anything with a large answer hangs until it times out: metadata for many topics, "
+        "`kcat -L`, large fetches and large batches. kprobe went on with the brokers-only answer.",
+        "Clamp TCP MSS to the path MTU on the tunnel or VPN gateway (nftables: `tcp flags syn tcp option maxseg "
+        "size set rt mtu`; iptables: `--clamp-mss-to-pmtu`), lower the tunnel interface's MTU, or let ICMP "
+        "fragmentation-needed (IPv4 type 3 code 4) and packet-too-big (ICMPv6 type 2) through every firewall on "
+        "the path.", bootstrap=b.address)
+
+
 def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
     """Why one bootstrap address gave no metadata, and whether clients can still start elsewhere."""
     consequence = (

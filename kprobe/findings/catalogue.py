@@ -59,6 +59,10 @@ CATALOGUE: dict[str, Kind] = {
     "OAUTH_TOKEN_UNAVAILABLE": Kind(
         "bootstrap", (ERROR,), "No OAUTHBEARER token could be had from the token endpoint",
         "Clients fail before the broker sees a token: the client id or secret, the endpoint, its certificate."),
+    "PATH_MTU_BLACKHOLE": Kind(
+        "bootstrap", (ERROR,), "Large answers are lost on the path to the bootstrap (a path-MTU black hole)",
+        "Clients connect and move small records; metadata for many topics, kcat -L and large fetches hang until "
+        "they time out."),
     "SASL_MECHANISM_MISMATCH": Kind(
         "bootstrap", (ERROR,), "The listener does not take the SASL mechanism sent",
         "Clients fail at connect with an unsupported-mechanism error."),

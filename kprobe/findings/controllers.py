@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from kprobe.findings.catalogue import ERROR, WARNING, finding
 from kprobe.findings.common import source_of
-from kprobe.models import ControllerBootstrapResult, EndpointResult, Finding, Severity
+from kprobe.models import SOME_ADDRESSES_FAIL, ControllerBootstrapResult, EndpointResult, Finding, Severity
 
 _AFTER = ("admin tools that bootstrap to the controllers (bootstrap.controllers, e.g. kafka-features.sh "
           "--bootstrap-controller, kafka-metadata-quorum.sh) get the quorum from the address, then fail")
@@ -86,10 +86,10 @@ def controller_endpoint_findings(result: EndpointResult) -> list[Finding]:
             f"Controller {node} is advertised as {where} (via --controllers {via}), which does not resolve from "
             f"here ({result.dns.error or result.dns.status}): {_AFTER} on every request that controller must serve.",
             setting + "; or run the tool where that name resolves.")
-    elif result.status in ("unreachable", "partial", "degraded"):
+    elif result.status in ("unreachable", *SOME_ADDRESSES_FAIL):
         failing = [t for t in result.tcp if t.status != "ok" and not t.unfinished]
         errors = "; ".join(f"{t.address}: {t.status}" + (f" ({t.error})" if t.error else "") for t in failing)
-        if result.status in ("partial", "degraded"):  # degraded: one family fails (docs/dual-stack.md)
+        if result.status in SOME_ADDRESSES_FAIL:  # degraded: one family fails (docs/dual-stack.md)
             add("CONTROLLER_ENDPOINT_UNREACHABLE", WARNING,
                 f"Controller {node} is advertised as {where} (via --controllers {via}); only some of its addresses "
                 f"connect ({errors}). Admin tools that try a failing address first are slow or fail.",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kprobe.findings.advertised import advertised_findings, hosts_file_finding, working_bootstraps
-from kprobe.findings.bootstrap import bootstrap_finding
+from kprobe.findings.bootstrap import bootstrap_finding, path_mtu_finding
 from kprobe.findings.catalogue import INFO, SEVERITY_ORDER, WARNING, finding
 from kprobe.findings.common import Repeat, merge_repeats
 from kprobe.findings.consistency import consistency_findings
@@ -40,6 +40,8 @@ def diagnose(
     for b in bootstraps:
         if b.status != "ok":
             findings.append(bootstrap_finding(b, answered_any=bool(answered)))
+        elif b.full_metadata_lost:
+            findings.append(path_mtu_finding(b))
     findings.extend(consistency_findings(bootstraps, endpoints))
     per_endpoint: list[Finding | Repeat] = []
     working = working_bootstraps(bootstraps, endpoints)  # a first fix where another listener already works

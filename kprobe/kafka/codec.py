@@ -105,6 +105,9 @@ class WireError(Exception):
         # A connection without SASL closed at its first request after ApiVersions: what a SASL listener does
         # to a client that skips SaslHandshake (worth asking the listener, on a new connection).
         self.closed_without_sasl = closed_without_sasl
+        # The Metadata request itself timed out on a connection whose earlier answers arrived: the answer
+        # may be too large for the path (a path-MTU black hole), worth asking again for a small one.
+        self.metadata_stalled = False
 
 
 class Reader:

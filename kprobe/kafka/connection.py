@@ -99,6 +99,9 @@ class KafkaConnection:
         self.sock: socket.socket | None = None
         self.correlation_id = 0
         self.api_versions: dict[int, tuple[int, int]] = {}
+        # The largest whole response read on this connection, in bytes (its size field included): what a
+        # path that loses large packets still carries.
+        self.largest_response = 0
 
     def _remaining(self, bound: float) -> float:
         left = self.deadline - time.monotonic()
@@ -222,6 +225,7 @@ class KafkaConnection:
         if size < 4 or size > codec.MAX_FRAME:
             raise WireError("protocol", f"response size {size} is not plausible")
         reader = Reader(self._recv_exact(size, request_deadline))
+        self.largest_response = max(self.largest_response, size + 4)
         codec.response_header(reader, api_key, flexible, self.correlation_id)
         return reader
 
@@ -377,6 +381,8 @@ def fetch_and_identify(
         except WireError as exc:
             if exc.kind == "closed" and not sec.uses_sasl:
                 exc.closed_without_sasl = True  # a SASL listener does this: the caller may ask it (ask_listener)
+            if exc.kind == "timeout" and exc.awaiting_response and not exc.deadline:
+                exc.metadata_stalled = True  # ApiVersions (and SASL) answered here: only this answer is missing
             raise
         try:
             local = str(conn.sock.getsockname()[0]) if conn.sock is not None else None
@@ -388,6 +394,36 @@ def fetch_and_identify(
         ask = expected if expected is not None else (meta.brokers[0].node_id if meta.brokers else 0)
         node_id, why = identify(conn, ask)
         return meta, node_id, why
+
+
+def small_metadata(
+    address: str,
+    port: int,
+    *,
+    timeout: float,
+    deadline: float | None = None,
+    security: Security | None = None,
+    server_hostname: str | None = None,
+) -> tuple[ClusterMetadata, int]:
+    """Brokers-only Metadata on a fresh connection: (the answer, the largest response read, in bytes).
+
+    Asked after a full Metadata answer stalled where ApiVersions answered: a Metadata request for no
+    topic is a few hundred bytes, so when it arrives and the full one does not, the path loses large
+    packets (a path-MTU black hole), and the brokers it lists are still what clients connect to.
+    """
+    sec = security or Security()
+    with KafkaConnection(address, port, timeout=timeout, deadline=deadline, security=sec,
+                         server_hostname=server_hostname) as conn:
+        conn.connect()
+        conn.negotiate()
+        if sec.uses_sasl:
+            conn.authenticate()
+        meta = conn.metadata([])
+        try:
+            local = str(conn.sock.getsockname()[0]) if conn.sock is not None else None
+        except OSError:
+            local = None
+        return replace(meta, local_address=local), conn.largest_response
 
 
 def fetch_controllers(

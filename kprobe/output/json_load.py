@@ -252,7 +252,8 @@ def _bootstrap(o: _Obj, seen: dict[tuple[object, ...], AdvertisedBroker]) -> Boo
         speaks_tls=o._get("speaks_tls", (bool,), None, False), sasl_mechanisms=o.texts("sasl_mechanisms"),
         sasl_mechanism=o.text("sasl_mechanism"), token_unavailable=o.flag("token_unavailable"),
         kraft_controller=o.flag("kraft_controller"), wanted_protocol=o.word("wanted_protocol", _PROTOCOLS),
-        tls_alert=o.text("tls_alert"),
+        tls_alert=o.text("tls_alert"), full_metadata_lost=o.flag("full_metadata_lost"),
+        largest_answer_bytes=o.integer("largest_answer_bytes"),
     )
 
 

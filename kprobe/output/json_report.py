@@ -77,6 +77,9 @@ def _bootstrap(b: BootstrapResult) -> dict[str, Any]:
         # the TLS alert with which it refused the client's certificate side.
         "wanted_protocol": b.wanted_protocol,
         "tls_alert": b.tls_alert,
+        # Additive in v1: the full Metadata answer was lost on the path, a brokers-only one of this size arrived.
+        "full_metadata_lost": b.full_metadata_lost,
+        "largest_answer_bytes": b.largest_answer_bytes,
     }
 
 

@@ -245,8 +245,7 @@ def _head_and_tail(listing: Listing) -> tuple[dict[str, Any], dict[str, Any]]:
     for broker in meta.brokers if meta else ():
         entry: dict[str, Any] = {"id": broker.node_id, "name": f"{broker.host}:{broker.port}", "rack": broker.rack}
         if reach is not None:
-            result = reach.get(broker.node_id)
-            entry["reachable"] = bool(result and result.status in ("reachable", "degraded", "partial"))
+            entry["reachable"] = bool(listing.leader_reachable(broker.node_id))  # one word with the text's leaders
         head["brokers"].append(entry)
     tail: dict[str, Any] = {
         "cluster_id": meta.cluster_id if meta else None,

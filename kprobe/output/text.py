@@ -8,7 +8,9 @@ the user's terminal.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from kprobe.models import (
     BootstrapResult,
@@ -151,13 +153,13 @@ def _controller_lines(c: ControllerBootstrapResult, style: _Style) -> list[str]:
     return lines
 
 
-def _controllers_summary(report: Report) -> str:
+def _controllers_summary(v: Verdict) -> str:
     """The summary's words on --controllers; nothing when it was not asked."""
-    if report.controllers is None:
+    if v.controllers is None:
         return ""
-    ok = sum(1 for c in report.controllers if c.status == "ok")
-    return (f"{ok}/{len(report.controllers)} controller addresses answered, "
-            f"{report.usable_controllers}/{len(report.controller_endpoints)} controller endpoints usable, ")
+    answered, addresses, usable, endpoints = v.controllers
+    return (f"{answered}/{addresses} controller addresses answered, "
+            f"{usable}/{endpoints} controller endpoints usable, ")
 
 
 _TRIP_COLOR = {"ok": "green", "produce_failed": "red", "consume_failed": "red", "unfinished": "yellow",
@@ -192,13 +194,13 @@ def _roundtrip_lines(rt: Roundtrip, style: _Style) -> list[str]:
     return lines
 
 
-def _roundtrip_summary(report: Report) -> str:
-    rt = report.roundtrip
-    if rt is None:
+def _roundtrip_summary(v: Verdict) -> str:
+    if v.roundtrip is None:
         return ""
-    if rt.status == "not_run":
+    status, ok, partitions = v.roundtrip
+    if status == "not_run":
         return "round trip not run, "
-    return f"{rt.partitions_ok}/{len(rt.partitions)} partitions round-tripped, "
+    return f"{ok}/{partitions} partitions round-tripped, "
 
 
 def render(report: Report, *, color: bool = False, width: int = 100) -> str:
@@ -255,16 +257,86 @@ def problem_glance(code: object, message: object, endpoints: Sequence[object] = 
     return f"  {safe(code, limit=64)}{where}: {text}"
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A run's verdict in counts: what the one summary line says, from a Report or from a saved report's JSON.
+
+    Why a value of its own: `watch` words each run and `show --summary` each saved report with the
+    summary line the text report ends with (issue 31: watch once rewrote it in other words), and
+    `show --summary` reads thousands of reports a second from the JSON's `summary` without building
+    the models (`verdict_of_saved`); both meet here, so the words and the counts are one.
+    """
+
+    status: str
+    bootstraps_ok: int
+    bootstraps: int
+    usable: int
+    endpoints: int
+    errors: int
+    warnings: int
+    duration_ms: float
+    deadline_reached: bool = False
+    controllers: tuple[int, int, int, int] | None = None  # addresses answered, addresses, usable, endpoints
+    roundtrip: tuple[str, int, int] | None = None  # status, partitions ok, partitions
+
+
+def verdict_of(report: Report) -> Verdict:
+    """The counts of a run (models.Report.usable: reached, and named by no error)."""
+    rt = report.roundtrip
+    return Verdict(
+        status=report.status, bootstraps_ok=sum(1 for b in report.bootstraps if b.status == "ok"),
+        bootstraps=len(report.bootstraps), usable=report.usable, endpoints=len(report.endpoints),
+        errors=sum(1 for f in report.findings if f.severity == "error"),
+        warnings=sum(1 for f in report.findings if f.severity == "warning"),
+        duration_ms=report.duration_ms, deadline_reached=report.deadline_reached,
+        controllers=None if report.controllers is None else (
+            sum(1 for c in report.controllers if c.status == "ok"), len(report.controllers),
+            report.usable_controllers, len(report.controller_endpoints)),
+        roundtrip=None if rt is None else (rt.status, rt.partitions_ok, len(rt.partitions)))
+
+
+def verdict_of_saved(data: Mapping[str, Any]) -> Verdict | None:
+    """The counts a saved report's JSON already holds (its `summary`, written from the same models), else None.
+
+    None for what the summary cannot say: a report from before `usable` and `bootstraps_ok`, or
+    with --controllers (usable controller endpoints are judged on the findings, not summed): the
+    caller builds the models then (`verdict_of`), so the line never counts differently.
+    """
+    s = data.get("summary")
+    if not isinstance(s, dict) or data.get("controllers") is not None:
+        return None
+    findings = s.get("findings")
+    duration = data.get("duration_ms")
+    counts = [s.get(k) for k in ("bootstraps_ok", "bootstraps", "usable", "endpoints")]
+    counts += [findings.get(k) for k in ("error", "warning")] if isinstance(findings, dict) else [None]
+    ints = [n for n in counts if type(n) is int]  # bool is no count
+    if len(ints) != 6 or type(duration) not in (int, float) or not isinstance(s.get("status"), str):
+        return None
+    rt = data.get("roundtrip")
+    roundtrip = None
+    if rt is not None:
+        parts = rt.get("partitions") if isinstance(rt, dict) else None
+        if not isinstance(parts, list) or not isinstance(rt.get("status"), str):
+            return None
+        roundtrip = (rt["status"], sum(1 for p in parts if isinstance(p, dict) and p.get("status") == "ok"),
+                     len(parts))
+    ok, boots, usable, endpoints, errors, warnings = ints
+    return Verdict(status=s["status"], bootstraps_ok=ok, bootstraps=boots, usable=usable, endpoints=endpoints,
+                   errors=errors, warnings=warnings, duration_ms=float(duration or 0),
+                   deadline_reached=s.get("deadline_reached") is True, roundtrip=roundtrip)
+
+
+def verdict_line(v: Verdict) -> str:
+    """The one summary line: the text report's last line, each run of `watch`, each report of `show --summary`."""
+    return (
+        f"{v.status.upper()}: {v.bootstraps_ok}/{v.bootstraps} bootstraps answered, "
+        f"{v.usable}/{v.endpoints} advertised endpoints usable from here, {_controllers_summary(v)}"
+        f"{_roundtrip_summary(v)}"
+        f"{v.errors} errors, {v.warnings} warnings ({_ms(v.duration_ms)}"
+        + (", deadline reached)" if v.deadline_reached else ")")
+    )
+
+
 def summary_line(report: Report) -> str:
     """The last line: the run's verdict in counts, as `watch`, Markdown and `show --summary` repeat it."""
-    total = len(report.endpoints)
-    answered = sum(1 for b in report.bootstraps if b.status == "ok")
-    errors = sum(1 for f in report.findings if f.severity == "error")
-    warnings = sum(1 for f in report.findings if f.severity == "warning")
-    return (
-        f"{report.status.upper()}: {answered}/{len(report.bootstraps)} bootstraps answered, "
-        f"{report.usable}/{total} advertised endpoints usable from here, {_controllers_summary(report)}"
-        f"{_roundtrip_summary(report)}"
-        f"{errors} errors, {warnings} warnings ({_ms(report.duration_ms)}"
-        + (", deadline reached)" if report.deadline_reached else ")")
-    )
+    return verdict_line(verdict_of(report))

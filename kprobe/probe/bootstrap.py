@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from kprobe.kafka.codec import WireError
-from kprobe.kafka.connection import ListenerAnswer, ask_listener, fetch_and_identify
+from kprobe.kafka.connection import ListenerAnswer, ask_listener, fetch_and_identify, small_metadata
 from kprobe.kafka.oauth import MSK_IAM
 from kprobe.kafka.security import Security
 from kprobe.models import (
@@ -69,6 +69,10 @@ def fetch_bootstrap(
                 server_hostname=address.host, topics=topics, identity=identity, auto_create=auto_create,
             )
         except WireError as exc:
+            if exc.metadata_stalled and topics != []:
+                stalled = _small_answer(ip, address, ctx, security, exc, started, mechanism)
+                if stalled is not None:
+                    return stalled
             failures.append(exc)
             failed_at = ip
             # Only a connection that never opened justifies trying the name's next address;
@@ -107,6 +111,32 @@ def fetch_bootstrap(
                            kraft_controller=controller, node_id=worst.node_id if controller else None,
                            connected_to=failed_at if controller else None, wanted_protocol=wanted,
                            tls_alert=worst.tls_alert)
+
+
+def _small_answer(ip: str, address: BootstrapAddress, ctx: RunContext, security: Security, stalled: WireError,
+                  started: float, mechanism: str | None) -> BootstrapResult | None:
+    """The bootstrap's brokers from a small answer, when the full Metadata answer stalled; None if that stalls too.
+
+    ApiVersions (and SASL) answered on the connection whose Metadata answer never came: a path that
+    drops packets above some size without an ICMP message (a path-MTU black hole on a VPN or tunnel)
+    does exactly this, since small answers fit in one packet and a listing of every topic does not.
+    A brokers-only Metadata request (a few hundred bytes back) on a fresh connection tells it apart
+    from a broker that stopped answering, costs at most one more timeout, and still gives the brokers
+    and endpoints clients will connect to, so the run goes on and names the path, not the address.
+    """
+    if time.monotonic() >= ctx.deadline:
+        return None
+    try:
+        meta, largest = small_metadata(ip, address.port, timeout=ctx.timeout, deadline=ctx.deadline,
+                                       security=security, server_hostname=address.host)
+    except WireError:
+        return None
+    _LOG.debug("bootstrap %s: the full metadata stalled (%s); brokers-only metadata of %d bytes arrived",
+               address.hostport, stalled, largest)
+    return BootstrapResult(address=address.hostport, status="ok", answered_by_id=-1,
+                           answered_by_name=f"{address.hostport}/bootstrap", connected_to=ip, metadata=meta,
+                           ms=_ms(started), protocol=security.protocol, sasl_mechanism=mechanism,
+                           full_metadata_lost=True, largest_answer_bytes=largest)
 
 
 def _ask_how(worst: WireError, security: Security) -> Security | None:

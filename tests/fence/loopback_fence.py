@@ -6,7 +6,8 @@ queries there, but nothing stopped a connect to an address off loopback: a DNS v
 `--resolve` mapping pointing at a private address, a signer that reaches for AWS, a typo. The
 hook sees the destination of every `socket.connect`, `socket.sendto` and `socket.sendmsg` of an
 AF_INET or AF_INET6 socket (other families, AF_UNIX above all, never leave the machine) and
-refuses one that is not loopback: the call raises PermissionError naming the address, one line
+refuses one that is not loopback (198.18.0.0/15 and the lab's ULA prefix pass only from inside a
+namespace of kprobe/lab/netns.py, /run/netns/kpl-*): the call raises PermissionError naming the address, one line
 goes to stderr, and the line is appended to the session's log, which tests/conftest.py reads
 after every test. So a crossing fails its test even where the code under test swallowed the
 error (a refused connect is, to kprobe, just an unreachable endpoint).
@@ -67,6 +68,33 @@ def is_loopback(host: str) -> bool:
     return all(_literal_is_loopback(str(a[4][0])) for a in answers)
 
 
+# The namespace lab's ranges and prefix (kprobe/lab/netns.py): allowed only inside its namespaces.
+LAB_RANGES = ("198.18.0.0/15", "fd6b:7072:6f62::/48")
+LAB_PREFIX = "kpl-"
+
+
+def _in_lab_range(host: str) -> bool:
+    """Whether `host` is an address literal in the namespace lab's ranges (a name never is)."""
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return any(address in ipaddress.ip_network(net) for net in LAB_RANGES)
+
+
+def inside_lab_namespace() -> bool:
+    """Whether this process's network namespace is one the lab made (/run/netns/kpl-*): its packets
+    then cannot leave the lab's veths, whose other ends are lab namespaces too."""
+    try:
+        mine = os.stat("/proc/self/ns/net")
+        return any((st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+                   for st in (os.stat(e.path) for e in os.scandir("/run/netns") if e.name.startswith(LAB_PREFIX)))
+    except OSError:
+        return False
+
+
 class Fence:
     """The hook and what it has refused; one per process (FENCE)."""
 
@@ -100,7 +128,7 @@ class Fence:
         if getattr(sock, "family", None) not in (socket.AF_INET, socket.AF_INET6) or not isinstance(address, tuple):
             return  # AF_UNIX, netlink, or sendmsg without an address (a connected socket, already judged)
         host = address[0].decode() if isinstance(address[0], bytes) else str(address[0])
-        if not is_loopback(host):
+        if not is_loopback(host) and not (_in_lab_range(host) and inside_lab_namespace()):
             where = f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
             self._cross(f"{event} to {where}")
 

@@ -7,6 +7,8 @@ message must also say whether clients can still start elsewhere, which depends o
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from observations import KAFKA0_DOCKER_IP, Case, boot, case, check, dead_boot, endpoint, params
 
@@ -112,6 +114,19 @@ CASES: list[Case] = [
         says=[("SECURITY_PROTOCOL_MISMATCH", None, "message", "you sent TLS (security.protocol=SSL) to a plaintext"),
               ("SECURITY_PROTOCOL_MISMATCH", None, "fix", "security.protocol=PLAINTEXT")],
         never_says=[("SECURITY_PROTOCOL_MISMATCH", None, "message", "Amazon MSK")],
+    ),
+    # Issue 30: the full Metadata answer lost on the path, a brokers-only one arrived: the path is named, the
+    # endpoints judged from the small answer (exit 1, never "no bootstrap answered").
+    case(
+        "full-metadata-lost-on-the-path",
+        [replace(boot("kafka.example.test:9092", connected_to="198.19.0.10", advertises=[(1, "198.19.0.11", 9092)]),
+                 full_metadata_lost=True, largest_answer_bytes=412)],
+        [endpoint(1, "198.19.0.11", 9092, "kafka.example.test:9092")],
+        [("PATH_MTU_BLACKHOLE", "error", None, None)],
+        says=[("PATH_MTU_BLACKHOLE", None, "message", "an answer of 412 bytes arrived"),
+              ("PATH_MTU_BLACKHOLE", None, "message", "path-MTU black hole"),
+              ("PATH_MTU_BLACKHOLE", None, "fix", "MSS")],
+        never_says=[("PATH_MTU_BLACKHOLE", None, "fix", "address and port")],
     ),
     # Issue 28: the listener says which security.protocol it wants (kprobe.probe.bootstrap asks it again);
     # the address and port were right, so nothing may send the user to them.

@@ -1,0 +1,478 @@
+"""The namespace lab: real brokers behind routers, NAT and firewalls, seen from vantages that are networks.
+
+Why: every other vantage of the lab is a DNS view on one loopback, so what users meet between
+networks (no route, a security group that drops, an ICMP reject, NAT, a VPN that loses large
+packets) was never staged. Here each network is a Linux network namespace:
+
+- `kpl-<id>-cluster`: the brokers, started by the native launcher under `ip netns exec`, their
+  addresses on the namespace's `lo` (this kernel has no `dummy` driver);
+- `kpl-<id>-router`: forwards between the others and carries the scenario's nftables rules;
+- `kpl-<id>-<vantage>`: one per vantage (laptop, vpc, office-vpn), with only the routes it has.
+
+Safety, by construction: every address is checked to lie in 198.18.0.0/15 or the lab's IPv6 ULA
+prefix before it is added; every command runs inside a namespace the lab made (`ip -n NS`,
+`ip netns exec NS`; veth pairs are created between two lab namespaces, never in the root one); the
+veths get no link-local address (`addrgenmode none`). `<id>` is the pid of the lab's process, so
+a start (and `kprobe lab down`) removes the namespaces of a lab whose process is gone, after
+killing what still runs in them: nothing outlives a `kill -9` past the next start.
+
+Name resolution in a vantage: a hosts file per vantage, bind-mounted on /etc/hosts in a private
+mount namespace by `kprobe lab exec` (glibc, the JVM and librdkafka all read it first), so no DNS
+server needs to run inside the namespaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from kprobe.errors import EXIT_USAGE, KprobeError, LabError
+from kprobe.lab.netns_scenarios import NetnsScenario, get_netns_scenario
+
+PREFIX = "kpl-"
+V4_NET = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544: never a real network
+ULA_NET = ipaddress.ip_network("fd6b:7072:6f62::/48")  # the lab's one IPv6 prefix ("kprob")
+ALLOWED = (V4_NET, ULA_NET)
+COMMAND_TIMEOUT = 20.0
+READY_TIMEOUT = 180.0
+STOP_TIMEOUT = 20.0
+READY_ENV = "KPROBE_NETNS_READY"
+
+
+class NetnsUnavailable(KprobeError):
+    """Where the namespace lab cannot run (not root, no `ip` or `nft`): exit 2, one line."""
+
+    exit_code = EXIT_USAGE
+
+
+def require_tools() -> None:
+    """Refuse early, in one line, where namespaces cannot be made: the DNS-view lab still works."""
+    if os.geteuid() != 0:
+        raise NetnsUnavailable("the namespace lab needs root (network namespaces, veths, nftables); "
+                               "the DNS-view scenarios (`kprobe lab list`) need none")
+    missing = [tool for tool in ("ip", "nft", "unshare", "mount") if shutil.which(tool) is None]
+    if missing:
+        packages = {"ip": "iproute2", "nft": "nftables", "unshare": "util-linux", "mount": "mount"}
+        raise NetnsUnavailable(f"the namespace lab needs {', '.join(missing)} (apt-get install "
+                               f"{' '.join(packages[m] for m in missing)})")
+
+
+def check_address(address: str) -> str:
+    """The address (with or without a prefix length), refused unless inside the lab's own ranges."""
+    interface = ipaddress.ip_interface(address)
+    if not any(interface.ip in net for net in ALLOWED if net.version == interface.version):
+        raise LabError(f"refusing address {address}: the namespace lab uses only {V4_NET} and {ULA_NET}")
+    return address
+
+
+def _run(*args: str, input_text: str | None = None) -> str:
+    """One command, bounded; its error text in a LabError (the lab's set-up is all or nothing)."""
+    try:
+        done = subprocess.run(list(args), capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
+                              input=input_text, check=False)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"`{' '.join(args)}` did not finish in {COMMAND_TIMEOUT:.0f}s") from None
+    if done.returncode != 0:
+        raise LabError(f"`{' '.join(args)}` failed: {(done.stderr or done.stdout).strip()[:300]}")
+    return done.stdout
+
+
+def lab_namespaces() -> list[str]:
+    """Every namespace carrying the lab's prefix, live or stale."""
+    try:
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
+                             check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return sorted(line.split()[0] for line in out.splitlines() if line.startswith(PREFIX))
+
+
+def _owner(namespace: str) -> int:
+    """The pid of the lab process that made a namespace (`kpl-<pid>-...`), 0 when unreadable."""
+    part = namespace[len(PREFIX):].split("-", 1)[0]
+    return int(part) if part.isdigit() else 0
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def workdir_for(lab_id: str) -> Path:
+    """Where a lab keeps its hosts files, broker data and ready file (found again from the id)."""
+    return Path(tempfile.gettempdir()) / f"{PREFIX}{lab_id}"
+
+
+def _remove(namespaces: list[str]) -> None:
+    """Kill what runs in each namespace (the lab's brokers), then delete it and its work directory."""
+    for namespace in namespaces:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            pids = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True,
+                                  timeout=COMMAND_TIMEOUT, check=False).stdout.split()
+            for pid in pids:
+                if pid.isdigit() and int(pid) != os.getpid():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
+    for namespace in namespaces:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run(["ip", "netns", "delete", namespace], capture_output=True, timeout=COMMAND_TIMEOUT,
+                           check=False)
+    for owner in {_owner(ns) for ns in namespaces}:
+        if owner:
+            shutil.rmtree(workdir_for(str(owner)), ignore_errors=True)
+
+
+def remove_stale() -> list[str]:
+    """Remove the namespaces of labs whose process is gone (a `kill -9`); the names removed."""
+    stale = [ns for ns in lab_namespaces() if not _alive(_owner(ns))]
+    _remove(stale)
+    return stale
+
+
+def running_labs() -> dict[int, list[str]]:
+    """Live namespace labs: owner pid -> its namespaces."""
+    labs: dict[int, list[str]] = {}
+    for namespace in lab_namespaces():
+        owner = _owner(namespace)
+        if _alive(owner):
+            labs.setdefault(owner, []).append(namespace)
+    return labs
+
+
+class NetnsLab:
+    """One scenario's namespaces, links, rules and brokers; `stop()` removes all of it."""
+
+    def __init__(self, scenario: NetnsScenario, lab_id: str | None = None) -> None:
+        self.scenario = scenario
+        self.lab_id = lab_id or str(os.getpid())
+        self.workdir = workdir_for(self.lab_id)
+        self.children: list[subprocess.Popen[bytes]] = []  # the brokers' launcher, each vantage's DNS server
+        self.made: list[str] = []
+        self.describe_lines: list[str] = []
+        self.network_seconds = 0.0  # how long the namespaces, links and rules took (the issue's 5 s budget)
+
+    def ns(self, role: str) -> str:
+        """The namespace of a role ("cluster", "router") or a vantage's name."""
+        return f"{PREFIX}{self.lab_id}-{role}"
+
+    # -- start ------------------------------------------------------------------------------
+    def start(self) -> NetnsLab:
+        """Build the topology, then start the brokers in the cluster namespace and wait until they serve."""
+        require_tools()
+        remove_stale()
+        try:
+            began = time.monotonic()
+            self._build()
+            self.network_seconds = time.monotonic() - began
+            self._start_brokers()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _add_ns(self, role: str) -> str:
+        name = self.ns(role)
+        _run("ip", "netns", "add", name)
+        self.made.append(name)
+        _run("ip", "-n", name, "link", "set", "lo", "up")
+        return name
+
+    def _link(self, router: str, router_if: str, other: str, index: int) -> None:
+        """A veth pair between the router and `other` on 198.18.0.4k/30 (and fd6b:7072:6f62:k::/64)."""
+        _run("ip", "-n", router, "link", "add", router_if, "type", "veth", "peer", "name", "uplink", "netns", other)
+        base = 4 * index
+        for namespace, ifname, host in ((router, router_if, 1), (other, "uplink", 2)):
+            _run("ip", "-n", namespace, "link", "set", ifname, "addrgenmode", "none")
+            _run("ip", "-n", namespace, "addr", "add", check_address(f"198.18.0.{base + host}/30"), "dev", ifname)
+            _run("ip", "-n", namespace, "-6", "addr", "add", check_address(f"fd6b:7072:6f62:{index}::{host}/64"),
+                 "dev", ifname, "nodad")
+            _run("ip", "-n", namespace, "link", "set", ifname, "up")
+
+    def _build(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "scenario").write_text(self.scenario.name)  # for `kprobe lab down NAME`
+        router = self._add_ns("router")
+        cluster = self._add_ns("cluster")
+        _run("ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        self._link(router, "cluster", cluster, 0)
+        for node in self.scenario.cluster.nodes:
+            _run("ip", "-n", cluster, "addr", "add", check_address(f"{node.address}/32"), "dev", "lo")
+        _run("ip", "-n", cluster, "route", "add", "default", "via", "198.18.0.1")
+        _run("ip", "-n", router, "route", "add", check_address("198.18.1.0/24"), "via", "198.18.0.2")
+        interfaces: dict[str, str] = {}
+        for index, vantage in enumerate(self.scenario.vantages, start=1):
+            namespace = self._add_ns(vantage.name)
+            interfaces[vantage.name] = vantage.name[:15]
+            self._link(router, interfaces[vantage.name], namespace, index)
+            for route in vantage.routes:
+                target = route if route == "default" else check_address(route)
+                _run("ip", "-n", namespace, "route", "add", target, "via", f"198.18.0.{4 * index + 1}")
+            hosts = ["127.0.0.1 localhost", "::1 localhost"]
+            hosts += [f"{check_address(address)} {name}" for name, address in vantage.hosts.items()]
+            (self.workdir / f"hosts-{vantage.name}").write_text("\n".join(hosts) + "\n")
+            (self.workdir / f"resolv-{vantage.name}").write_text("nameserver 127.0.0.1\n")
+        rules = self.scenario.rules.format(lan="cluster", **{"if": interfaces})
+        if rules.strip():
+            _run("ip", "netns", "exec", router, "nft", "-f", "-", input_text=rules)
+
+    def _child(self, namespace: str, what: str, *args: str) -> tuple[subprocess.Popen[bytes], Path, Path]:
+        """`python -m kprobe.lab.netns WHAT ARGS... READY` inside a namespace, dying with this process."""
+        from kprobe.lab.helpers import die_with_parent
+
+        ready = self.workdir / f"{what}-{namespace}.json"
+        log = ready.with_suffix(".log")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", namespace, sys.executable, "-m", "kprobe.lab.netns", what, *args, str(ready)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=die_with_parent(),
+            )
+        self.children.append(proc)
+        return proc, ready, log
+
+    @staticmethod
+    def _wait_ready(what: str, proc: subprocess.Popen[bytes], ready: Path, log: Path) -> dict:
+        end = time.monotonic() + READY_TIMEOUT
+        while not ready.exists():
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+                raise LabError(f"the {what} did not start: {tail[0]} (log: {log})")
+            if time.monotonic() > end:
+                raise LabError(f"the {what} did not start within {READY_TIMEOUT:.0f}s (log: {log})")
+            time.sleep(0.05)
+        return json.loads(ready.read_text())
+
+    def _start_brokers(self) -> None:
+        """Each vantage's DNS server (on its own 127.0.0.1:53), and the brokers, in their namespaces."""
+        dns = [self._child(self.ns(v.name), "dns", self.scenario.name, v.name) for v in self.scenario.vantages]
+        brokers = self._child(self.ns("cluster"), "brokers", self.scenario.name)
+        for child in dns:
+            self._wait_ready("vantage's DNS server", *child)
+        self.describe_lines = self._wait_ready("brokers", *brokers)["describe"]
+
+    # -- use --------------------------------------------------------------------------------
+    def exec_argv(self, vantage: str, command: list[str]) -> list[str]:
+        """`command` as run inside a vantage: its network namespace and its own /etc/hosts."""
+        self.scenario.vantage(vantage)
+        return exec_argv(self.ns(vantage), self.workdir, vantage, command)
+
+    def describe(self) -> list[str]:
+        """What runs where, and how to probe it from each vantage."""
+        s = self.scenario
+        lines = [f"namespace scenario {s.name}: {s.summary}", *self.describe_lines,
+                 f"router {self.ns('router')}; brokers in {self.ns('cluster')}"]
+        for vantage in s.vantages:
+            lines.append(f"vantage {vantage.name} ({self.ns(vantage.name)}): kprobe lab exec {vantage.name} -- "
+                         f"kprobe probe -b {vantage.bootstrap}" + (f"   # {vantage.note}" if vantage.note else ""))
+        return lines
+
+    # -- stop -------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop the brokers, then remove every namespace this lab made; safe to call twice."""
+        for child in self.children:
+            if child.poll() is None:
+                child.terminate()
+        for child in self.children:
+            try:
+                child.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(timeout=STOP_TIMEOUT)
+        self.children.clear()
+        _remove([ns for ns in lab_namespaces() if ns.startswith(f"{PREFIX}{self.lab_id}-")])
+        self.made.clear()
+
+    def __enter__(self) -> NetnsLab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def exec_argv(namespace: str, workdir: Path, vantage: str, command: list[str]) -> list[str]:
+    """`ip netns exec` into the namespace, then a private mount namespace with the vantage's own
+    /etc/hosts and an /etc/resolv.conf naming its DNS server (127.0.0.1 there).
+    """
+    script = 'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && shift 2 && exec "$@"'
+    return ["ip", "netns", "exec", namespace, "unshare", "-m", "--propagation", "private", "sh", "-c", script,
+            f"kprobe-lab-{vantage}", str(workdir / f"hosts-{vantage}"), str(workdir / f"resolv-{vantage}"), *command]
+
+
+def find_vantage(vantage: str, scenario: str | None = None) -> tuple[str, Path]:
+    """The namespace and work directory of a vantage (for `kprobe lab exec`): of the newest running lab
+    that has it, or of the newest running lab of `scenario` (two labs may run side by side).
+    """
+    require_tools()
+    labs = {owner: names for owner, names in running_labs().items()
+            if scenario is None or _scenario_of(owner) == scenario}
+    if not labs:
+        which = f" {scenario}" if scenario else ""
+        raise LabError(f"no namespace lab{which} is running: start one with `kprobe lab up --netns SCENARIO`")
+    def started(owner: int) -> float:
+        with contextlib.suppress(OSError):
+            return workdir_for(str(owner)).stat().st_mtime
+        return 0.0
+
+    for owner, namespaces in sorted(labs.items(), key=lambda item: started(item[0]), reverse=True):  # newest first
+        name = f"{PREFIX}{owner}-{vantage}"
+        if name in namespaces and vantage not in ("cluster", "router"):
+            return name, workdir_for(str(owner))
+    have = sorted({ns.split("-", 2)[2] for names in labs.values() for ns in names} - {"cluster", "router"})
+    raise LabError(f"no vantage {vantage!r} in the running namespace lab (vantages: {', '.join(have)})")
+
+
+# -- the CLI's entry points -------------------------------------------------------------------
+def run_foreground(name: str) -> None:
+    """`kprobe lab up --netns NAME`: build, print, wait for Ctrl-C or SIGTERM, remove everything."""
+    scenario = get_netns_scenario(name)
+    require_tools()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    sys.stderr.write(f"starting namespace lab {name}...\n")
+    lab = NetnsLab(scenario).start()
+    try:
+        lines = lab.describe()
+        ready = os.environ.get(READY_ENV)
+        if ready:
+            Path(ready + ".tmp").write_text(json.dumps({"pid": os.getpid(), "describe": lines}))
+            Path(ready + ".tmp").replace(ready)
+        print("\n".join(lines), flush=True)
+        print("lab running; Ctrl-C stops it", flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        lab.stop()
+
+
+def start_detached(name: str, timeout: float = READY_TIMEOUT) -> list[str]:
+    """`kprobe lab up --netns NAME --detach`: the foreground lab in the background, once it is ready."""
+    get_netns_scenario(name)
+    require_tools()
+    ready = Path(tempfile.mkdtemp(prefix="kprobe-netns-")) / "ready.json"
+    log = ready.with_name("lab.log")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kprobe", "lab", "up", "--netns", name],
+                                env={**os.environ, READY_ENV: str(ready)}, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    end = time.monotonic() + timeout
+    while not ready.exists():
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            raise LabError(f"the namespace lab did not start: {tail[0]} (log: {log})")
+        if time.monotonic() > end:
+            proc.kill()
+            raise LabError(f"the namespace lab did not start within {timeout:.0f}s (log: {log})")
+        time.sleep(0.2)
+    describe = json.loads(ready.read_text())["describe"]
+    shutil.rmtree(ready.parent, ignore_errors=True)  # kept only while a failed start needs its log quoted
+    return [*describe, f"namespace lab {name} running in the background (pid {proc.pid}); stop it with "
+            f"`kprobe lab down {name}`"]
+
+
+def _is_lab_command(pid: int) -> bool:
+    """Whether `pid` is a `kprobe lab up --netns` process (the only owners `lab down` signals)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"--netns" in args and b"lab" in args
+
+
+def _scenario_of(owner: int) -> str:
+    with contextlib.suppress(OSError):
+        return (workdir_for(str(owner)) / "scenario").read_text().strip()
+    return ""
+
+
+def stop_all(scenario: str | None = None, timeout: float = STOP_TIMEOUT) -> list[str]:
+    """`kprobe lab down [NAME]`: SIGTERM each live namespace lab (of that scenario), then remove stale namespaces."""
+    lines = []
+    for owner in running_labs():
+        name = _scenario_of(owner)  # read now: the lab removes its work directory as it stops
+        if not _is_lab_command(owner) or scenario not in (None, name):
+            continue  # a program holding a NetnsLab itself (a test) stops its own; never signal it
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(owner, signal.SIGTERM)
+        end = time.monotonic() + timeout
+        while _alive(owner) and time.monotonic() < end:
+            time.sleep(0.1)
+        if _alive(owner):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(owner, signal.SIGKILL)
+            time.sleep(0.2)
+        lines.append(f"stopped namespace lab {name or '?'} (pid {owner})")
+    stale = remove_stale()
+    if stale:
+        lines.append(f"removed {len(stale)} stale lab namespace(s)")
+    return lines
+
+
+def _brokers_main(name: str, ready: str) -> None:
+    """Inside the cluster namespace: the native launcher's brokers, until SIGTERM."""
+    from kprobe.lab.native import NativeLab
+
+    scenario = get_netns_scenario(name)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    workdir = Path(ready).parent / "brokers"
+    workdir.mkdir(parents=True, exist_ok=True)
+    lab = NativeLab(scenario.cluster, workdir).start()
+    try:
+        lines = [f"broker {node_id} on {node.spec.address}: " + ", ".join(
+            f"{listener} {rl.bind_ip}:{rl.port} advertises {rl.advertised}" for listener, rl in node.listeners.items())
+            for node_id, node in lab.nodes.items()]
+        Path(ready + ".tmp").write_text(json.dumps({"describe": lines}))
+        Path(ready + ".tmp").replace(ready)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        lab.stop()
+
+
+def _dns_main(name: str, vantage_name: str, ready: str) -> None:
+    """Inside a vantage: the lab's DNS server on 127.0.0.1:53 with the vantage's names, until SIGTERM.
+
+    Why: glibc reads the bind-mounted hosts file, but kprobe's own resolver (dnspython) and `--nameserver`
+    ask a DNS server; without one in the namespace each query would wait out its timeout.
+    """
+    from kprobe.lab.dns_server import DnsServer
+
+    vantage = get_netns_scenario(name).vantage(vantage_name)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server = DnsServer({host: (address,) for host, address in vantage.hosts.items()}, "127.0.0.1", 53,
+                       name=vantage_name).start()
+    try:
+        Path(ready + ".tmp").write_text(json.dumps({"nameserver": server.nameserver}))
+        Path(ready + ".tmp").replace(ready)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "brokers":
+        _brokers_main(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 5 and sys.argv[1] == "dns":
+        _dns_main(sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        sys.exit("usage: python -m kprobe.lab.netns brokers SCENARIO READY | dns SCENARIO VANTAGE READY")

@@ -1,0 +1,187 @@
+"""The namespace lab's scenarios: networks between a client and real brokers, as data.
+
+Each scenario is a cluster of real Kafka brokers (the native launcher's `Scenario`, on private
+addresses 198.18.1.1N inside the "cluster" namespace), the vantages that look at it (each a
+namespace of its own with the routes it has) and the nftables ruleset of the router namespace
+between them. Design notes section 9 records what each one measured; tests/test_netns_lab.py keeps
+kprobe saying so.
+
+Address plan (every address is in 198.18.0.0/15, RFC 2544's benchmarking range, so nothing here
+can be confused with a real network; `kprobe.lab.netns` refuses any other):
+- 198.18.0.0/30: router <-> cluster link; 198.18.0.4k/30: router <-> vantage k (k from 1);
+- 198.18.1.1N: broker N's private address, on the cluster namespace's `lo`;
+- 198.19.0.10: the load balancer's public address, 198.19.0.1N: broker N's public (NATed) address.
+Nothing holds the public addresses: the router DNATs them in prerouting, as a cloud NAT does.
+
+Templates in `rules` are `str.format` strings with `{lan}` (the router's interface toward the
+cluster) and `{if[VANTAGE]}` (its interface toward a vantage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kprobe.errors import UsageError
+from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
+
+PORT = 9092  # every broker's client listener, on its own address
+PRIVATE_NET = "198.18.1.0/24"
+PUBLIC_NET = "198.19.0.0/24"
+LB = "198.19.0.10"
+
+
+def private(node_id: int) -> str:
+    """Broker `node_id`'s address inside the cluster network (no route to it from the internet)."""
+    return f"198.18.1.{10 + node_id}"
+
+
+def public(node_id: int) -> str:
+    """Broker `node_id`'s public address, DNATed to `private(node_id)` by the router."""
+    return f"198.19.0.{10 + node_id}"
+
+
+@dataclass(frozen=True)
+class Vantage:
+    """A client's network: a namespace with a link to the router and the routes it has.
+
+    `routes` are destinations reached through the router ("default" for everything): a laptop on
+    the internet routes only the public range, a host in the VPC (or behind its VPN) everything.
+    `hosts` is the vantage's own /etc/hosts (name -> address), bind-mounted for `kprobe lab exec`.
+    `bootstrap` is what a client there types.
+    """
+
+    name: str
+    bootstrap: str
+    routes: tuple[str, ...] = ("default",)
+    hosts: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class NetnsScenario:
+    """Brokers, vantages and the router's rules: one staged network problem."""
+
+    name: str
+    summary: str
+    cluster: Scenario
+    vantages: tuple[Vantage, ...]
+    rules: str = ""
+    story: str = ""
+
+    def vantage(self, name: str) -> Vantage:
+        """The vantage of that name, or a usage error naming the ones there are."""
+        for vantage in self.vantages:
+            if vantage.name == name:
+                return vantage
+        raise UsageError(f"scenario {self.name} has no vantage {name!r} (has "
+                         f"{', '.join(v.name for v in self.vantages)})")
+
+
+def _cluster(name: str, brokers: int, advertise_public: bool, topics: int = 0) -> Scenario:
+    """Brokers 1..N: INTERNAL (inter-broker, private) and CLIENT on :9092, advertising private or public."""
+    nodes = []
+    for node_id in range(1, brokers + 1):
+        advertise = f"{public(node_id)}:{PORT}" if advertise_public else "{addr}:{port}"
+        nodes.append(NodeSpec(
+            node_id=node_id, address=private(node_id),
+            listeners=(
+                ListenerSpec("INTERNAL", inter_broker=True, note="between the brokers, inside the cluster network"),
+                ListenerSpec("CLIENT", advertise=advertise, port=PORT,
+                             note="advertises the public (NATed) address" if advertise_public
+                             else "advertises the private address"),
+            ),
+        ))
+    return Scenario(name=f"netns-{name}", summary=name, nodes=tuple(nodes),
+                    topics={f"topic-{i:02d}": 1 for i in range(topics)})
+
+
+# nftables fragments (braces doubled: `rules` is a template). Tables are made in the router namespace only.
+def _dnat(lb_to: int | None, per_broker: tuple[int, ...]) -> str:
+    """The router's DNAT: the load balancer to one broker, and each public address to its broker."""
+    lines = []
+    if lb_to is not None:
+        lines.append(f"    ip daddr {LB} tcp dport {PORT} dnat to {private(lb_to)}:{PORT}")
+    lines.extend(f"    ip daddr {public(n)} tcp dport {PORT} dnat to {private(n)}:{PORT}" for n in per_broker)
+    return ("\ntable ip kprobe_nat {{\n  chain prerouting {{\n"
+            "    type nat hook prerouting priority dstnat; policy accept;\n" + "\n".join(lines) + "\n  }}\n}}\n")
+
+
+def _filter(hook: str, priority: str, rule: str) -> str:
+    """A filter table with one chain on `hook` holding `rule` (drops before DNAT sit at priority -150)."""
+    return ("\ntable ip kprobe_filter {{\n  chain " + hook + " {{\n    type filter hook " + hook + " priority "
+            + priority + "; policy accept;\n    " + rule + "\n  }}\n}}\n")
+
+
+_LAPTOP_PUBLIC = Vantage("laptop", f"{LB}:{PORT}", routes=(PUBLIC_NET,), hosts={"kafka.example.test": LB},
+                         note="on the internet: routes only the public range")
+_VPC = Vantage("vpc", f"{private(1)}:{PORT}", note="inside the VPC: routes everything")
+
+_LB_PRIVATE = NetnsScenario(
+    name="lb-private",
+    summary="a load balancer DNATs to brokers that advertise private addresses: no route from the laptop",
+    story="The laptop reaches the load balancer (198.19.0.10 DNAT to broker 1); every broker advertises its "
+          "198.18.1.x address, which the internet has no route to: connect() fails at once (ENETUNREACH).",
+    cluster=_cluster("lb-private", 2, advertise_public=False),
+    vantages=(Vantage("laptop", f"kafka.example.test:{PORT}", routes=(PUBLIC_NET,),
+                      hosts={"kafka.example.test": LB}, note="on the internet: routes only the public range"),
+              _VPC),
+    rules=_dnat(1, ()),
+)
+
+_SG_LB_ONLY = NetnsScenario(
+    name="sg-lb-only",
+    summary="brokers behind per-broker NAT, but the security group opens only the load balancer: timeouts",
+    story="Every broker advertises its public address (198.19.0.1N, DNAT to it); the laptop's packets to any "
+          "of them are dropped silently, only 198.19.0.10 is let in: connects time out.",
+    cluster=_cluster("sg-lb-only", 2, advertise_public=True),
+    vantages=(_LAPTOP_PUBLIC, Vantage("vpc", f"{LB}:{PORT}", note="inside the VPC: the group lets it in")),
+    rules=_dnat(1, (1, 2)) + _filter("prerouting", "-150", f'iifname "{{if[laptop]}}" ip daddr != {LB} drop'),
+)
+
+_REJECT_ONE = NetnsScenario(
+    name="reject-one",
+    summary="per-broker NAT, but a firewall rejects broker 2 with ICMP admin-prohibited",
+    story="Brokers advertise their public addresses and the router NATs each; a rule rejects the laptop's "
+          "packets to broker 2 with ICMP administratively prohibited: EHOSTUNREACH at once, for broker 2 only.",
+    cluster=_cluster("reject-one", 2, advertise_public=True),
+    vantages=(_LAPTOP_PUBLIC, Vantage("vpc", f"{LB}:{PORT}")),
+    rules=_dnat(1, (1, 2)) + _filter(
+        "forward", "filter", f'iifname "{{if[laptop]}}" ip daddr {private(2)} reject with icmp type admin-prohibited'),
+)
+
+_NAT_OK = NetnsScenario(
+    name="nat-ok",
+    summary="per-broker NAT done right: each broker advertises its own public address (healthy)",
+    story="The load balancer for bootstrap, a public address per broker, each DNATed to that broker, and "
+          "listeners advertising the public addresses: every client works from the internet and the VPC.",
+    cluster=_cluster("nat-ok", 2, advertise_public=True),
+    vantages=(_LAPTOP_PUBLIC, Vantage("vpc", f"{LB}:{PORT}")),
+    rules=_dnat(1, (1, 2)),
+)
+
+MTU_LIMIT = 1000  # bytes: larger packets toward the VPN vantage vanish, with no ICMP
+
+_MTU_VPN = NetnsScenario(
+    name="mtu-vpn",
+    summary="a VPN that silently drops packets over 1000 bytes toward the office (path-MTU black hole)",
+    story="The office reaches the VPC through a tunnel that loses every packet over 1000 bytes and sends no "
+          "ICMP back. Connects and small answers (ApiVersions) arrive; a Metadata answer listing all 30 topics "
+          "does not. The VPC itself sees a healthy cluster.",
+    cluster=_cluster("mtu-vpn", 2, advertise_public=False, topics=30),
+    vantages=(Vantage("office-vpn", f"{private(1)}:{PORT}", note="behind the VPN: routes everything"), _VPC),
+    # In forward, toward the vantage: what a tunnel with a smaller MTU and no ICMP does to the brokers' answers.
+    rules=_filter("forward", "filter", f'oifname "{{if[office-vpn]}}" meta length > {MTU_LIMIT} drop'),
+)
+
+NETNS_SCENARIOS: dict[str, NetnsScenario] = {
+    s.name: s for s in (_LB_PRIVATE, _SG_LB_ONLY, _REJECT_ONE, _NAT_OK, _MTU_VPN)
+}
+
+
+def get_netns_scenario(name: str) -> NetnsScenario:
+    """The namespace scenario of that name, or a usage error listing them."""
+    try:
+        return NETNS_SCENARIOS[name]
+    except KeyError:
+        known = ", ".join(sorted(NETNS_SCENARIOS))
+        raise UsageError(f"unknown namespace scenario {name!r}: choose one of {known}") from None
