@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kprobe.kafka import codec
-from kprobe.kafka.codec import Reader, WireError
+from kprobe.kafka.wire import Reader, WireError
 
 DATA = json.loads((Path(__file__).parent / "data" / "kafka_responses.json").read_text(encoding="utf-8"))
 RECORDS = {r["name"]: r for r in DATA["records"]}

@@ -43,7 +43,9 @@ from report_check import validate
 
 from kprobe.errors import UsageError
 from kprobe.kafka import oauth
-from kprobe.kafka.oauth import MskIam, TokenError, region_from_host, token_for
+from kprobe.kafka.oauth import token_for
+from kprobe.kafka.oauth_settings import MskIam, region_from_host
+from kprobe.kafka.oauth_token import TokenError
 from kprobe.kafka.sasl import MSK_IAM_STATUS_HINTS, OAuthBearer
 from kprobe.kafka.security import Security, security_from
 from kprobe.lab.http_server import HttpRequest, HttpResponse, LabHttpServer

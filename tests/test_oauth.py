@@ -34,11 +34,13 @@ from report_check import validate
 
 from kprobe.errors import UsageError
 from kprobe.kafka import oauth
-from kprobe.kafka.codec import WireError
 from kprobe.kafka.connection import KafkaConnection
-from kprobe.kafka.oauth import OAuthSettings, TokenError, parse_unsecured_config, token_for
+from kprobe.kafka.oauth import token_for
+from kprobe.kafka.oauth_settings import OAuthSettings, parse_unsecured_config
+from kprobe.kafka.oauth_token import TokenError
 from kprobe.kafka.sasl import MECHANISMS, OAuthBearer, SaslError, client_first_message, describe_oauth_error
 from kprobe.kafka.security import security_from
+from kprobe.kafka.wire import WireError
 from kprobe.lab.certs import CertSpec, make_cert
 from kprobe.lab.http_server import HttpRequest, HttpResponse, LabHttpServer
 from kprobe.lab.idp import IdentityProvider, IdpSpec

@@ -24,9 +24,9 @@ import sys
 
 from report_check import validate
 
-from kprobe.kafka.codec import WireError
 from kprobe.kafka.connection import fetch_and_identify
 from kprobe.kafka.security import Security
+from kprobe.kafka.wire import WireError
 from kprobe.lab.sni_proxy import DEFAULT_BODY
 
 DOMAIN = "kafka.apps.kprobe.test"

@@ -11,7 +11,7 @@ wants (kprobe.probe.bootstrap asks it on a second connection), the message and t
 from __future__ import annotations
 
 from kprobe.findings.catalogue import ERROR, finding
-from kprobe.kafka.oauth import MSK_IAM
+from kprobe.kafka.oauth_settings import MSK_IAM
 from kprobe.models import BootstrapResult, Finding
 
 # Managed-service port conventions worth a hint when the protocol or mechanism is wrong

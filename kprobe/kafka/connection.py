@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from kprobe.kafka import codec, oauth, sasl
-from kprobe.kafka.codec import Reader, WireError
 from kprobe.kafka.security import Security
+from kprobe.kafka.wire import Reader, WireError
 from kprobe.models import ClusterMetadata, Protocol, TlsFailure
 from kprobe.sockets import classify_os_error, family_of
 
@@ -229,6 +229,21 @@ class KafkaConnection:
         codec.response_header(reader, api_key, flexible, self.correlation_id)
         return reader
 
+    def open(self) -> dict[int, tuple[int, int]]:
+        """Connect, ApiVersions, and SASL where the listener's protocol has it: every conversation's start."""
+        self.connect()
+        versions = self.negotiate()
+        if self.security.uses_sasl:
+            self.authenticate()
+        return versions
+
+    def local_address(self) -> str | None:
+        """The local address of the connection (which of the machine's addresses the route chose), if known."""
+        try:
+            return str(self.sock.getsockname()[0]) if self.sock is not None else None
+        except OSError:
+            return None
+
     def negotiate(self) -> dict[int, tuple[int, int]]:
         """ApiVersions v0: which request versions this broker speaks."""
         self.api_versions = codec.decode_api_versions(self.request(codec.API_API_VERSIONS, 0, b""))
@@ -365,10 +380,7 @@ def fetch_and_identify(
         address, port, timeout=timeout, deadline=deadline, security=sec,
         server_hostname=server_hostname,
     ) as conn:
-        conn.connect()
-        conn.negotiate()
-        if sec.uses_sasl:
-            conn.authenticate()
+        conn.open()
         if codec.is_controller_listener(conn.api_versions):
             # A Metadata request would only get the connection closed: say what answers instead.
             node_id, _ = identify(conn, expected if expected is not None else 0) if identity else (None, None)
@@ -384,11 +396,7 @@ def fetch_and_identify(
             if exc.kind == "timeout" and exc.awaiting_response and not exc.deadline:
                 exc.metadata_stalled = True  # ApiVersions (and SASL) answered here: only this answer is missing
             raise
-        try:
-            local = str(conn.sock.getsockname()[0]) if conn.sock is not None else None
-        except OSError:
-            local = None
-        meta = replace(meta, local_address=local)
+        meta = replace(meta, local_address=conn.local_address())
         if not identity:
             return meta, None, None
         ask = expected if expected is not None else (meta.brokers[0].node_id if meta.brokers else 0)
@@ -414,16 +422,9 @@ def small_metadata(
     sec = security or Security()
     with KafkaConnection(address, port, timeout=timeout, deadline=deadline, security=sec,
                          server_hostname=server_hostname) as conn:
-        conn.connect()
-        conn.negotiate()
-        if sec.uses_sasl:
-            conn.authenticate()
+        conn.open()
         meta = conn.metadata([])
-        try:
-            local = str(conn.sock.getsockname()[0]) if conn.sock is not None else None
-        except OSError:
-            local = None
-        return replace(meta, local_address=local), conn.largest_response
+        return replace(meta, local_address=conn.local_address()), conn.largest_response
 
 
 def fetch_controllers(
@@ -448,10 +449,7 @@ def fetch_controllers(
     with KafkaConnection(
         address, port, timeout=timeout, deadline=deadline, security=sec, server_hostname=server_hostname,
     ) as conn:
-        conn.connect()
-        versions = conn.negotiate()
-        if sec.uses_sasl:
-            conn.authenticate()
+        versions = conn.open()
         if codec.describe_cluster_version(versions) is None:
             # Nothing to ask (None): the caller tells a pre-3.7 controller from a broker by the map.
             return None, versions, None, None

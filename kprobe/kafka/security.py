@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import cast, get_args
 
 from kprobe.errors import UsageError
-from kprobe.kafka.oauth import MSK_IAM, OAuthSettings, settings_from
+from kprobe.kafka.oauth_settings import MSK_IAM, OAuthSettings, settings_from
 from kprobe.kafka.sasl import MECHANISMS
 from kprobe.models import BootstrapAddress, Protocol
 

@@ -372,15 +372,9 @@ def start_detached(name: str, timeout: float = READY_TIMEOUT) -> list[str]:
         proc = subprocess.Popen([sys.executable, "-m", "kprobe", "lab", "up", "--netns", name],
                                 env={**os.environ, READY_ENV: str(ready)}, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-    end = time.monotonic() + timeout
-    while not ready.exists():
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
-            raise LabError(f"the namespace lab did not start: {tail[0]} (log: {log})")
-        if time.monotonic() > end:
-            proc.kill()
-            raise LabError(f"the namespace lab did not start within {timeout:.0f}s (log: {log})")
-        time.sleep(0.2)
+    from kprobe.lab.supervisor import wait_until_ready
+
+    wait_until_ready(proc, ready, log, timeout, "the namespace lab")
     describe = json.loads(ready.read_text())["describe"]
     shutil.rmtree(ready.parent, ignore_errors=True)  # kept only while a failed start needs its log quoted
     return [*describe, f"namespace lab {name} running in the background (pid {proc.pid}); stop it with "

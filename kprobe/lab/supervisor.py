@@ -98,6 +98,23 @@ def run_foreground(scenario: str, backend: str) -> None:
                 Path(os.environ[STATE_ENV]).unlink()
 
 
+def wait_until_ready(proc: subprocess.Popen[bytes], ready: Path, log: Path, timeout: float, what: str) -> None:
+    """Wait for a background lab's ready file; a LabError quoting its log's last line if it dies or stalls.
+
+    Shared by the DNS-view and the namespace labs' `up --detach`: the supervisor writes the file only
+    once every broker answers, so its existence is the one signal that the lab can be used.
+    """
+    end = time.monotonic() + timeout
+    while not ready.exists():
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            raise LabError(f"{what} did not start: {tail[0]} (log: {log})")
+        if time.monotonic() > end:
+            proc.kill()
+            raise LabError(f"{what} did not start within {timeout:.0f}s (log: {log})")
+        time.sleep(0.2)
+
+
 def start_detached(scenario: str, backend: str, timeout: float = 180.0) -> list[str]:
     """Start the supervisor in the background and return the lab's description once ready.
 
@@ -122,15 +139,7 @@ def start_detached(scenario: str, backend: str, timeout: float = 180.0) -> list[
             [sys.executable, "-m", "kprobe", "lab", "up", scenario, "--backend", backend],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
         )
-    end = time.monotonic() + timeout
-    while not path.exists():
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
-            raise LabError(f"the lab did not start: {tail[0]} (log: {log})")
-        if time.monotonic() > end:
-            proc.kill()
-            raise LabError(f"the lab did not start within {timeout:.0f}s (log: {log})")
-        time.sleep(0.2)
+    wait_until_ready(proc, path, log, timeout, "the lab")
     state = json.loads(path.read_text())
     others = sorted(name for name in _states() if name != scenario)
     beside = f"; also running: {', '.join(others)}" if others else ""

@@ -17,10 +17,10 @@ import time
 from collections.abc import Sequence
 
 from kprobe.kafka import codec
-from kprobe.kafka.codec import WireError
 from kprobe.kafka.connection import fetch_controllers
 from kprobe.kafka.sasl import MECHANISMS
 from kprobe.kafka.security import Security
+from kprobe.kafka.wire import WireError
 from kprobe.models import (
     BootstrapAddress,
     ControllerBootstrapResult,

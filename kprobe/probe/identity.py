@@ -13,10 +13,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from kprobe.kafka.codec import WireError
 from kprobe.kafka.connection import fetch_and_identify
 from kprobe.kafka.sasl import MECHANISMS
 from kprobe.kafka.security import Security
+from kprobe.kafka.wire import WireError
 from kprobe.models import Endpoint, EndpointResult, Identity
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import BoundedPool
