@@ -256,3 +256,15 @@ def test_command_config_report_shows_the_file_redacted(tmp_path):
     assert report["settings"]["properties"]["sasl.jaas.config"] == "[redacted]"
     assert report["settings"]["properties"]["sasl.mechanism"] == "PLAIN"
     assert "Zx9-secret" not in done.stdout + done.stderr
+
+
+def test_an_endless_file_is_refused_not_read(tmp_path):
+    """`-F /dev/zero`, or a truststore that is a device, is bounded: one line, exit 2, no memory spent on it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KCAT_CONFIG", "KPROBE_CONFIG")}
+    done = run_kprobe("probe", "-b", "127.0.0.1:1", "-F", "/dev/zero", "--timeout", "1", env=env)
+    assert (done.returncode, done.stderr) == (2, "kprobe: error: cannot read -F /dev/zero: more than 1 MiB, too big "
+                                                 "for a client properties file: give the properties file itself\n")
+    path = write(tmp_path, "security.protocol=SSL\nssl.truststore.location=/dev/zero\nssl.truststore.type=JKS\n")
+    with pytest.raises(UsageError, match="ssl.truststore.location=/dev/zero: more than 16 MiB, too big for a key "
+                                         "store: fix ssl.truststore.location"):
+        load([path])

@@ -11,7 +11,6 @@ rule; tests/test_java_properties.py compares it with the JDK on generated files.
 
 from __future__ import annotations
 
-import os
 import re
 
 from kprobe.errors import UsageError
@@ -152,22 +151,3 @@ def _convert_or_say(raw: str, base: int, pieces: list[tuple[int, int]], source: 
         raise UsageError(
             f"bad \\u escape on line {number} of {source}: a backslash starts an escape in a properties file: "
             "write \\u and four hex digits (e.g. \\u00e9), or \\\\ for a backslash (e.g. C:\\\\Users)") from None
-
-
-def read_java_properties_text(path: str | os.PathLike[str]) -> str:
-    """A properties file's text as the JVM decodes it when Kafka loads it: ISO-8859-1.
-
-    Kafka's Utils.loadProps (server.properties, the tools' --command-config, a client's config
-    file) passes Properties.load an InputStream, which reads every byte as one Latin-1 character:
-    a UTF-8 `é` in a password reaches the client as two characters, `Ã©`. Never fails to decode;
-    an unreadable file is bad input.
-    """
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("iso-8859-1")
-    except FileNotFoundError:
-        raise UsageError(f"cannot read {os.fspath(path)}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"cannot read {os.fspath(path)}: a directory; give a properties file") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {os.fspath(path)}: {exc.strerror or exc.__class__.__name__}") from None

@@ -58,6 +58,7 @@ __all__ = ["KeyPair", "StoreError", "keystore_pair", "truststore_pem"]
 
 # --- the properties a message names (those the format readers cite too are in stores.py) ----------
 
+MAX_STORE_BYTES = 16 * 1024 * 1024  # far above any real store (a JDK cacerts is about 200 KB), far below harm
 _TRUST_CERTS = "ssl.truststore.certificates"
 _KEY_CHAIN = "ssl.keystore.certificate.chain"
 _KEY_KEY = "ssl.keystore.key"
@@ -218,9 +219,16 @@ def _check_opens(declared: str, store_type: str | None, content: str, where: str
 
 
 def _read(location: str, props: Props) -> bytes:
+    """The store's bytes, at most MAX_STORE_BYTES (a JDK's whole cacerts is about 200 KB): never a device's endless
+    stream read into memory.
+    """
     try:
         with open(location, "rb") as f:
-            return f.read()
+            data = f.read(MAX_STORE_BYTES + 1)
+        if len(data) > MAX_STORE_BYTES:
+            raise StoreError(f"{props.location}={one_line(location)}: more than {MAX_STORE_BYTES // (1024 * 1024)} "
+                             f"MiB, too big for a key store: fix {props.location}")
+        return data
     except FileNotFoundError:
         raise StoreError(f"{props.location}={one_line(location)}: no such file: fix {props.location}") from None
     except OSError as e:

@@ -24,6 +24,7 @@ from kprobe.clientprops.keys import JAVA_ONLY, JAVA_USED, LIBRDKAFKA_ONLY, LIBRD
 from kprobe.errors import UsageError
 
 _LOG = logging.getLogger("kprobe.config")
+MAX_FILE_BYTES = 1024 * 1024  # a client properties file is a few hundred bytes; a key store is read elsewhere
 _JAVA_BLANKS = "".join(chr(c) for c in range(33))  # what Java's String.trim() strips
 _KEY_START = re.compile(r"^[ \t\f]*([^\s#!=:\\][^\s=:\\]*)")
 # What to use instead, for the other family's most common names.
@@ -207,9 +208,15 @@ def _utf8(data: bytes, name: str) -> str:
 
 
 def _read(name: str) -> bytes:
+    """The file's bytes, at most MAX_FILE_BYTES: `-F /dev/zero` or a pipe that never ends is refused, not read."""
     path = Path(name).expanduser()
     try:
-        return path.read_bytes()
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise UsageError(f"cannot read -F {name}: more than {MAX_FILE_BYTES // (1024 * 1024)} MiB, too big for "
+                             "a client properties file: give the properties file itself")
+        return data
     except FileNotFoundError:
         raise UsageError(f"cannot read -F {name}: no such file: give the path of a properties file") from None
     except IsADirectoryError:

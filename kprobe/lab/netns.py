@@ -38,6 +38,7 @@ from pathlib import Path
 
 from kprobe.errors import EXIT_USAGE, KprobeError, LabError
 from kprobe.lab.netns_scenarios import NetnsScenario, get_netns_scenario
+from kprobe.lab.supervisor import alive, wait_until_ready
 
 PREFIX = "kpl-"
 V4_NET = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544: never a real network
@@ -103,18 +104,6 @@ def _owner(namespace: str) -> int:
     return int(part) if part.isdigit() else 0
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def workdir_for(lab_id: str) -> Path:
     """Where a lab keeps its hosts files, broker data and ready file (found again from the id)."""
     return Path(tempfile.gettempdir()) / f"{PREFIX}{lab_id}"
@@ -141,7 +130,7 @@ def _remove(namespaces: list[str]) -> None:
 
 def remove_stale() -> list[str]:
     """Remove the namespaces of labs whose process is gone (a `kill -9`); the names removed."""
-    stale = [ns for ns in lab_namespaces() if not _alive(_owner(ns))]
+    stale = [ns for ns in lab_namespaces() if not alive(_owner(ns))]
     _remove(stale)
     return stale
 
@@ -151,7 +140,7 @@ def running_labs() -> dict[int, list[str]]:
     labs: dict[int, list[str]] = {}
     for namespace in lab_namespaces():
         owner = _owner(namespace)
-        if _alive(owner):
+        if alive(owner):
             labs.setdefault(owner, []).append(namespace)
     return labs
 
@@ -372,8 +361,6 @@ def start_detached(name: str, timeout: float = READY_TIMEOUT) -> list[str]:
         proc = subprocess.Popen([sys.executable, "-m", "kprobe", "lab", "up", "--netns", name],
                                 env={**os.environ, READY_ENV: str(ready)}, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-    from kprobe.lab.supervisor import wait_until_ready
-
     wait_until_ready(proc, ready, log, timeout, "the namespace lab")
     describe = json.loads(ready.read_text())["describe"]
     shutil.rmtree(ready.parent, ignore_errors=True)  # kept only while a failed start needs its log quoted
@@ -406,9 +393,9 @@ def stop_all(scenario: str | None = None, timeout: float = STOP_TIMEOUT) -> list
         with contextlib.suppress(ProcessLookupError):
             os.kill(owner, signal.SIGTERM)
         end = time.monotonic() + timeout
-        while _alive(owner) and time.monotonic() < end:
+        while alive(owner) and time.monotonic() < end:
             time.sleep(0.1)
-        if _alive(owner):
+        if alive(owner):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(owner, signal.SIGKILL)
             time.sleep(0.2)

@@ -54,7 +54,10 @@ def _states() -> dict[str, tuple[Path, dict[str, object]]]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one we may not signal counts); no pid (0 or less) is not alive."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -126,7 +129,7 @@ def start_detached(scenario: str, backend: str, timeout: float = 180.0) -> list[
     if held is not None:
         old_path, state = held
         pid = int(str(state.get("pid") or 0))
-        if pid and _alive(pid):
+        if pid and alive(pid):
             raise UsageError(f"lab {scenario} is already running (pid {pid}): stop it with `kprobe lab down "
                              f"{scenario}`, or use it as it is")
         old_path.unlink(missing_ok=True)  # its supervisor died: a stale record
@@ -163,16 +166,16 @@ def stop_detached(scenario: str | None = None, timeout: float = 30.0) -> list[st
 def _stop_one(scenario: str, path: Path, state: dict[str, object], timeout: float) -> str:
     """Signal a supervisor, wait for it to tear its lab down, kill what it left."""
     pid = int(str(state.get("pid") or 0))
-    if pid and _alive(pid):
+    if pid and alive(pid):
         os.kill(pid, signal.SIGTERM)
         end = time.monotonic() + timeout
-        while _alive(pid) and time.monotonic() < end:
+        while alive(pid) and time.monotonic() < end:
             time.sleep(0.1)
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGKILL)
     jvms = state.get("jvm_pids")
     for jvm in jvms if isinstance(jvms, list) else []:
-        if _alive(int(jvm)):
+        if alive(int(jvm)):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(int(jvm), signal.SIGKILL)
     path.unlink(missing_ok=True)
