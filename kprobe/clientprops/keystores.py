@@ -105,10 +105,7 @@ def truststore_pem(
         raise StoreError(
             f"neither {TRUST.location} nor {_TRUST_CERTS} is set: Java then trusts its JVM's default cacerts"
         )
-    data = _read(location, TRUST)
-    content = _content_type(data, location, TRUST)
-    where = f"{TRUST.location}={one_line(location)}"
-    _check_opens(declared, store_type, content, where, TRUST)
+    data, content, where = _open_store(location, declared, store_type, TRUST)
     if content == "PEM":
         if password is not None:
             raise StoreError(f"{TRUST.password} is set with a PEM truststore, and Kafka refuses that: remove it")
@@ -158,10 +155,7 @@ def keystore_pair(
         return pem_pair(chain, key, key_password, _KEY_CHAIN, _KEY_KEY)
     if location is None:
         raise StoreError(f"neither {KEY.location} nor {_KEY_KEY} is set: no client certificate for mutual TLS")
-    data = _read(location, KEY)
-    content = _content_type(data, location, KEY)
-    where = f"{KEY.location}={one_line(location)}"
-    _check_opens(declared, store_type, content, where, KEY)
+    data, content, where = _open_store(location, declared, store_type, KEY)
     if content == "PEM":
         if store_password is not None:
             raise StoreError(f"{KEY.password} is set with a PEM keystore, and Kafka refuses that: remove it")
@@ -208,6 +202,17 @@ def _type_said(store_type: str | None, props: Props) -> str:
     if store_type is None:
         return f"{props.type} is not set (Kafka's default: JKS)"
     return f"{props.type} is {one_line(store_type)}"
+
+
+def _open_store(location: str, declared: str, store_type: str | None, props: Props) -> tuple[bytes, str, str]:
+    """A store's bytes, the format they are (by content), and how messages name it; refused where Java
+    would not open that content under the declared type. The same for trust and key stores.
+    """
+    data = _read(location, props)
+    content = _content_type(data, location, props)
+    where = f"{props.location}={one_line(location)}"
+    _check_opens(declared, store_type, content, where, props)
+    return data, content, where
 
 
 def _check_opens(declared: str, store_type: str | None, content: str, where: str, props: Props) -> None:
