@@ -132,7 +132,7 @@ def in_process(lab: NativeLab, runs: int, timeout: float, bootstraps: int) -> di
     """
     from kprobe.config import parse_address
     from kprobe.kafka import sasl
-    from kprobe.probe_run import ProbeOptions, run_probe
+    from kprobe.runs.probe import ProbeOptions, run_probe
 
     out = {}
     samples: dict[tuple[str, bool], list[float]] = {}

@@ -127,7 +127,7 @@ def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -
 def _run(bootstrap: str, nameserver: str, vantage: str) -> Any:
     """One real probe, as a client on the network of `nameserver` would see the cluster."""
     from kprobe.config import ProbeOptions, parse_address, parse_nameserver
-    from kprobe.probe_run import run_probe
+    from kprobe.runs.probe import run_probe
 
     return run_probe(ProbeOptions(bootstraps=[parse_address(bootstrap)], nameservers=[parse_nameserver(nameserver)],
                                   timeout=2, vantage=vantage))
@@ -583,7 +583,7 @@ def findings_examples(labs: Mapping[str, Any]) -> str:
 
     from kprobe.lab.dns_server import DnsServer
     from kprobe.output import json_report
-    from kprobe.probe_run import run_probe
+    from kprobe.runs.probe import run_probe
 
     listeners, oauth = labs["listeners"], labs["oauth"]
     _let_bob_describe(labs["sasl"])

@@ -220,9 +220,9 @@ def probe(
     130 interrupted.
     """
     from kprobe.config import probe_options
-    from kprobe.deliver import deliver, outputs_from
-    from kprobe.probe_run import ProbeRun
-    from kprobe.progress import run_in_foreground
+    from kprobe.delivery.deliver import deliver, outputs_from
+    from kprobe.delivery.progress import run_in_foreground
+    from kprobe.runs.probe import ProbeRun
 
     _setup_logging(verbose)
     options = probe_options(
@@ -280,9 +280,9 @@ def watch(
     one summary line (or JSON line) per run on stdout. SIGTERM ends it cleanly (exit 0).
     """
     from kprobe.config import probe_options, watch_options
-    from kprobe.deliver import outputs_from
+    from kprobe.delivery.deliver import outputs_from
+    from kprobe.delivery.watch import run_watch
     from kprobe.output.formats import WATCH
-    from kprobe.watch import run_watch
 
     _setup_logging(verbose)
     options, schedule = watch_options(probe_options(
@@ -354,8 +354,8 @@ def list_(
     answered or an internal error, 130 interrupted.
     """
     from kprobe.config import list_options
-    from kprobe.list_run import run_list
     from kprobe.output.formats import LISTING
+    from kprobe.runs.listing import run_list
 
     del no_color  # kcat's listing has no colours to turn off; taken so that probe's command lines work
     _setup_logging(verbose)
@@ -368,8 +368,8 @@ def list_(
         LISTING["json"](listing, sys.stdout)
     elif listing.answered:
         LISTING["text"](listing, sys.stdout)
-        from kprobe.list_run import unchecked_gap
         from kprobe.output.sanitize import safe
+        from kprobe.runs.listing import unchecked_gap
 
         gap = unchecked_gap(listing, resolve=options.resolve, connect_to=options.connect_to)
         if gap is not None:  # after kcat's lines, on stderr: a script reading stdout gets kcat's bytes
@@ -400,7 +400,7 @@ StatusOpt = Annotated[list[str], typer.Option("--status", help="Only reports wit
 
 
 def _filters(since: str | None, until: str | None, vantage: list[str], status: list[str]) -> Any:
-    from kprobe.saved import Filters, parse_when
+    from kprobe.saved.reading import Filters, parse_when
 
     statuses = frozenset(word.strip().lower() for value in status for word in value.split(",") if word.strip())
     bad = sorted(statuses - {"ok", "gap", "failed", "interrupted"})
@@ -440,8 +440,8 @@ def show(
     """
     from kprobe.output.formats import SHOW, choose
     from kprobe.output.sanitize import use_color
-    from kprobe.show import ShowOptions
-    from kprobe.show import show as show_reports
+    from kprobe.saved.show import ShowOptions
+    from kprobe.saved.show import show as show_reports
 
     chosen = choose(fmt, json_out, SHOW)
     if summary and chosen != "text":
@@ -481,7 +481,7 @@ def diff(
     it is. Exit 0 when the verdicts agree, 1 when they differ (as diff does), 2 on bad input.
     """
     from kprobe.output.formats import DIFF, choose
-    from kprobe.show import diff_reports
+    from kprobe.saved.show import diff_reports
 
     chosen = choose(fmt, json_out, tuple(DIFF))
     diffs, unpaired, readers = diff_reports(a, b, _filters(since, until, vantage, status), a_vantage=a_vantage,
@@ -591,16 +591,11 @@ def aggregate(
 
     inputs = inputs or []
     topics = validate(inputs, out, kafka, since, until, state, full)
-    from kprobe.aggregate.job import JobOptions, run, session, summary_lines
+    from kprobe.aggregate.plan import JobOptions, command
 
-    spark = session(master, kafka=bool(topics), verbose=verbose)
-    try:
-        result = run(spark, JobOptions(tuple(inputs), out, master, since, until, not no_html, topics, full=full,
-                                       state=state))
-    finally:
-        spark.stop()
-    typer.echo("\n".join(summary_lines(result)))
-    typer.echo(f"outputs in {out}")
+    # With nothing new: one line, and PySpark is never imported (kprobe.aggregate.plan.current).
+    options = JobOptions(tuple(inputs), out, master, since, until, not no_html, topics, full=full, state=state)
+    typer.echo("\n".join(command(options, verbose=verbose, where=True)))
 
 
 @app.command()
@@ -648,7 +643,7 @@ def check(
         from kprobe.output.files import check_file
 
         check_file(output, "--output")
-    from kprobe.check_run import predict, probe_targets, with_observations
+    from kprobe.runs.check import predict, probe_targets, with_observations
 
     report = predict(files, nameservers=nameservers, timeout=per_request, vantage=vantage)
     if probe:
@@ -657,8 +652,8 @@ def check(
             raise UsageError("--probe: no listener has a bootstrap address from here to probe (each is unpublished, "
                              "cluster-internal or decided at deploy time)")
         from kprobe.config import probe_options
-        from kprobe.probe_run import ProbeRun
-        from kprobe.progress import run_in_foreground
+        from kprobe.delivery.progress import run_in_foreground
+        from kprobe.runs.probe import ProbeRun
 
         options = probe_options(bootstrap=targets, props=prop, prop_files=prop_file, nameservers=nameserver,
                                 timeout=timeout, deadline=deadline, vantage=vantage)
@@ -692,8 +687,8 @@ def demo(no_color: NoColorOpt = False) -> None:
     """Start the `listeners` lab (the LISTENER_BOB / FRED / ALICE broker), probe it through each
     listener as a client on the Docker host would, print the reports, stop the lab.
     """
-    from kprobe.deliver import use_color
-    from kprobe.demo import run_demo
+    from kprobe.delivery.deliver import use_color
+    from kprobe.lab.demo import run_demo
 
     run_demo(color=use_color(no_color))
 

@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, cast
 
-from kprobe.addresses import format_hostport, is_ip_literal
 from kprobe.errors import UsageError
 from kprobe.kafka.security import PROTOCOLS, security_from
 from kprobe.models import BootstrapAddress, Protocol
+from kprobe.net.addresses import format_hostport, is_ip_literal
 
 if TYPE_CHECKING:
     from kprobe.clientprops.load import ClientProperties

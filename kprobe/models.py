@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
-from kprobe.addresses import format_hostport
+from kprobe.net.addresses import format_hostport
 
 # The vocabularies of the report contract (docs/report.md), as types: the JSON report and the
 # models share one spelling, mypy (strict equality) rejects a comparison with a word outside
@@ -27,7 +27,7 @@ EndpointStatus = Literal["reachable", "unresolvable", "unreachable", "partial", 
 
 - `reachable`: every address accepts; the client connects.
 - `degraded`: some addresses fail, yet the client connects: an IPv6 family fails beside a working
-  IPv4 one, and librdkafka moves to the next address while Java prefers IPv4 (kprobe.dualstack).
+  IPv4 one, and librdkafka moves to the next address while Java prefers IPv4 (kprobe.net.dualstack).
   Only a client pinned to the failing family fails. It counts as connecting everywhere.
 - `partial`: some addresses fail and no family explains it, or the failing family is the one a
   default client dials (IPv4 for Java): some clients, or some attempts, fail. A gap everywhere.
@@ -44,7 +44,7 @@ probe, reachable in `list` and a failure in the aggregation (issue 31): the prob
 """
 # The client connects (default settings): `reachable` and `degraded`. Not a gap.
 CLIENTS_CONNECT: tuple[EndpointStatus, ...] = ("reachable", "degraded")
-# Some addresses accept and others fail (what kprobe.dualstack explains, or cannot).
+# Some addresses accept and others fail (what kprobe.net.dualstack explains, or cannot).
 SOME_ADDRESSES_FAIL: tuple[EndpointStatus, ...] = ("degraded", "partial")
 # The name resolved, whatever connecting then gave: what `check`'s prediction "resolves" is borne out by.
 RESOLVED: tuple[EndpointStatus, ...] = ("reachable", "degraded", "partial", "unreachable")

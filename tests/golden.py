@@ -47,8 +47,8 @@ from typing import Any
 
 # (attribute, module names to try in order: the refactor's new name first, the old one after).
 _API = {
-    "ProbeOptions": ("kprobe.probe_run", "kprobe.probe"),
-    "run_probe": ("kprobe.probe_run", "kprobe.probe"),
+    "ProbeOptions": ("kprobe.runs.probe", "kprobe.probe"),
+    "run_probe": ("kprobe.runs.probe", "kprobe.probe"),
     "parse_address": ("kprobe.config",),
     "parse_nameserver": ("kprobe.config",),
     "to_dict": ("kprobe.output.json_report", "kprobe.report.json_report"),
@@ -66,7 +66,7 @@ def _in_tree(name: str, root: Path) -> bool:
     """Whether module `name` exists under `root`, looked up on the file system only.
 
     An editable install of another checkout adds a finder that serves any `kprobe.*` name the
-    imported tree lacks from that checkout: with PYTHONPATH on the old tree, `kprobe.probe_run`
+    imported tree lacks from that checkout: with PYTHONPATH on the old tree, `kprobe.runs.probe`
     would come from the new one. Asking the plain path finder, level by level from `root`,
     sees only this tree.
     """

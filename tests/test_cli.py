@@ -82,7 +82,7 @@ def test_schema_is_valid_json_schema():
 
 def test_probe_path_never_imports_heavy_modules():
     code = (
-        "import sys; import kprobe.cli, kprobe.probe_run, kprobe.output.text, kprobe.output.json_report;"
+        "import sys; import kprobe.cli, kprobe.runs.probe, kprobe.output.text, kprobe.output.json_report;"
         "print(','.join(m for m in ('pyspark', 'confluent_kafka', 'testcontainers') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -179,13 +179,13 @@ def test_a_bug_exits_3_with_one_line_and_no_traceback(monkeypatch, capsys):
     real run against a closed loopback port: exit 3, never 1 (a gap), one line, no traceback."""
     import logging
 
-    import kprobe.probe_run
+    import kprobe.runs.probe
     from kprobe import cli
 
     def buggy_diagnose(bootstraps, results, *controllers):
         return {}[bootstraps[0].address]  # KeyError: a bug, not a network condition
 
-    monkeypatch.setattr(kprobe.probe_run, "diagnose", buggy_diagnose)
+    monkeypatch.setattr(kprobe.runs.probe, "diagnose", buggy_diagnose)
     monkeypatch.delenv("KPROBE_DEBUG", raising=False)
     monkeypatch.setattr(sys, "argv", ["kprobe", "probe", "-b", f"127.0.0.1:{_closed_port()}", "--timeout", "1",
                                       "--no-identity"])

@@ -22,8 +22,8 @@ from real_clients import Outcome, Relay, java_round_trip, librdkafka_round_trip
 from report_check import validate
 from system_network import kprobe, system_network
 
-from kprobe.dualstack import family_split
 from kprobe.models import CLIENTS_CONNECT, TcpResult
+from kprobe.net.dualstack import family_split
 from kprobe.probe.reach import endpoint_status
 
 V4 = "127.0.0.130"

@@ -19,7 +19,7 @@ from kprobe.config import ProbeOptions, parse_address, parse_nameserver
 from kprobe.lab.base import Blackhole
 from kprobe.lab.dns_server import DnsServer
 from kprobe.output import json_report
-from kprobe.probe_run import ProbeRun
+from kprobe.runs.probe import ProbeRun
 
 SCHEMA = json_report.schema()
 

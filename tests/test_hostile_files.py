@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from kprobe.addresses import host_problem
+from kprobe.net.addresses import host_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = sorted((ROOT / "tests" / "data" / "reports").glob("*.json"))
@@ -190,8 +190,8 @@ def _bomb(megabytes: int = 200, byte: bytes = b"\0", before: bytes = b"") -> byt
 
 def _shown_alone(path: Path) -> str:
     """What `kprobe show PATH` prints for one report (in-process: the expected text of a good file)."""
-    from kprobe.saved import Filters
-    from kprobe.show import ShowOptions, show
+    from kprobe.saved.reading import Filters
+    from kprobe.saved.show import ShowOptions, show
 
     out = io.StringIO()
     show([str(path)], Filters(), ShowOptions(), out)

@@ -15,19 +15,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "kprobe"
 
 LAYERS: list[tuple[str, ...]] = [
-    # plain data and facts every layer shares
-    ("kprobe", "kprobe.errors", "kprobe.redaction", "kprobe.addresses", "kprobe.paths", "kprobe.models",
-     "kprobe.sockets", "kprobe.maven", "kprobe.dualstack", "kprobe.kubernetes", "kprobe.listeners"),
-    ("kprobe.kafka", "kprobe.clientprops"),  # the wire; the client configuration files users have (Java, librdkafka)
+    # plain facts every layer shares, on the standard library alone (test_the_base_is_plain)
+    ("kprobe", "kprobe.errors", "kprobe.redaction", "kprobe.paths", "kprobe.maven", "kprobe.net.addresses"),
+    ("kprobe.models",),  # the data every stage hands on
+    # the network and the wire; the client configuration files users have (Java, librdkafka)
+    ("kprobe.net", "kprobe.kafka", "kprobe.clientprops"),
     ("kprobe.config", "kprobe.deployments"),  # user input -> validated options; configuration files -> listeners
     ("kprobe.probe",),  # the steps: bootstrap, endpoints, resolve, connect, identity, tls
     ("kprobe.findings",),  # pure rules over the steps' results
-    ("kprobe.probe_run", "kprobe.list_run", "kprobe.compare", "kprobe.check_run"),  # the runs; diff; check
+    ("kprobe.runs", "kprobe.saved.compare"),  # the runs (probe, listing, check); what differs between two reports
     ("kprobe.output",),  # formatters
-    ("kprobe.publish",),
-    ("kprobe.deliver", "kprobe.progress", "kprobe.saved", "kprobe.show"),
-    ("kprobe.watch", "kprobe.serve"),
-    ("kprobe.aggregate", "kprobe.lab", "kprobe.demo"),  # on top of the core, never beneath it
+    ("kprobe.delivery.publish",),
+    ("kprobe.delivery", "kprobe.saved"),  # written, printed, published; saved reports read back and shown
+    ("kprobe.delivery.watch", "kprobe.serve"),  # the two long-running commands
+    ("kprobe.aggregate", "kprobe.lab"),  # on top of the core, never beneath it
     ("kprobe.cli", "kprobe.__main__"),
 ]
 # Side by side in one layer but independent of each other.
@@ -72,6 +73,36 @@ def layer_of(name: str) -> int:
                 best = (rank, len(prefix))
     assert best is not None, f"{name} is in no layer: add it to LAYERS in tests/test_layers.py"
     return best[0]
+
+
+BASE = 1  # layers 0 and 1: what everything else stands on
+
+
+def test_the_base_is_plain():
+    """The facts and the data every stage shares import the standard library and each other only: a
+    third-party import (or a kprobe module above them) there would load for every command, `--version`
+    included, and tie the shared data to one stage's choices.
+    """
+    import sys
+
+    for name, path in MODULES.items():
+        if layer_of(name) > BASE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names}
+        roots |= {node.module.split(".")[0] for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+        foreign = sorted(r for r in roots if r != "kprobe" and r not in sys.stdlib_module_names)
+        assert not foreign, f"{name} is in the base layer but imports {foreign}"
+
+
+def test_no_top_level_module_outside_the_entry_and_the_base():
+    """The tree shows the flow: beside cli.py sit only the entry points, the base and the user's input;
+    every stage lives in a package named for it (runs, saved, delivery, net, ...).
+    """
+    top = sorted(p.stem for p in ROOT.glob("*.py"))
+    assert top == ["__init__", "__main__", "cli", "config", "errors", "maven", "models", "paths", "redaction"], top
 
 
 def test_every_module_has_a_layer():
@@ -120,9 +151,9 @@ def test_no_cycle():
 
 def test_the_graph_is_read():
     """The reader must see lazy imports, or every test above passes on nothing."""
-    assert "kprobe.probe.identity" in GRAPH["kprobe.probe_run"]  # imported inside ProbeRun.run
+    assert "kprobe.probe.identity" in GRAPH["kprobe.runs.probe"]  # imported inside ProbeRun.run
     assert "kprobe.kafka.certs" in GRAPH["kprobe.kafka.connection"]  # imported inside _wrap_tls
-    assert "kprobe.output.text" in GRAPH["kprobe.demo"]  # `from kprobe.output import text`
+    assert "kprobe.output.text" in GRAPH["kprobe.lab.demo"]  # `from kprobe.output import text`
 
 
 def test_no_module_shares_a_standard_library_name():

@@ -401,8 +401,8 @@ def test_a_gap_the_names_show_gets_one_line_after_kcats_listing(cloud_lab):
 
 def test_what_the_names_alone_show():
     """The rules of that line, on plain data: only what needs no lookup, and never a remapped name."""
-    from kprobe.list_run import Listing, unchecked_gap
     from kprobe.models import AdvertisedBroker, BootstrapResult, ClusterMetadata
+    from kprobe.runs.listing import Listing, unchecked_gap
 
     def listing(bootstrap: str, connected_to: str, *hosts: str) -> Listing:
         meta = ClusterMetadata(brokers=tuple(AdvertisedBroker(i, h, 9092) for i, h in enumerate(hosts)),

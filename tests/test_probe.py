@@ -16,7 +16,7 @@ from report_check import validate
 from kprobe.config import ProbeOptions, parse_address, parse_nameserver
 from kprobe.models import Report
 from kprobe.output import json_report
-from kprobe.probe_run import run_probe
+from kprobe.runs.probe import run_probe
 
 
 def valid(report: Report) -> dict:

@@ -120,8 +120,8 @@ def test_memory_stays_flat_over_thousands_of_complete_runs(listeners_lab, capsys
     import logging
 
     from kprobe.config import ProbeOptions, Schedule, parse_addresses
-    from kprobe.deliver import Outputs
-    from kprobe.watch import run_watch
+    from kprobe.delivery.deliver import Outputs
+    from kprobe.delivery.watch import run_watch
 
     runs = 2000
     lines: list[str] = []
@@ -130,7 +130,7 @@ def test_memory_stays_flat_over_thousands_of_complete_runs(listeners_lab, capsys
         def emit(self, record: logging.LogRecord) -> None:
             lines.append(record.getMessage())
 
-    logger = logging.getLogger("kprobe.watch")
+    logger = logging.getLogger("kprobe.delivery.watch")
     handler, level = Keep(), logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
@@ -514,7 +514,7 @@ def test_no_sasl_secret_in_any_output_of_watch(sasl_lab, tmp_path):
 
 # The module whose `diagnose` a run calls: the tests below break that pure step (the real rules
 # run, then raise) to provoke a bug without touching any network code.
-RUN_MODULE = "kprobe.probe_run"
+RUN_MODULE = "kprobe.runs.probe"
 
 _BUG_ON_RUN_2 = """
 import importlib
@@ -571,8 +571,8 @@ def test_run_watch_raises_what_a_run_raised(listeners_lab, monkeypatch, capsys):
     """The library API: `run_watch` raises the run's exception instead of returning 0, and stops
     at the first run (of 3) that raised."""
     from kprobe.config import ProbeOptions, Schedule, parse_addresses
-    from kprobe.deliver import Outputs
-    from kprobe.watch import run_watch
+    from kprobe.delivery.deliver import Outputs
+    from kprobe.delivery.watch import run_watch
 
     class RuleBug(Exception):
         pass

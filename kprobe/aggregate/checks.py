@@ -39,7 +39,7 @@ def check_time(value: str, flag: str) -> None:
 
 def parse_kafka(text: str) -> tuple[str, str]:
     """`host:port[,host:port]/topic` -> (bootstrap, topic), or a usage error naming the form."""
-    from kprobe.publish import parse_target  # publish's own imports are light; confluent_kafka waits
+    from kprobe.delivery.publish import parse_target  # publish's own imports are light; confluent_kafka waits
 
     target = parse_target(text, "--kafka")
     return target.bootstrap, target.topic

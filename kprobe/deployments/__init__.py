@@ -1,7 +1,7 @@
 """Read broker listener settings from configuration files: the input of `kprobe check`.
 
 One reader per kind of file (server.properties, Docker Compose, a Strimzi `Kafka` resource, Bitnami
-chart values), each turning the file into `kprobe.listeners.Deployment`s with the platform's defaults
+chart values), each turning the file into `kprobe.kafka.listeners.Deployment`s with the platform's defaults
 filled in as the platform fills them (Kafka's own, the apache/kafka and Confluent images' start
 scripts, the operators'). `read_files` detects each file's kind from its content, so the user names
 files and nothing else; a file kprobe cannot read is bad input, one line naming the file and why.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kprobe.deployments.common import excerpt, load_yaml_documents
 from kprobe.errors import UsageError
-from kprobe.listeners import Deployment
+from kprobe.kafka.listeners import Deployment
 
 _PROPERTY_LINE = re.compile(r"^[A-Za-z0-9_.\-]+\s*=")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from kprobe.deployments.common import excerpt, mapping, node_count, secrets_of, sequence
 from kprobe.errors import UsageError
-from kprobe.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage, parse_listeners
+from kprobe.kafka.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage, parse_listeners
 
 DEFAULTS: dict[str, Any] = {
     "fullnameOverride": "",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kprobe.errors import UsageError
-from kprobe.listeners import (
+from kprobe.kafka.listeners import (
     OWN_HOSTNAME,
     Broker,
     Exposure,

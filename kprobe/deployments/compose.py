@@ -29,7 +29,7 @@ from typing import Any
 
 from kprobe.deployments.common import broker_from_settings, env_to_property, excerpt, secret_key
 from kprobe.errors import UsageError
-from kprobe.listeners import Broker, Deployment, Publish
+from kprobe.kafka.listeners import Broker, Deployment, Publish
 
 APACHE = ("apache/kafka", "apache/kafka-native")
 CONFLUENT = ("confluentinc/cp-kafka", "confluentinc/cp-server", "confluentinc/cp-enterprise-kafka")

@@ -23,7 +23,7 @@ from typing import Any
 
 from kprobe.deployments.common import excerpt, mapping, node_count, secrets_of, sequence
 from kprobe.errors import UsageError
-from kprobe.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage
+from kprobe.kafka.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage
 
 API_VERSIONS = ("kafka.strimzi.io/v1beta2", "kafka.strimzi.io/v1")
 EXTERNAL: tuple[Exposure, ...] = ("loadbalancer", "nodeport", "route", "ingress")

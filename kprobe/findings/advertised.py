@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from kprobe.addresses import format_hostport, host_problem, is_loopback_ip, is_loopback_name, port_problem
-from kprobe.dualstack import JAVA_SETUP_TIMEOUT, LIBRDKAFKA_SETUP_TIMEOUT, FamilySplit, family_split
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
 from kprobe.findings.common import Repeat, about, at_brokers, listed, source_of, unique
+from kprobe.findings.kubernetes import cluster_name
 from kprobe.findings.shapes import cluster_internal_fix
-from kprobe.kubernetes import cluster_name
 from kprobe.models import CLIENTS_CONNECT, SOME_ADDRESSES_FAIL, BootstrapResult, EndpointResult, Finding, Severity
+from kprobe.net.addresses import format_hostport, host_problem, is_loopback_ip, is_loopback_name, port_problem
+from kprobe.net.dualstack import JAVA_SETUP_TIMEOUT, LIBRDKAFKA_SETUP_TIMEOUT, FamilySplit, family_split
 
 _AFTER_BOOTSTRAP = (
     "producers and consumers will bootstrap fine, then fail on every request after the first "
@@ -312,7 +312,7 @@ def _port_together(src: str, fix: str) -> Callable[[Sequence[Repeat]], tuple[str
 def _one_family(result: EndpointResult, split: FamilySplit, listener: str) -> tuple[str, str]:
     """Message and fix when one address family fails: which real clients fail or slow down, and by which setting.
 
-    The client behaviour is measured (kprobe.dualstack, docs/dual-stack.md), not guessed.
+    The client behaviour is measured (kprobe.net.dualstack, docs/dual-stack.md), not guessed.
     """
     ep = result.endpoint
     working = ", ".join(t.address for t in result.tcp if t.status == "ok")

@@ -1,6 +1,6 @@
 """Findings from listener settings alone, before anything is deployed (`kprobe check`).
 
-Pure: the parsed settings (`kprobe.listeners.Deployment`) and what this machine's resolver answered
+Pure: the parsed settings (`kprobe.kafka.listeners.Deployment`) and what this machine's resolver answered
 for the advertised names go in; a prediction per listener and vantage, and findings with fixes, come
 out. No network, no clock.
 
@@ -28,11 +28,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from kprobe.addresses import is_ip_literal, is_loopback_ip, is_loopback_name
 from kprobe.findings.catalogue import ERROR, INFO, SEVERITY_ORDER, WARNING, finding
+from kprobe.findings.kubernetes import cluster_name
 from kprobe.findings.shapes import describe_name, external_access
-from kprobe.kubernetes import cluster_name
-from kprobe.listeners import (
+from kprobe.kafka.listeners import (
     VANTAGE_WORDS,
     WILDCARDS,
     Broker,
@@ -43,6 +42,7 @@ from kprobe.listeners import (
     Vantage,
 )
 from kprobe.models import DnsResult, Finding, Severity
+from kprobe.net.addresses import is_ip_literal, is_loopback_ip, is_loopback_name
 
 _FAILS = ("unresolvable", "unreachable")
 

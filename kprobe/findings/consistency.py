@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from kprobe.addresses import format_hostport
 from kprobe.findings.catalogue import ERROR, WARNING, finding
 from kprobe.findings.common import unique
 from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
+from kprobe.net.addresses import format_hostport
 
 
 def consistency_findings(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult]) -> list[Finding]:

@@ -6,10 +6,10 @@ must be the node advertised, and must advertise the same cluster as the bootstra
 
 from __future__ import annotations
 
-from kprobe.addresses import format_hostport
 from kprobe.findings.catalogue import ERROR, WARNING, finding
 from kprobe.findings.common import source_of
 from kprobe.models import BootstrapResult, EndpointResult, Finding
+from kprobe.net.addresses import format_hostport
 
 
 def identity_findings(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[Finding]:

@@ -18,7 +18,7 @@ from typing import Any
 from kprobe.kafka.security import Security
 from kprobe.kafka.tlscontext import TlsSettingsError, client_context
 from kprobe.models import TlsFailure
-from kprobe.sockets import family_of
+from kprobe.net.sockets import family_of
 
 # OpenSSL's X509_V_ERR_* codes that name the failure in the user's terms; any other is a chain problem.
 _VERIFY_FAILURES: dict[int, TlsFailure] = {10: "expired", 62: "hostname_mismatch", 64: "hostname_mismatch"}

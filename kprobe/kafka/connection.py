@@ -25,7 +25,7 @@ from kprobe.kafka import codec, oauth, sasl
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import Reader, WireError
 from kprobe.models import ClusterMetadata, Protocol, TlsFailure
-from kprobe.sockets import classify_os_error, family_of
+from kprobe.net.sockets import classify_os_error, family_of
 
 # SaslHandshake's answer on a listener without SASL: Kafka's request handler (not the SASL
 # authenticator, which only SASL listeners run) answers it with this error and no mechanisms, and

@@ -13,8 +13,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kprobe.addresses import is_ip_literal
 from kprobe.errors import LabError
+from kprobe.net.addresses import is_ip_literal
 
 _CURVE = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 

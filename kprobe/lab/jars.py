@@ -14,7 +14,7 @@ from kprobe.errors import LabError
 from kprobe.maven import Failure, MavenError, dependencies
 from kprobe.paths import cache_root
 
-# Re-exported while kprobe.deliver and kprobe.lab.supervisor still import it from here; the
+# Re-exported while kprobe.delivery.deliver and kprobe.lab.supervisor still import it from here; the
 # cache belongs to kprobe.paths, and new code takes it from there.
 __all__ = ["KAFKA_VERSION", "kafka_classpath", "require_java"]
 

@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 from kprobe import __version__
-from kprobe.listeners import VANTAGE_WORDS, CheckReport, Deployment, ListenerCheck, Observation
+from kprobe.kafka.listeners import VANTAGE_WORDS, CheckReport, Deployment, ListenerCheck, Observation
 from kprobe.models import Finding
 from kprobe.output.sanitize import safe
 from kprobe.redaction import REDACTED

@@ -17,10 +17,10 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from kprobe.compare import EndpointRow, ReportDiff, Side
 from kprobe.models import Finding
 from kprobe.output import markdown
 from kprobe.output.sanitize import safe
+from kprobe.saved.compare import EndpointRow, ReportDiff, Side
 
 _CHANGE_WORDS = {"same": "", "changed": "changed", "moved": "moved", "only_a": "only in A", "only_b": "only in B"}
 _SIDE_BY_SIDE_WORDS = {"same": "", "changed": "differs", "moved": "other endpoint", "only_a": "only at A",

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from kprobe.errors import UsageError
 
 if TYPE_CHECKING:
-    from kprobe.compare import ReportDiff
-    from kprobe.list_run import Listing
-    from kprobe.listeners import CheckReport
+    from kprobe.kafka.listeners import CheckReport
     from kprobe.models import Report
+    from kprobe.runs.listing import Listing
+    from kprobe.saved.compare import ReportDiff
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ CHECK: Mapping[str, Callable[[CheckReport, Style], str]] = {
 
 # -- a diff (`kprobe diff`): the comparisons, and the clusters only one side has --------------------
 
-Unpaired = Mapping[str, Any]  # side, cluster, source, vantage (kprobe.show.Unpaired as a dict)
+Unpaired = Mapping[str, Any]  # side, cluster, source, vantage (kprobe.saved.show.Unpaired as a dict)
 
 
 def _only_in(unpaired: Sequence[Unpaired]) -> str:

@@ -19,10 +19,10 @@ from json.encoder import encode_basestring_ascii
 from operator import itemgetter
 from typing import Any, TextIO
 
-from kprobe.list_run import Listing, PartitionView
 from kprobe.models import EndpointResult, PartitionRun, PartitionTable, TopicInfo
 from kprobe.output.json_report import endpoint_dict
 from kprobe.output.sanitize import safe
+from kprobe.runs.listing import Listing, PartitionView
 
 
 @cache

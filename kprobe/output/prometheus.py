@@ -41,7 +41,7 @@ def endpoint_up(result: EndpointResult) -> int:
     """1 when clients with default settings connect to this endpoint, as the run's verdict says.
 
     `reachable` (every address accepts) and `degraded` (an IPv6 family fails beside a working IPv4
-    one, which real clients with default settings get past: kprobe.dualstack) are 1. `partial`
+    one, which real clients with default settings get past: kprobe.net.dualstack) are 1. `partial`
     (some resolved addresses accept, some do not, in a way that fails real clients) is 0, a gap
     worth an alert. `kprobe_tcp_connect_seconds` still shows which addresses answered.
     """

@@ -2,6 +2,6 @@
 
 bootstrap (metadata on each bootstrap connection) -> endpoints (the distinct advertised ones)
 -> resolve -> connect (and `reach`, which runs both for every endpoint) -> identity -> tls.
-Each step takes plain data and a `RunContext` and returns plain data; `kprobe.probe_run`
+Each step takes plain data and a `RunContext` and returns plain data; `kprobe.runs.probe`
 strings them together, `kprobe.findings` judges what they found.
 """

@@ -41,7 +41,7 @@ def fetch_bootstrap(
 
     With `identity`, the same connection also asks which node answered (DescribeConfigs), so
     a fix can name the broker the bootstrap address really reaches. `auto_create` asks for `topics`
-    as a producer does (only --publish wants that: kprobe.publish).
+    as a producer does (only --publish wants that: kprobe.delivery.publish).
     """
     started = time.perf_counter()
     hostport = address.hostport

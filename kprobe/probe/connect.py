@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from kprobe.models import TcpResult
-from kprobe.sockets import classify_errno, family_of
+from kprobe.net.sockets import classify_errno, family_of
 
 BATCH = 512  # file descriptors open at once; far below common ulimits
 

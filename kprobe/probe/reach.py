@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from kprobe.addresses import host_problem, port_problem
-from kprobe.dualstack import family_split
 from kprobe.models import DnsResult, Endpoint, EndpointResult, EndpointStatus, TcpResult
+from kprobe.net.addresses import host_problem, port_problem
+from kprobe.net.dualstack import family_split
 from kprobe.probe.connect import connect_all
 from kprobe.probe.context import RunContext
 from kprobe.probe.resolve import resolve_all
@@ -35,7 +35,7 @@ def endpoint_status(dns: DnsResult, tcp: Sequence[TcpResult]) -> EndpointStatus:
         return "reachable"
     if not ok:
         return "unreachable"
-    # Real clients with default settings get through when only IPv6 fails (kprobe.dualstack): not a gap.
+    # Real clients with default settings get through when only IPv6 fails (kprobe.net.dualstack): not a gap.
     split = family_split(tcp)
     return "degraded" if split is not None and split.default_clients_work else "partial"
 

@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from kprobe.addresses import is_ip_literal, is_loopback_name
 from kprobe.models import DnsResult, DnsSource, DnsStatus, ResolverKind
+from kprobe.net.addresses import is_ip_literal, is_loopback_name
 from kprobe.probe.pool import run_bounded
 
 HOSTS_FILE = "/etc/hosts"

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kprobe.addresses import format_hostport
 from kprobe.models import (
     BootstrapAddress,
     BootstrapResult,
@@ -31,6 +30,7 @@ from kprobe.models import (
     RoundtripStatus,
     TopicInfo,
 )
+from kprobe.net.addresses import format_hostport
 from kprobe.probe.context import RunContext
 
 _LOG = logging.getLogger("kprobe.roundtrip")

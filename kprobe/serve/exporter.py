@@ -135,7 +135,7 @@ class Exporter:
     def probe(self, query: dict[str, list[str]], scrape_timeout: str | None) -> tuple[int, str]:
         """One /probe request: (HTTP status, body). The body of a refusal is one line saying why."""
         from kprobe.output import prometheus
-        from kprobe.probe_run import ProbeRun
+        from kprobe.runs.probe import ProbeRun
 
         unknown = sorted(set(query) - {"target", "module"})
         if unknown:

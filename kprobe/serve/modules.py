@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kprobe.addresses import format_hostport
 from kprobe.config import ProbeOptions, parse_duration, probe_options
 from kprobe.errors import UsageError
 from kprobe.models import BootstrapAddress
+from kprobe.net.addresses import format_hostport
 from kprobe.redaction import is_secret
 from kprobe.serve.allow import TargetPattern, allowed, parse_patterns
 

@@ -21,7 +21,6 @@ from typing import Literal
 
 import pytest
 
-from kprobe.addresses import is_ip_literal
 from kprobe.findings.diagnose import diagnose
 from kprobe.models import (
     AdvertisedBroker,
@@ -46,6 +45,7 @@ from kprobe.models import (
     TlsResult,
     TopicInfo,
 )
+from kprobe.net.addresses import is_ip_literal
 from kprobe.probe.reach import endpoint_status
 
 # Kafka's own example cluster id (the quickstart's), and a second one for a mixed bootstrap list.

@@ -23,7 +23,7 @@ from kprobe.deployments.compose import read_compose
 from kprobe.deployments.properties import read_properties
 from kprobe.deployments.strimzi import read_strimzi
 from kprobe.findings.config import check_deployments, names_to_resolve
-from kprobe.listeners import Deployment
+from kprobe.kafka.listeners import Deployment
 from kprobe.models import DnsResult
 
 Expected = tuple[str, str, "int | None", "str | None"]

@@ -24,13 +24,13 @@ from types import SimpleNamespace
 import pytest
 from observations import boot, endpoint, failed, resolved
 
-from kprobe.check_run import _observe
 from kprobe.findings.diagnose import diagnose
-from kprobe.list_run import Listing
 from kprobe.models import CLIENTS_CONNECT, EndpointResult, Report, Vantage
 from kprobe.output import json_report, kcat, text
-from kprobe.saved import Filters
-from kprobe.show import ShowOptions, show
+from kprobe.runs.check import _observe
+from kprobe.runs.listing import Listing
+from kprobe.saved.reading import Filters
+from kprobe.saved.show import ShowOptions, show
 
 BOOT = "192.0.2.10:9092"
 ADVERTISED = [(0, "192.0.2.10", 9092), (1, "k1.example.com", 9092), (2, "k2.example.com", 9092),

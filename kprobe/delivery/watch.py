@@ -19,13 +19,13 @@ import time
 from types import FrameType
 
 from kprobe.config import ProbeOptions, Schedule
-from kprobe.deliver import Outputs, deliver
+from kprobe.delivery.deliver import Outputs, deliver
 from kprobe.errors import EXIT_INTERRUPTED, KprobeError, UsageError
 from kprobe.models import Report
-from kprobe.probe_run import ProbeRun, RunThread
+from kprobe.runs.probe import ProbeRun, RunThread
 
 GRACE = 5.0
-_LOG = logging.getLogger("kprobe.watch")
+_LOG = logging.getLogger("kprobe.delivery.watch")
 
 
 def _summary(report: Report, number: int) -> str:

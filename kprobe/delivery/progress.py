@@ -1,6 +1,6 @@
 """A probe run in the foreground of a terminal: a progress bar for long runs, Ctrl-C reports what is known.
 
-Apart from the CLI so a command stays parse, call, print; apart from kprobe.probe_run because
+Apart from the CLI so a command stays parse, call, print; apart from kprobe.runs.probe because
 both concerns are the terminal's, not the run's (`kprobe watch` runs the same ProbeRun without
 either). rich is imported only when a bar is drawn: most runs never pay for it.
 """
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kprobe.models import Report
-from kprobe.probe_run import ProbeRun, RunThread
+from kprobe.runs.probe import ProbeRun, RunThread
 
 # Fewer bootstraps answer in about one --timeout: a bar would flash and vanish.
 MIN_BOOTSTRAPS_FOR_A_BAR = 4

@@ -16,13 +16,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 
-from kprobe.addresses import format_hostport
 from kprobe.deployments import read_files
 from kprobe.findings.config import check_deployments, names_to_resolve
-from kprobe.listeners import CheckReport, ListenerCheck, Observation, ObservedStatus, ReachStatus, Vantage
+from kprobe.kafka.listeners import CheckReport, ListenerCheck, Observation, ObservedStatus, ReachStatus, Vantage
 from kprobe.models import CLIENTS_CONNECT, RESOLVED, BootstrapResult, DnsResult, Report
+from kprobe.net.addresses import format_hostport
 from kprobe.probe.resolve import Resolver, resolve_all
-from kprobe.probe_run import now_rfc3339
+from kprobe.runs.probe import now_rfc3339
 
 # The vantage a probe from this machine stands for, by platform.
 HERE: dict[str, Vantage] = {"host": "here", "compose": "docker-host", "kubernetes": "outside"}

@@ -13,7 +13,7 @@ import sys
 from kprobe.config import ProbeOptions, parse_address, parse_nameserver
 from kprobe.lab import start_lab
 from kprobe.output import text
-from kprobe.probe_run import run_probe
+from kprobe.runs.probe import run_probe
 
 
 def run_demo(*, color: bool = False, timeout: float = 3.0) -> None:

@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kprobe.delivery.publish import DEFAULT_SPOOL_MAX, Target
 from kprobe.errors import KprobeError, UsageError
 from kprobe.models import Report
 from kprobe.output import formats
 from kprobe.output.formats import choose
 from kprobe.output.sanitize import use_color
-from kprobe.publish import DEFAULT_SPOOL_MAX, Target
 
-_LOG = logging.getLogger("kprobe.deliver")
+_LOG = logging.getLogger("kprobe.delivery.deliver")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Outputs:
     prom_file: Path | None = None
     publish: Target | None = None
     publish_props: dict[str, str] = field(default_factory=dict)
-    # --publish-create: make the topic when the collector has none (kprobe.publish.reports_topic says how).
+    # --publish-create: make the topic when the collector has none (kprobe.delivery.publish.reports_topic says how).
     publish_create: bool = False
     spool: Path | None = None
     spool_max: int = DEFAULT_SPOOL_MAX
@@ -58,7 +58,7 @@ def outputs_from(
     chosen = choose(fmt, json_out, names)
     target = None
     if publish is not None:
-        from kprobe.publish import parse_target
+        from kprobe.delivery.publish import parse_target
 
         target = parse_target(publish)
     elif publish_create:
@@ -126,7 +126,7 @@ def _deliver_elsewhere(report: Report, outputs: Outputs, timeout: float) -> None
 
         write_atomic(outputs.prom_file, prometheus.render(report))
     if outputs.publish is not None:
-        from kprobe.publish import Spool, forward, stay_spooled
+        from kprobe.delivery.publish import Spool, forward, stay_spooled
 
         spool = Spool(outputs.spool or default_spool(), outputs.spool_max)
         spool.put(data)

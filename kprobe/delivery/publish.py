@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from kprobe.errors import UsageError
 
-_LOG = logging.getLogger("kprobe.publish")
+_LOG = logging.getLogger("kprobe.delivery.publish")
 DEFAULT_SPOOL_MAX = 10_000
 # What --publish-create makes, and what the missing-topic line tells an operator to make (docs/scheduling.md):
 # six partitions, so that a growing fleet of vantages spreads over a growing collector (the key keeps one

@@ -16,10 +16,9 @@ from functools import partial
 from itertools import count, repeat
 from typing import NamedTuple
 
-from kprobe.addresses import format_hostport, host_problem, is_loopback_ip, is_loopback_name
 from kprobe.config import ListOptions
 from kprobe.findings.consistency import LISTENER_NOT_FOUND
-from kprobe.kubernetes import cluster_name
+from kprobe.findings.kubernetes import cluster_name
 from kprobe.models import (
     CLIENTS_CONNECT,
     BootstrapResult,
@@ -28,6 +27,7 @@ from kprobe.models import (
     PartitionTable,
     TopicInfo,
 )
+from kprobe.net.addresses import format_hostport, host_problem, is_loopback_ip, is_loopback_name
 from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect

@@ -22,7 +22,7 @@ from kprobe.errors import BadReport, UsageError
 from kprobe.models import Report
 from kprobe.output.json_load import from_dict, summary_of
 from kprobe.output.sanitize import safe
-from kprobe.saved import Filters, Reader, Saved, instant
+from kprobe.saved.reading import Filters, Reader, Saved, instant
 
 _STATUS_COLOR = {"ok": "32", "gap": "31", "failed": "31", "interrupted": "33"}
 
@@ -365,7 +365,7 @@ def diff_reports(a: str, b: str, filters: Filters, stdin: IO[bytes] | None = Non
     `a_vantage`/`b_vantage` (or `A@VANTAGE`) choose one side's reports; `filters.vantages` chooses
     both sides' where a side has no vantage of its own.
     """
-    from kprobe.compare import Side, compare
+    from kprobe.saved.compare import Side, compare
 
     side_a, side_b = diff_side("A", a, a_vantage), diff_side("B", b, b_vantage)
     if side_a.path == "-" and side_b.path == "-":

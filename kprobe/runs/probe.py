@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
-from kprobe.addresses import format_hostport
 from kprobe.config import ProbeOptions
 from kprobe.findings.catalogue import ERROR
 from kprobe.findings.diagnose import diagnose
@@ -33,6 +32,7 @@ from kprobe.models import (
     RunStatus,
     Vantage,
 )
+from kprobe.net.addresses import format_hostport
 from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect
