@@ -43,7 +43,7 @@ from pathlib import Path
 
 from kprobe.kafka.connection import fetch_and_identify
 from kprobe.lab import start_lab
-from kprobe.lab.base import Blackhole
+from kprobe.lab.decoys import Blackhole
 from kprobe.models import Endpoint
 from kprobe.probe.context import RunContext
 from kprobe.probe.reach import probe_endpoints

@@ -16,7 +16,7 @@ from conftest import restart_settled
 from hostile_broker import Broker, HostileBroker, Script
 
 from kprobe.config import ProbeOptions, parse_address, parse_nameserver
-from kprobe.lab.base import Blackhole
+from kprobe.lab.decoys import Blackhole
 from kprobe.lab.dns_server import DnsServer
 from kprobe.output import json_report
 from kprobe.runs.probe import ProbeRun

@@ -102,7 +102,7 @@ def test_no_top_level_module_outside_the_entry_and_the_base():
     every stage lives in a package named for it (runs, saved, delivery, net, ...).
     """
     top = sorted(p.stem for p in ROOT.glob("*.py"))
-    assert top == ["__init__", "__main__", "cli", "config", "errors", "maven", "models", "paths", "redaction"], top
+    assert top == ["__init__", "__main__", "cli", "config", "errors", "maven", "paths", "redaction"], top
 
 
 def test_every_module_has_a_layer():

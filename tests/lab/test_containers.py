@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kprobe.errors import LabError
-from kprobe.lab.base import Blackhole, Impostor, render
+from kprobe.lab.base import render
 from kprobe.lab.certs import CertFiles
 from kprobe.lab.containers import (
     DATA_DIR,
@@ -26,6 +26,7 @@ from kprobe.lab.containers import (
     port_bindings,
     property_name,
 )
+from kprobe.lab.decoys import Blackhole, Impostor
 from kprobe.lab.scenarios import SCENARIOS, get_scenario
 
 DOCKER = docker_available()

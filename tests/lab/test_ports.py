@@ -8,7 +8,8 @@ failure seen in CI about once in a dozen runs).
 
 from __future__ import annotations
 
-from kprobe.lab.base import Blackhole, Impostor, free_port
+from kprobe.lab.base import free_port
+from kprobe.lab.decoys import Blackhole, Impostor
 from kprobe.lab.helpers import listening_socket
 
 
