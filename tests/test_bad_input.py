@@ -1,4 +1,9 @@
-"""Bad user input: one line naming the problem and the fix, exit code 2, never a traceback."""
+"""Bad user input: one line naming the problem and the fix, exit code 2, never a traceback.
+
+The cases run kprobe's entry point in this process (tests/cli_runner.py: the same stdout, stderr and
+exit code a `python -m kprobe` child gives, without its start-up); test_in_process_runs_match_real_processes
+runs a few both ways, and test_read_only_file_system_is_named runs real processes only.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,10 +121,17 @@ def _files(tmp_path: Path) -> dict[str, str]:
 
 
 def run_kprobe(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """kprobe's entry point in this process: what a user's shell would get (tests/cli_runner.py)."""
+    return run_cli(args)
+
+
+def run_process(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """A real `python -m kprobe` child, for the cases that check the in-process runs against one."""
     return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True, timeout=30,
                           check=False)
 
 
+@pytest.mark.timeout(30)  # what a child of each case was given: a hang fails the case, not the session
 @pytest.mark.parametrize("args", CASES, ids=[" ".join(a)[:40] for a in CASES])
 def test_one_line_exit_2(args, tmp_path):
     files = _files(tmp_path)
@@ -141,6 +154,23 @@ def test_one_line_exit_2(args, tmp_path):
     assert problem.strip(), lines[0]
     assert HINT.search(fix), f"no fix named after the problem: {lines[0]!r}"
     assert SECRET not in done.stderr
+
+
+# One case of each way main() turns an input into a line: click's usage error, kprobe's UsageError, a secret
+# scrubbed from click's message, and a file nested past the recursion limit (the in-process stack starts
+# deeper than a child's).
+BOTH_WAYS = [["probe", "--no-such-option"], ["probe", "-b", "host:0"], ["probe", *B, "-X", "sasl.password", "hunter2"],
+             ["show", "{deep_report}"]]
+
+
+@pytest.mark.parametrize("args", BOTH_WAYS, ids=[" ".join(a)[:40] for a in BOTH_WAYS])
+def test_in_process_runs_match_real_processes(args, tmp_path):
+    """The in-process runner (tests/cli_runner.py) gives what a real `python -m kprobe` gives, byte for byte."""
+    files = _files(tmp_path)
+    args = [files.get(a, a) for a in args]
+    real, here = run_process(args), run_kprobe(args)
+    assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr)
+    assert real.returncode == 2 and real.stderr.count("\n") == 1 and "Traceback" not in real.stderr, real.stderr
 
 
 def test_malformed_properties_file_names_the_line(tmp_path):
@@ -252,6 +282,7 @@ UNUSABLE = [
 ]
 
 
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize(("option", "cause"), UNUSABLE, ids=[" ".join(o) for o, _ in UNUSABLE])
 def test_unusable_output_path_exits_2_naming_the_cause_before_probing(option, cause, silent_broker):
     top = "/" + option[-1].split("/")[1]
@@ -266,6 +297,17 @@ def test_unusable_output_path_exits_2_naming_the_cause_before_probing(option, ca
     assert done.stderr.count("\n") == 1, done.stderr
     assert _connections(silent_broker) == 0, "kprobe probed before refusing the output path"
     assert elapsed < 15, elapsed  # a probe of the silent broker would have waited 20 s
+
+
+def test_a_real_process_refuses_an_unusable_output_path_before_probing(silent_broker):
+    """The table above in-process; here one case as a real child, against the broker it would hang on."""
+    started = time.monotonic()
+    done = run_process([*_hanging_probe(silent_broker), "--out", "/proc/version"])
+    elapsed = time.monotonic() - started
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == "kprobe: error: cannot write --out /proc/version: it is a file, give a directory\n"
+    assert _connections(silent_broker) == 0, "kprobe probed before refusing the output path"
+    assert elapsed < 15, elapsed
 
 
 def test_read_only_file_system_is_named(tmp_path, silent_broker):

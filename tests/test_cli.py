@@ -1,4 +1,9 @@
-"""The command line: help, version, schema, and what a run imports."""
+"""The command line: help, version, schema, and what a run imports.
+
+Runs go through kprobe's entry point in this process (tests/cli_runner.py: a child's stdout, stderr and
+exit code, without its start-up), except where the process is the point: what a start-up imports, and
+the demo, the README's first command, end to end.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,14 @@ import subprocess
 import sys
 
 import pytest
+from cli_runner import run_cli
 
 from kprobe import __version__
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True,
-                          timeout=60, check=False)
+    """`kprobe ARGS...` in this process, as a user's shell would see it (tests/cli_runner.py)."""
+    return run_cli(args)
 
 
 def test_version():
@@ -211,14 +217,12 @@ def test_an_http_proxy_is_named_when_no_bootstrap_connects(tmp_path):
         closed.bind(("127.0.0.1", 0))  # bound, never listening: refused
         target = f"127.0.0.1:{closed.getsockname()[1]}"
         env = {**os.environ, "HTTPS_PROXY": "http://127.0.0.1:3128", "no_proxy": ""}
-        done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", target, "--timeout", "1"],
-                              capture_output=True, text=True, timeout=60, check=False, env=env)
+        done = run_cli(["probe", "-b", target, "--timeout", "1"], env=env)
         assert done.returncode == 3
         lines = [line for line in done.stderr.splitlines() if "proxy" in line.lower()]
         assert lines == ["kprobe: HTTPS_PROXY is set, but Kafka clients do not use HTTP proxies: they connect to the "
                          "brokers directly (TCP), so the proxy cannot carry them; a TCP forward (ssh -L, kubectl "
                          "port-forward) with --connect-to can stand in for a path"]
-        without = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", target, "--timeout", "1"],
-                                 capture_output=True, text=True, timeout=60, check=False,
-                                 env={k: v for k, v in os.environ.items() if "proxy" not in k.lower()})
+        without = run_cli(["probe", "-b", target, "--timeout", "1"],
+                          env={k: v for k, v in os.environ.items() if "proxy" not in k.lower()})
         assert "proxy" not in without.stderr.lower()

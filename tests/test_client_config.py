@@ -13,10 +13,10 @@ import json
 import logging
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 from kprobe.clientprops.jaas import parse_jaas
 from kprobe.clientprops.load import kcat_config_file, load
@@ -219,8 +219,8 @@ def test_bootstrap_from_the_file_when_no_b(tmp_path):
 # -- kcat's own file, and the CLI -------------------------------------------------------------------------
 
 def run_kprobe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True, timeout=60,
-                          check=False, env=env)
+    """kprobe's entry point in this process, in that environment, as a child would run (tests/cli_runner.py)."""
+    return run_cli(args, env=env)
 
 
 def test_kcat_file_read_when_no_F(tmp_path):

@@ -1,4 +1,4 @@
-"""Hostile files and modes (issue 29, items 2, 6 and 7), each from outside: `python -m kprobe` as users run it.
+"""Hostile files and modes (issue 29, items 2, 6 and 7), each from outside: kprobe's command line as users run it.
 
 - Output files keep the mode of the file they replace, or get the umask's; only the spool is private.
 - A YAML "billion laughs" file for `kprobe check`, and more than 8 MiB through a pipe: one line, exit 2,
@@ -8,6 +8,8 @@
 
 Peak memory is the child's own: VmHWM of its own address space (Linux), written by an atexit hook of a wrapper.
 (`ru_maxrss` is not: Linux carries it across fork and exec, so a child of a 70 MB pytest starts at 70 MB.)
+So every test that bounds memory runs a real `python -m kprobe`-like child; the tests of file modes, which
+measure nothing, run kprobe's entry point in this process (tests/cli_runner.py), with the umask they name.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 from kprobe.net.addresses import host_problem
 
@@ -78,8 +81,8 @@ def test_output_files_keep_their_mode_or_get_the_umasks(tmp_path):
     prom.write_text("# old\n")
     prom.chmod(0o644)  # node_exporter, another user, reads it
     for option, path, umask in (("-o", kept, 0o022), ("--prom-file", prom, 0o077), ("--prom-file", new_prom, 0o022)):
-        done, _, _ = measured("probe", "-b", target, "--timeout", "1", "--no-identity", option, str(path),
-                              "--out", str(out), umask=umask)
+        done = run_cli(["probe", "-b", target, "--timeout", "1", "--no-identity", option, str(path),
+                        "--out", str(out)], umask=umask, env={**os.environ, "NO_COLOR": "1"}, cwd=ROOT)
         assert done.returncode == 3, done.stderr
         assert path.read_text() != "{}" and path.read_text() != "# old\n"  # replaced by this run's output
     assert _mode(kept) == 0o640  # the existing file's mode, not the umask's 0644
@@ -94,8 +97,9 @@ def test_output_files_keep_their_mode_or_get_the_umasks(tmp_path):
 def test_the_spool_stays_private(tmp_path):
     """Spooled reports are for kprobe alone (sent, then deleted): 0600 whatever the umask."""
     spool = tmp_path / "spool"
-    done, _, _ = measured("probe", "-b", f"127.0.0.1:{_closed_port()}", "--timeout", "1", "--no-identity",
-                          "--publish", f"127.0.0.1:{_closed_port()}/reports", "--spool", str(spool), umask=0o022)
+    done = run_cli(["probe", "-b", f"127.0.0.1:{_closed_port()}", "--timeout", "1", "--no-identity",
+                    "--publish", f"127.0.0.1:{_closed_port()}/reports", "--spool", str(spool)], umask=0o022,
+                   env={**os.environ, "NO_COLOR": "1"}, cwd=ROOT)
     assert done.returncode == 3, done.stderr
     [spooled] = spool.glob("*.json")
     assert _mode(spooled) == 0o600
@@ -130,7 +134,7 @@ def test_shared_anchors_as_compose_files_use_them_still_read(tmp_path):
                       f"      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka-{i}:9092\n" for i in range(3)))
     path = tmp_path / "compose.yaml"
     path.write_text(text)
-    done, _, _ = measured("check", str(path), "--json")
+    done = run_cli(["check", str(path), "--json"], env={**os.environ, "NO_COLOR": "1"}, cwd=ROOT)
     assert done.returncode in (0, 1), done.stderr
     assert '"kafka-2"' in done.stdout
 
