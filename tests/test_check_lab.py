@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
+from cli_runner import run_cli
 
 from kprobe.deployments import read_files
 from kprobe.lab.from_config import forward_name, scenario_from
@@ -35,8 +35,8 @@ OBSERVED = {"works": "reachable", "unresolvable": "unresolvable", "unreachable":
 
 
 def kprobe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True, timeout=120,
-                          check=False, cwd=ROOT)
+    """`kprobe ARGS` from the repository's root, run by kprobe.cli.main in this process (tests/cli_runner.py)."""
+    return run_cli(args, cwd=ROOT)
 
 
 def lab_bootstrap(lab: NativeLab, vantage: str, broker: str, node_id: int, listener: dict) -> str:

@@ -9,7 +9,8 @@ read side by side ("only at A"), one vantage at two times before and after.
 
 No broker: the reports are a real one recorded from the lab (tests/data/reports), written in
 `--out`'s layout with the vantage, time and verdict of each run changed, as tests/test_show.py does.
-Outputs are compared whole, with paths relative to the directory the command runs in.
+Outputs are compared whole, with paths relative to the directory the command runs in. `kprobe` runs
+in-process (tests/cli_runner.py): no interpreter start-up per command.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import copy
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 from kprobe.errors import UsageError
 from kprobe.output.files import report_path
@@ -66,9 +67,8 @@ def shared(tmp_path: Path) -> dict[str, str]:
 
 
 def kprobe(cwd: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "kprobe", *args], input=stdin, capture_output=True, timeout=60,
-                          check=False, cwd=cwd, env={**os.environ, "NO_COLOR": "1"})
-    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+    """`kprobe ARGS` in `cwd`, run in-process (tests/cli_runner.py): what main prints and returns, as a child's."""
+    return run_cli(args, stdin=stdin, cwd=cwd, env={**os.environ, "NO_COLOR": "1"})
 
 
 def refused(cwd: Path, *args: str, stdin: bytes | None = None) -> str:

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from cli_runner import run_cli
 from conftest import restart_settled, signal_when
 from report_check import validate
 
@@ -40,8 +41,10 @@ def codes(report: Report) -> set[str]:
     return {f.code for f in report.findings}
 
 
-def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True, timeout=timeout, check=False)
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`kprobe ARGS` run by kprobe.cli.main in this process (tests/cli_runner.py), its output and exit code as a
+    child's. What needs a process of its own (a signal, a terminal, a fresh interpreter's modules) starts one."""
+    return run_cli(args)
 
 
 # -- listeners: the seeds' BOB / FRED / ALICE broker ------------------------------------------
@@ -374,8 +377,7 @@ def test_environment_defaults_stand_in_for_options(listeners_lab, tmp_path):
     props.write_text("client.id=kprobe-env-test\n")
     env = {**os.environ, "KPROBE_BOOTSTRAP": alice, "KPROBE_CONFIG": str(props), "KPROBE_TIMEOUT": "2s",
            "KPROBE_NAMESERVER": listeners_lab.nameserver("docker")}
-    done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "--json"], capture_output=True, text=True,
-                          env=env, timeout=60, check=False)
+    done = run_cli(["probe", "--json"], env=env)
     data = validate(json.loads(done.stdout))
     assert [b["address"] for b in data["bootstraps"]] == [alice]
     assert data["vantage"]["resolver"] == {"kind": "nameserver", "nameservers": [listeners_lab.nameserver("docker")]}

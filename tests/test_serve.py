@@ -3,6 +3,8 @@
 The exporter runs as users run it, a `kprobe serve` process; Prometheus is started on loopback by
 the test with the shipped rules (docker/prometheus/kprobe-rules.yml) and blackbox-style relabelling,
 and read back through its HTTP API. The rules' own unit tests run through `promtool test rules`.
+What is refused at start (a bad config, a bad option, a port in use) never serves: those run
+kprobe.cli.main in-process (tests/cli_runner.py) and check what it prints and returns.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_runner import run_cli
 from prometheus_client.parser import text_string_to_metric_families
 from real_clients import Relay
 
@@ -164,12 +167,12 @@ def test_probe_exposition_parses_and_follows_prometheus_conventions(three_lab, t
     assert probes == {(("module", "default"), ("outcome", "ok")): 1.0}
 
 
-def test_bad_requests_each_get_their_answer_and_no_connection(three_lab):
-    """A target outside the allowed globs is refused before anything is dialled: a relay in front of a real broker
-    counts the connections it accepts, and it accepts none."""
-    broker = three_lab.real_endpoint("CLIENT", 0)
-    host, port = broker.rsplit(":", 1)
-    relay = Relay(("127.0.0.40", 0), (host, int(port)))
+def test_bad_requests_each_get_their_answer_and_no_connection():
+    """Each bad request is refused before anything is dialled: a relay at an allowed target and one outside the
+    allowed globs count the connections they accept, and neither accepts any. (No broker: none is ever reached.)"""
+    allowed = Relay(("127.0.0.35", 0), ("127.0.0.1", 9))
+    broker = f"127.0.0.35:{allowed.port}"
+    relay = Relay(("127.0.0.40", 0), ("127.0.0.1", 9))
     try:
         with serving("--allow-target", "127.0.0.3*:*") as (url, proc):
             outside = f"127.0.0.40:{relay.port}"
@@ -195,14 +198,20 @@ def test_bad_requests_each_get_their_answer_and_no_connection(three_lab):
             assert proc.poll() is None
     finally:
         relay.close()
-    assert relay.accepted == 0
+        allowed.close()
+    assert relay.accepted == 0 and allowed.accepted == 0
 
 
-def test_nothing_is_probed_until_targets_are_allowed(three_lab):
-    with serving() as (url, proc):
-        status, body, _ = get(f"{url}/probe?target={three_lab.bootstrap('CLIENT')}")
-        assert status == 403 and "no target is allowed yet: start kprobe serve with --allow-target" in body
+def test_nothing_is_probed_until_targets_are_allowed():
+    target = Relay(("127.0.0.35", 0), ("127.0.0.1", 9))  # counts what would reach a broker there
+    try:
+        with serving() as (url, proc):
+            status, body, _ = get(f"{url}/probe?target=127.0.0.35:{target.port}")
+            assert status == 403 and "no target is allowed yet: start kprobe serve with --allow-target" in body
+    finally:
+        target.close()
     assert "warning: no target is allowed" in proc.stderr.read()  # type: ignore[union-attr]
+    assert target.accepted == 0
 
 
 def test_probes_at_once_are_bounded_and_a_short_scrape_is_kept(three_lab):
@@ -274,11 +283,11 @@ def test_modules_hold_the_secrets_and_none_leaks(sasl_lab, tmp_path):
     ("modules:\n  m: {\n", "not valid YAML at line"),
     ("bogus: 1\n", "unknown key 'bogus' at the top level"),
 ])
+@pytest.mark.timeout(30)  # a refusal that wrongly starts serving fails here, not at the suite's 300 s
 def test_a_bad_config_is_one_line_and_exit_2(tmp_path, config, says):
     path = tmp_path / "kprobe.yml"
     path.write_text(config)
-    done = subprocess.run([sys.executable, "-m", "kprobe", "serve", "--listen", "127.0.0.1:0", "--config", str(path)],
-                          capture_output=True, text=True, timeout=30, check=False)
+    done = run_cli(["serve", "--listen", "127.0.0.1:0", "--config", str(path)])
     assert done.returncode == 2 and done.stdout == ""
     [line] = done.stderr.splitlines()
     assert line.startswith("kprobe: error: ") and says in line, line
@@ -291,19 +300,19 @@ def test_a_bad_config_is_one_line_and_exit_2(tmp_path, config, says):
     (["--listen", "127.0.0.1:0", "--allow-target", "kafka"], "bad --allow-target 'kafka'"),
     (["--listen", "127.0.0.1:0", "--config", "/nonexistent/kprobe.yml"], "cannot read --config /nonexistent/kprobe.yml"),
 ])
+@pytest.mark.timeout(30)  # a refusal that wrongly starts serving fails here, not at the suite's 300 s
 def test_bad_options_are_one_line_and_exit_2(args, says):
-    done = subprocess.run([sys.executable, "-m", "kprobe", "serve", *args], capture_output=True, text=True, timeout=30,
-                          check=False)
+    done = run_cli(["serve", *args])
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
 
 
+@pytest.mark.timeout(30)  # a refusal that wrongly starts serving fails here, not at the suite's 300 s
 def test_a_port_in_use_is_one_line(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "kprobe", "serve", "--listen", f"127.0.0.1:{port}"],
-                              capture_output=True, text=True, timeout=30, check=False)
+        done = run_cli(["serve", "--listen", f"127.0.0.1:{port}"])
     assert done.returncode == 2 and f"cannot listen on 127.0.0.1:{port}: Address already in use" in done.stderr
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import select
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from contextlib import contextmanager
 
 import pytest
 import yaml
+from cli_runner import run_cli
 from test_serve import families, get, serving
 
 from kprobe.serve.allow import parse_patterns
@@ -74,10 +74,10 @@ def listening(host: str = "127.0.0.1", *, silent: bool = False) -> Iterator[List
 
 
 def run_serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`kprobe serve` that is refused at start: kprobe.cli.main in-process (tests/cli_runner.py), nothing served."""
     import os
 
-    return subprocess.run([sys.executable, "-m", "kprobe", "serve", "--listen", "127.0.0.1:0", *args],
-                          capture_output=True, text=True, timeout=30, check=False, env={**os.environ, **(env or {})})
+    return run_cli(["serve", "--listen", "127.0.0.1:0", *args], env={**os.environ, **(env or {})})
 
 
 # Item 3: the allow-list matches parsed hosts and ports.
@@ -129,6 +129,7 @@ def test_allow_patterns_match_the_parsed_host_and_port_not_the_text():
     ("kafka[12]:9092", "has a character no host name has"),
     ("kafka\x1b[2J:9092", "has a character no host or port has"),
 ])
+@pytest.mark.timeout(30)  # a refusal that wrongly starts serving fails here, not at the suite's 300 s
 def test_an_odd_allow_pattern_is_refused_at_start_in_one_line(pattern, says):
     done = run_serve("--allow-target", pattern)
     assert done.returncode == 2 and done.stdout == "", done.stderr
@@ -137,6 +138,7 @@ def test_an_odd_allow_pattern_is_refused_at_start_in_one_line(pattern, says):
     assert "\x1b" not in line
 
 
+@pytest.mark.timeout(30)  # a refusal that wrongly starts serving fails here, not at the suite's 300 s
 def test_an_odd_config_target_is_refused_at_start_in_one_line(tmp_path):
     config = tmp_path / "kprobe.yml"
     config.write_text("targets: ['[::1]:9092', '127.0.0.1.*:9092']\n")
@@ -325,6 +327,7 @@ def test_open_connections_are_bounded_and_a_quick_request_still_gets_in():
         assert 1 <= own["kprobe_exporter_connections_open"].samples[0].value <= 2  # type: ignore[attr-defined]
 
 
+@pytest.mark.timeout(30)  # a refusal that wrongly starts serving fails here, not at the suite's 300 s
 def test_max_connections_is_an_option_checked_at_start():
     done = run_serve("--max-connections", "0")
     assert done.returncode == 2 and "bad --max-connections 0: give at least 1" in done.stderr
@@ -333,6 +336,7 @@ def test_max_connections_is_an_option_checked_at_start():
 # Item 9 and item 8's config: values read from {env:} / {file:} are never echoed; a non-UTF-8 config is one line.
 
 @pytest.mark.parametrize("where", ["env", "file"])
+@pytest.mark.timeout(30)  # a refusal that wrongly starts serving fails here, not at the suite's 300 s
 def test_a_value_from_env_or_file_is_never_echoed_at_start(tmp_path, where):
     """`security.protocol: {env: KP_PW}` used to print the variable's value in the start-up error."""
     secret = "Hunter2-Sekret"
@@ -372,6 +376,7 @@ def test_a_value_from_a_file_is_never_echoed_by_a_scrape(tmp_path):
     (b"\xff\xfe" + "modules: {}\n".encode("utf-16-le"), "not UTF-8 text (a byte at offset 0 is not)"),
     (b"[" * 20000, "nested too deep to read"),
 ])
+@pytest.mark.timeout(30)  # a refusal that wrongly starts serving fails here, not at the suite's 300 s
 def test_a_config_that_is_not_utf8_or_too_deep_is_one_line_and_exit_2(tmp_path, content, says):
     config = tmp_path / "kprobe.yml"
     config.write_bytes(content)

@@ -1,30 +1,79 @@
-"""Scheduled probes: files, schedule, signals, Prometheus, and publishing with spool-and-forward."""
+"""Scheduled probes: files, schedule, signals, Prometheus, and publishing with spool-and-forward.
+
+The schedule's arithmetic is tested on a fake clock (kprobe.delivery.watch's Clock seam): time that
+moves only when the watch waits, so waits cost nothing and every start is exact. Runs are real
+probes of the lab's brokers throughout; where the interval is not the point, `kprobe watch` runs
+in-process (tests/cli_runner.py) on the fake clock. A few runs keep the real clock in a process of
+their own, end to end: three runs at --every 0.3s, a run longer than --every, the signals and kill -9.
+"""
 
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import jsonschema
 import pytest
+from cli_runner import run_cli
 from confluent_kafka import Consumer
 from conftest import new_topic, signal_when
 from prometheus_client.parser import text_string_to_metric_families
 
+from kprobe.delivery import watch as watch_module
 from kprobe.output import json_report
 
 SCHEMA = json_report.schema()
 
 
-def kprobe(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+class FakeClock:
+    """A clock for the schedule that moves only when the watch waits: a run takes no time on it.
+
+    `waits` keeps every wait asked for; `now` is where the clock stands (it starts at 1000).
+    """
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.waits: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        self.waits.append(seconds)
+        self.now += seconds
+        return stop.is_set()
+
+
+@pytest.fixture
+def fake_clock(monkeypatch) -> FakeClock:
+    """Every `kprobe watch` this test runs in-process schedules on one FakeClock (the default clock swapped)."""
+    clock = FakeClock()
+    monkeypatch.setattr(watch_module, "SystemClock", lambda: clock)
+    return clock
+
+
+def watch_in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """`kprobe watch ARGS` by kprobe.cli.main in this process: with `fake_clock`, no wait takes real time."""
+    return run_cli(["watch", *args])
+
+
+def kprobe(*args: str) -> subprocess.CompletedProcess[str]:
+    """`kprobe ARGS` by kprobe.cli.main in this process (tests/cli_runner.py), on the real clock."""
+    return run_cli(args)
+
+
+def kprobe_process(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`kprobe ARGS` as a process of its own, as users start it: the end-to-end runs on the real clock."""
     return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True, timeout=timeout,
                           check=False)
 
@@ -44,8 +93,8 @@ def reports_in(directory: Path) -> list[dict]:
 
 
 def test_watch_count_3_writes_3_reports(listeners_lab, tmp_path):
-    done = kprobe("watch", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "--every", "0.3s", "--count", "3",
-                  "--out", str(tmp_path), "--vantage", "laptop")
+    done = kprobe_process("watch", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "--every", "0.3s", "--count", "3",
+                          "--out", str(tmp_path), "--vantage", "laptop")
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 3 and done.stdout.startswith("run 1 ")
     reports = reports_in(tmp_path)
@@ -74,13 +123,14 @@ def test_the_summary_line_names_the_first_finding_as_show_summary_does(cloud_lab
     assert shown.stdout.endswith(line.split(" ", 3)[3] + "\n"), (shown.stdout, line)
 
 
-def test_two_vantages_differ_exactly_where_their_views_differ(listeners_lab, tmp_path):
+def test_two_vantages_differ_exactly_where_their_views_differ(listeners_lab, tmp_path, fake_clock):
     bootstrap = listeners_lab.real_endpoint("LISTENER_BOB")
     for view in ("docker", "host"):
-        done = kprobe("watch", "-b", bootstrap, "--nameserver", listeners_lab.nameserver(view), "--vantage", view,
-                      "--every", "1s", "--count", "2", "--out", str(tmp_path / view), "--json")
+        done = watch_in_process("-b", bootstrap, "--nameserver", listeners_lab.nameserver(view), "--vantage", view,
+                                "--every", "1s", "--count", "2", "--out", str(tmp_path / view), "--json")
         assert done.returncode == 0, done.stderr
         assert len(done.stdout.splitlines()) == 2  # JSON Lines
+    assert fake_clock.waits == [1.0, 1.0]  # each watch waited once, a whole --every (its runs took no clock time)
     docker, host = reports_in(tmp_path / "docker"), reports_in(tmp_path / "host")
     assert len(docker) == len(host) == 2
     for a, b in zip(docker, host, strict=True):
@@ -104,8 +154,8 @@ def test_sigterm_during_a_run_exits_cleanly(three_lab, tmp_path):
 
 
 def test_a_late_run_skips_slots(three_lab, tmp_path):
-    done = kprobe("watch", "-b", three_lab.real_endpoint("DARK", 0), "--timeout", "1", "--every", "0.4s",
-                  "--count", "2", "--out", str(tmp_path))
+    done = kprobe_process("watch", "-b", three_lab.real_endpoint("DARK", 0), "--timeout", "1", "--every", "0.4s",
+                          "--count", "2", "--out", str(tmp_path))
     assert done.returncode == 0
     assert re.search(r"run 1 took \d+\.\ds, longer than --every 0\.4s: skipping \d+ slot", done.stderr)
     assert len(reports_in(tmp_path)) == 2
@@ -396,9 +446,10 @@ def test_text_holding_undecodable_bytes_is_still_written(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["kprobe.prom"]
 
 
-def test_jitter_is_applied_within_bounds(listeners_lab):
-    done = kprobe("watch", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "--no-identity", "--every", "0.5s",
-                  "--jitter", "0.4s", "--count", "6", "--verbose")
+def test_jitter_is_applied_within_bounds(listeners_lab, fake_clock):
+    """Six real runs on the fake clock: each starts exactly its jitter after its slot, slots --every apart."""
+    done = watch_in_process("-b", listeners_lab.bootstrap("LISTENER_FRED"), "--no-identity", "--every", "0.5s",
+                            "--jitter", "0.4s", "--count", "6", "--verbose")
     assert done.returncode == 0, done.stderr
     seen = re.findall(r"run (\d+): jitter ([\d.]+)s of at most 0\.4s, starting ([\d.-]+)s after its slot", done.stderr)
     assert [int(n) for n, _, _ in seen] == [1, 2, 3, 4, 5, 6]
@@ -406,8 +457,40 @@ def test_jitter_is_applied_within_bounds(listeners_lab):
     offsets = [float(o) for _, _, o in seen]
     assert all(0 <= j <= 0.4 for j in jitters)
     assert len(set(jitters)) > 1  # random, not a constant delay
-    # each run starts no earlier than its slot plus its jitter, and not long after
-    assert all(j - 0.002 <= o <= j + 1.0 for j, o in zip(jitters, offsets, strict=True)), [*zip(jitters, offsets, strict=True)]
+    assert offsets == jitters  # each run starts its jitter after its slot: no earlier, and (no run late) no later
+    # The waits: to run 1's jitter, then from each run's start to the next slot plus the next jitter.
+    assert fake_clock.waits == pytest.approx([jitters[0], *(0.5 - a + b for a, b in itertools.pairwise(jitters))],
+                                             abs=0.0011)  # the jitters as logged, to the millisecond
+    assert fake_clock.now == pytest.approx(1000 + 5 * 0.5 + jitters[-1], abs=0.0011)
+
+
+@pytest.mark.parametrize(("slot", "now", "expected"), [
+    (10.0, 10.3, (11.0, 0)),  # done within the interval: the next slot
+    (10.0, 11.0, (11.0, 0)),  # done right at the next slot: not late
+    (10.0, 11.001, (12.0, 1)),  # a moment late: that slot is skipped
+    (10.0, 12.0, (12.0, 1)),  # a whole interval late: one slot skipped, the run after starts on the grid
+    (10.0, 13.5, (14.0, 3)),  # three slots overrun: skipped, never made up back to back
+])
+def test_a_late_run_skips_the_slots_it_overran_and_keeps_the_grid(slot, now, expected):
+    assert watch_module.next_slot(slot, 1.0, now) == expected
+
+
+def test_the_schedule_on_a_fake_clock_starts_each_run_on_its_slot(listeners_lab, capsys):
+    """run_watch, the library API, with a clock given: real runs, no jitter, starts exactly --every apart."""
+    from kprobe.config import ProbeOptions, Schedule, parse_addresses
+    from kprobe.delivery.deliver import Outputs
+
+    clock = FakeClock()
+    options = ProbeOptions(bootstraps=parse_addresses([listeners_lab.bootstrap("LISTENER_FRED")]), timeout=5,
+                           deadline=10, identity=False, vantage="clock")
+    saved = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        assert watch_module.run_watch(options, Outputs(), Schedule(every=60, count=4), clock) == 0
+    finally:
+        signal.signal(signal.SIGTERM, saved[0])
+        signal.signal(signal.SIGINT, saved[1])
+    assert clock.waits == [60.0, 60.0, 60.0] and clock.now == 1180.0  # three minutes of schedule, none of it waited
+    assert [line.split()[:2] for line in capsys.readouterr().out.splitlines()] == [["run", str(n)] for n in (1, 2, 3, 4)]
 
 
 def test_sigterm_abandons_a_long_run_and_leaves_no_file(three_lab, tmp_path):
@@ -437,11 +520,11 @@ def _refusing_address() -> str:
         return f"127.0.0.1:{s.getsockname()[1]}"
 
 
-def test_a_full_spool_drops_the_oldest_loudly(listeners_lab, tmp_path):
+def test_a_full_spool_drops_the_oldest_loudly(listeners_lab, tmp_path, fake_clock):
     spool = tmp_path / "spool"
-    done = kprobe("watch", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "--no-identity", "--every", "0.5s",
-                  "--count", "4", "--json", "--timeout", "1", "--publish", f"{_refusing_address()}/reports",
-                  "--spool", str(spool), "--spool-max", "2")
+    done = watch_in_process("-b", listeners_lab.bootstrap("LISTENER_FRED"), "--no-identity", "--every", "0.5s",
+                            "--count", "4", "--json", "--timeout", "1", "--publish", f"{_refusing_address()}/reports",
+                            "--spool", str(spool), "--spool-max", "2")
     assert done.returncode == 0, done.stderr
     ids = [json.loads(line)["id"] for line in done.stdout.splitlines()]
     assert len(ids) == 4
@@ -485,22 +568,21 @@ def test_kill_9_of_watch_between_spool_and_send_loses_nothing(listeners_lab, col
     assert received == expected  # each report exactly once, oldest first
 
 
-def test_no_sasl_secret_in_any_output_of_watch(sasl_lab, tmp_path):
+def test_no_sasl_secret_in_any_output_of_watch(sasl_lab, tmp_path, fake_clock):
     secret = sasl_lab.passwords["alice"].encode()
     auth = ["-b", sasl_lab.bootstrap("SASL_PLAIN"), "-X", "security.protocol=SASL_PLAINTEXT", "-X",
             "sasl.mechanism=PLAIN", "-X", "sasl.username=alice", "-X", f"sasl.password={secret.decode()}"]
     runs = []
     for fmt in ("text", "json", "prometheus"):
-        runs.append(subprocess.run(
-            [sys.executable, "-m", "kprobe", "watch", *auth, "--format", fmt, "--every", "1s", "--count", "2",
-             "--verbose", "--timeout", "1", "--out", str(tmp_path / "out"), "--prom-file", str(tmp_path / f"{fmt}.prom"),
-             "--publish", f"{_refusing_address()}/reports", "--publish-property", f"sasl.password={secret.decode()}",
-             "--spool", str(tmp_path / "spool")],
-            capture_output=True, timeout=90, check=False))
+        runs.append(watch_in_process(
+            *auth, "--format", fmt, "--every", "1s", "--count", "2",
+            "--verbose", "--timeout", "1", "--out", str(tmp_path / "out"), "--prom-file", str(tmp_path / f"{fmt}.prom"),
+            "--publish", f"{_refusing_address()}/reports", "--publish-property", f"sasl.password={secret.decode()}",
+            "--spool", str(tmp_path / "spool")))
     for run in runs:
         assert run.returncode == 0, run.stderr[-500:]
-        assert secret not in run.stdout and secret not in run.stderr, run.args[5:]
-    assert b'"sasl.password": "[redacted]"' in runs[1].stdout
+        assert secret.decode() not in run.stdout and secret.decode() not in run.stderr, run.args[5:]
+    assert '"sasl.password": "[redacted]"' in runs[1].stdout
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(list((tmp_path / "out").rglob("*.json"))) == 6 and len(list((tmp_path / "spool").glob("*.json"))) == 6
     assert len([p for p in files if p.suffix == ".prom"]) == 3

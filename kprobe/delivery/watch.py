@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from types import FrameType
+from typing import Protocol
 
 from kprobe.config import ProbeOptions, Schedule
 from kprobe.delivery.deliver import Outputs, deliver
@@ -26,6 +27,48 @@ from kprobe.runs.probe import ProbeRun, RunThread
 
 GRACE = 5.0
 _LOG = logging.getLogger("kprobe.delivery.watch")
+
+
+class Clock(Protocol):
+    """The time the schedule reads and the waits between runs: the system's, or a test's (a fake clock).
+
+    Only the schedule goes through it. A run's own timeouts and deadline, and the grace a signal
+    gives it, are the probe's, always on the system clock.
+    """
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back."""
+        ...
+
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        """Wait up to `seconds` for `stop`; True if it was set (a signal came), as Event.wait returns."""
+        ...
+
+
+class SystemClock:
+    """time.monotonic, and Event.wait: what `kprobe watch` runs on."""
+
+    def monotonic(self) -> float:
+        """time.monotonic()."""
+        return time.monotonic()
+
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        """stop.wait(seconds): a signal ends the wait at once."""
+        return stop.wait(seconds)
+
+
+def next_slot(slot: float, every: float, now: float) -> tuple[float, int]:
+    """The slot of the next run after one whose slot was `slot`, ending at `now`; and how many slots it overran.
+
+    Slots stay on the grid `slot + k * every`: a run that ends late skips the slots it overran
+    rather than starting runs back to back, and the schedule never drifts by the runs' lengths.
+    """
+    slot += every
+    late = now - slot
+    if late <= 0:
+        return slot, 0
+    skipped = math.ceil(late / every)
+    return slot + skipped * every, skipped
 
 
 def _summary(report: Report, number: int) -> str:
@@ -55,8 +98,12 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule) -> int:
-    """Run until --count runs are done or a signal arrives; returns the exit code."""
+def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule, clock: Clock | None = None) -> int:
+    """Run until --count runs are done or a signal arrives; returns the exit code.
+
+    `clock` (default the system's) is what the schedule reads and waits on: tests give a fake one.
+    """
+    clock = clock or SystemClock()
     stop = threading.Event()
     received: list[int] = []
 
@@ -66,17 +113,17 @@ def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule) -> in
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    next_start = time.monotonic()
+    next_start = clock.monotonic()
     done = 0
     while not stop.is_set() and (schedule.count is None or done < schedule.count):
         jitter = random.uniform(0, schedule.jitter) if schedule.jitter else 0.0
-        delay = next_start + jitter - time.monotonic()
-        if delay > 0 and stop.wait(delay):
+        delay = next_start + jitter - clock.monotonic()
+        if delay > 0 and clock.wait(stop, delay):
             break
         if schedule.jitter:
             _LOG.debug("run %d: jitter %.3fs of at most %gs, starting %.3fs after its slot", done + 1, jitter,
-                       schedule.jitter, time.monotonic() - next_start)
-        started = time.monotonic()
+                       schedule.jitter, clock.monotonic() - next_start)
+        started = clock.monotonic()
         report = _one_run(options, stop)
         if report is None:
             break  # abandoned on a signal: nothing written
@@ -86,14 +133,11 @@ def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule) -> in
             raise UsageError(f"--roundtrip: {report.roundtrip.error}")
         done += 1
         _deliver_run(report, outputs, done, options.timeout)
-        _LOG.debug("run %d took %.2fs, peak RSS %.1f MB", done, time.monotonic() - started, _rss_mb())
-        next_start += schedule.every
-        late = time.monotonic() - next_start
-        if late > 0:
-            skipped = math.ceil(late / schedule.every)
+        _LOG.debug("run %d took %.2fs, peak RSS %.1f MB", done, clock.monotonic() - started, _rss_mb())
+        next_start, skipped = next_slot(next_start, schedule.every, clock.monotonic())
+        if skipped:
             _LOG.warning("run %d took %.1fs, longer than --every %gs: skipping %d slot(s)", done,
-                         time.monotonic() - started, schedule.every, skipped)
-            next_start += skipped * schedule.every
+                         clock.monotonic() - started, schedule.every, skipped)
     if received and received[0] == signal.SIGINT:
         return EXIT_INTERRUPTED
     return 0
