@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kprobe.deployments.common import excerpt, load_yaml_documents
 from kprobe.errors import UsageError
@@ -34,18 +35,19 @@ def read_files(paths: Sequence[str]) -> list[Deployment]:
     if not paths:
         raise UsageError("kprobe check needs at least one file: server.properties, a Compose file, a Strimzi "
                          "Kafka resource or Bitnami chart values")
-    texts = [(p, _read(p)) for p in paths]
-    properties = [(p, t) for p, t in texts if detect(p, t) == "properties"]
+    # Each file is read, parsed and classified once: a YAML file's documents serve both (parsing is
+    # PyYAML's pure-Python composer under the bomb guard, the slow part of a check).
+    texts = [(p, _read(p)) for p in paths]  # every file readable before any is judged, as before
+    files = [(p, *_classify(p, text)) for p, text in texts]
+    properties = [(p, text) for p, kind, text, _ in files if kind == "properties"]
     out: list[Deployment] = []
     if properties:
         from kprobe.deployments.properties import read_properties
 
         out.append(read_properties(properties))
-    for path, text in texts:
-        kind = detect(path, text)
+    for path, kind, _, documents in files:
         if kind == "properties":
             continue
-        documents = load_yaml_documents(path, text)
         if kind == "compose":
             from kprobe.deployments.compose import read_compose
 
@@ -92,20 +94,25 @@ def detect(path: str, text: str) -> str:
     top-level `listeners:`, `externalAccess:`, `controller:` or `broker:` map, Bitnami chart values. A
     file of `key=value` lines is server.properties. Anything else is bad input, said in one line.
     """
+    return _classify(path, text)[0]
+
+
+def _classify(path: str, text: str) -> tuple[str, str, list[Any]]:
+    """The file's kind, its text, and its YAML documents (none for server.properties)."""
     if path.endswith((".properties", ".conf")) or _looks_like_properties(text):
-        return "properties"
+        return "properties", text, []
     documents = load_yaml_documents(path, text)
     maps = [d for d in documents if isinstance(d, dict)]
     if not maps:
         raise UsageError(f"{path}: neither server.properties nor a YAML map kprobe reads (Compose file, Strimzi "
                          "Kafka resource, Bitnami chart values)")
     if any("services" in d for d in maps):
-        return "compose"
+        return "compose", text, documents
     # `kind` is compared and quoted only when it is text: str() of a map or list (an alias) can be huge.
     if any(d.get("kind") in ("Kafka", "KafkaNodePool") for d in maps):
-        return "strimzi"
+        return "strimzi", text, documents
     if any(k in maps[0] for k in ("listeners", "externalAccess", "controller", "broker")):
-        return "bitnami"
+        return "bitnami", text, documents
     kinds = sorted({excerpt(d["kind"], 40).strip("'\"") for d in maps if isinstance(d.get("kind"), str) and d["kind"]})
     what = f"a Kubernetes {', '.join(kinds[:5])}" if kinds else "YAML with none of services:, kind: Kafka, listeners:"
     raise UsageError(f"{path}: {what}: kprobe check reads server.properties, Compose files, a Strimzi Kafka resource "
