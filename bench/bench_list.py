@@ -9,9 +9,9 @@ spread over the three, all three advertised), in the version each client asks: k
 a 2-core machine; the answer's bytes are what a broker of that size sends.
 
 Measured, each a whole run of the command with stdout redirected to a file, interleaved with the
-order rotating each round after one untimed run of each: wall time and the child's own peak RSS
+order rotating each round after one untimed run of each: wall time, the child's own peak RSS and CPU time
 (wait4). `kcat -L` against `kprobe list`, `kcat -L -J` against `kprobe list -J`, and each with
-`--reachability`. Targets (issue 21): kprobe within 2.5 x kcat's time and 3 x its peak RSS.
+`--reachability`. Targets (issue 21): kprobe within 2.5 x kcat's time and 3 x its peak RSS; (issue 33) 1.5 x its time.
 A second table does the same on a degraded cluster (broker 2 out of every ISR it was in: two
 partitions in three under-replicated, so each topic mixes partition shapes), without a target.
 Before timing, each output is checked: the text equals kcat's line for line (but for who
@@ -94,16 +94,18 @@ with open(sys.argv[1], "wb") as sink:
     child = subprocess.Popen(sys.argv[2:], stdout=sink, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - started
-print(json.dumps([seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)]))
+print(json.dumps([seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status),
+                  usage.ru_utime + usage.ru_stime]))
 """
 
 
-def run(cmd: list[str], out: Path) -> tuple[float, float, int]:
-    """Wall seconds, the command's own peak RSS in MB, exit code; stdout into `out`."""
+def run(cmd: list[str], out: Path) -> tuple[float, float, int, float]:
+    """Wall seconds, the command's own peak RSS in MB, exit code, CPU seconds (user + system, all its threads);
+    stdout into `out`. CPU time is what a machine busy with other work disturbs least."""
     done = subprocess.run([sys.executable, "-I", "-S", "-c", SPAWN, str(out), *cmd], capture_output=True, text=True,
                           check=True)
-    seconds, rss, code = json.loads(done.stdout)
-    return seconds, rss, code
+    seconds, rss, code, cpu = json.loads(done.stdout)
+    return seconds, rss, code, cpu
 
 
 def normalise(text: str) -> list[str]:
@@ -132,7 +134,7 @@ def check_outputs(cases: dict[str, list[str]], work: Path) -> None:
     """The outputs timed are the outputs promised: kcat's lines, and a superset of kcat's JSON."""
     outs = {}
     for label, cmd in cases.items():
-        _, _, code = run(cmd, work / "check.out")
+        _, _, code, _ = run(cmd, work / "check.out")
         assert code in (0, 1), (label, code)
         outs[label] = (work / "check.out").read_text()
     assert normalise(outs["kprobe list"]) == normalise(outs["kcat -L"]), "text differs from kcat's"
@@ -143,8 +145,8 @@ def check_outputs(cases: dict[str, list[str]], work: Path) -> None:
 
 
 def measure(bootstrap: str, kprobe: list[str], runs: int, work: Path,
-            baseline: list[str] | None = None) -> dict[str, tuple[float, float]]:
-    """Median wall seconds and median peak RSS (MB) per command."""
+            baseline: list[str] | None = None) -> dict[str, tuple[float, float, float]]:
+    """Median wall seconds, median peak RSS (MB) and median CPU seconds per command."""
     cases = {
         "kcat -L": ["kcat", "-b", bootstrap, "-L"],
         "kprobe list": [*kprobe, "list", "-b", bootstrap],
@@ -157,32 +159,32 @@ def measure(bootstrap: str, kprobe: list[str], runs: int, work: Path,
     if baseline:  # another kprobe, timed beside (before and after a change, in one run)
         cases["baseline: kprobe list"] = [*baseline, "list", "-b", bootstrap]
         cases["baseline: kprobe list -J"] = [*baseline, "list", "-b", bootstrap, "-J"]
-    samples: dict[str, list[tuple[float, float]]] = {label: [] for label in cases}
+    samples: dict[str, list[tuple[float, float, float]]] = {label: [] for label in cases}
     labels = list(cases)
     for i in range(runs):
         for label in labels[i % len(labels):] + labels[:i % len(labels)]:
-            seconds, rss, _ = run(cases[label], work / "out")
-            samples[label].append((seconds, rss))
-    return {label: (statistics.median(s for s, _ in got), statistics.median(r for _, r in got))
-            for label, got in samples.items()}
+            seconds, rss, _, cpu = run(cases[label], work / "out")
+            samples[label].append((seconds, rss, cpu))
+    return {label: (statistics.median(s for s, _, _ in got), statistics.median(r for _, r, _ in got),
+                    statistics.median(c for _, _, c in got)) for label, got in samples.items()}
 
 
-def table(results: dict[str, tuple[float, float]], targets: bool) -> None:
+def table(results: dict[str, tuple[float, float, float]], targets: bool) -> None:
     peers = {"kprobe list": "kcat -L", "kprobe list -J": "kcat -L -J", "kprobe list --reachability": "kcat -L",
              "kprobe list -J --reachability": "kcat -L -J", "baseline: kprobe list": "kcat -L",
              "baseline: kprobe list -J": "kcat -L -J"}
-    head = "| command | median wall | x kcat | median peak RSS | x kcat |"
-    print(head + (" within 2.5 x time and 3 x RSS |" if targets else ""))
-    print("| --- " * (head.count("|") - 1 + targets) + "|")
-    for label, (seconds, rss) in results.items():
+    head = "| command | median wall | x kcat | median peak RSS | x kcat | median CPU | x kcat |"
+    print(head + (" within 2.5 x time and 3 x RSS | within 1.5 x time (issue 33) |" if targets else ""))
+    print("| --- " * (head.count("|") - 1 + 2 * targets) + "|")
+    for label, (seconds, rss, cpu) in results.items():
         peer = peers.get(label)
         if peer is None:
-            print(f"| `{label}` | {seconds:.3f} s | | {rss:.0f} MB | |" + (" |" if targets else ""))
+            print(f"| `{label}` | {seconds:.3f} s | | {rss:.0f} MB | | {cpu:.3f} s | |" + (" | |" if targets else ""))
             continue
-        t, m = seconds / results[peer][0], rss / results[peer][1]
-        verdict = ((" yes |" if t <= 2.5 and m <= 3 else " **no** |") if not label.startswith("baseline") else " |"
-                   ) if targets else ""
-        print(f"| `{label}` | {seconds:.3f} s | {t:.2f} | {rss:.0f} MB | {m:.2f} |{verdict}")
+        t, m, c = seconds / results[peer][0], rss / results[peer][1], cpu / results[peer][2]
+        verdict = ((" yes |" if t <= 2.5 and m <= 3 else " **no** |") + (" yes |" if t <= 1.5 else " **no** |")
+                   if not label.startswith("baseline") else " | |") if targets else ""
+        print(f"| `{label}` | {seconds:.3f} s | {t:.2f} | {rss:.0f} MB | {m:.2f} | {cpu:.3f} s | {c:.2f} |{verdict}")
 
 
 def main() -> None:

@@ -1,5 +1,30 @@
-"""Allows `python -m kprobe`, which some hosts prefer to a console script on PATH."""
+"""Allows `python -m kprobe`, which some hosts prefer to a console script on PATH; also the console script's
+entry (pyproject.toml), so that `kprobe --version` answers here, before kprobe.cli imports typer: typer and
+click are most of that command's time (issue 33, docs/performance.md).
+"""
 
-from kprobe.cli import main
+import os
+import sys
 
-main()
+
+def main() -> None:
+    """`kprobe --version` (or `-V`) alone: typer's line, without typer; anything else: the CLI (kprobe.cli)."""
+    if sys.argv[1:] in (["--version"], ["-V"]):
+        from kprobe import __version__
+        from kprobe.errors import EXIT_ERROR, EXIT_OK
+
+        try:
+            if sys.stdout is not None:  # as click.echo: a closed stdout is no error
+                sys.stdout.write(f"kprobe {__version__}\n")
+                sys.stdout.flush()
+        except BrokenPipeError:  # as kprobe.cli.main: the reader left, stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(EXIT_ERROR)
+        sys.exit(EXIT_OK)
+    from kprobe.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -18,15 +18,13 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
+from kprobe.clientprops import kcat_config_file
 from kprobe.errors import UsageError
 from kprobe.kafka.security import PROTOCOLS, security_from
 from kprobe.models import BootstrapAddress, Protocol
 from kprobe.net.addresses import format_hostport, is_ip_literal
-
-if TYPE_CHECKING:
-    from kprobe.clientprops.load import ClientProperties
 
 DEFAULT_PORT = 9092
 # Used with fullmatch, and `\Z` in the look-ahead: `$` also matches before a trailing newline, so
@@ -152,9 +150,12 @@ def parse_properties(pairs: Iterable[str], files: Iterable[str] = ()) -> dict[st
 
     A Java client's file is translated (kprobe.clientprops); unused keys are named in warnings.
     """
+    pairs, files = list(pairs), list(files)
+    if not pairs and not files:  # nothing given (no --publish-property, say): the readers stay unloaded
+        return {}
     from kprobe.clientprops.load import load
 
-    return load(list(files), pairs).props
+    return load(files, pairs).props
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,18 +211,26 @@ class Schedule:
 
 def _bootstraps_and_props(bootstrap: Iterable[str], props: Iterable[str], prop_files: Iterable[str], *,
                           kcat_default: bool = True, required: bool = True) -> tuple[list[BootstrapAddress],
-                                                                                       ClientProperties]:
+                                                                                       dict[str, str], dict[str, str]]:
     """The addresses and properties together: a bad security.protocol (from -X, -F or a
-    PROTOCOL:// prefix) is a usage error now, before any connection.
+    PROTOCOL:// prefix) is a usage error now, before any connection. Returns the addresses, the
+    clients' properties and the properties as given (for the report).
 
     Without -b, the files' bootstrap.servers (or metadata.broker.list) is the bootstrap list, as
     kcat and Kafka's own tools take it; it never reaches the clients as a property, since each run
     decides which addresses its clients start from.
     """
+    pairs, files = list(props), list(prop_files)
+    values = [v for v in bootstrap if v.strip()]
+    if not pairs and not files and not (kcat_default and kcat_config_file() is not None):
+        # Nothing to read or translate: the readers (kprobe.clientprops.load, its key stores) stay unloaded.
+        addresses = parse_addresses(values) if required or values else []
+        for address in addresses:
+            security_from({}, address)
+        return addresses, {}, {}
     from kprobe.clientprops.load import load
 
-    client = load(list(prop_files), props, kcat_default=kcat_default)
-    values = [v for v in bootstrap if v.strip()]
+    client = load(files, pairs, kcat_default=kcat_default)
     if not any(part.strip() for value in values for part in value.split(",")) and client.bootstrap:
         values = [client.bootstrap]
     for key in ("bootstrap.servers", "metadata.broker.list"):
@@ -229,7 +238,7 @@ def _bootstraps_and_props(bootstrap: Iterable[str], props: Iterable[str], prop_f
     addresses = parse_addresses(values) if required or values else []
     for address in addresses:
         security_from(client.props, address)
-    return addresses, client
+    return addresses, client.props, client.given
 
 
 def parse_resolve(text: str) -> tuple[str, str]:
@@ -299,9 +308,8 @@ def probe_options(
     does (a long-lived exporter passes False: its modules say what they use).
     """
     controller_addresses = parse_controller_addresses(controllers)
-    addresses, client = _bootstraps_and_props(bootstrap, props, prop_files, kcat_default=kcat_default,
-                                              required=not controller_addresses)
-    properties = client.props
+    addresses, properties, given = _bootstraps_and_props(bootstrap, props, prop_files, kcat_default=kcat_default,
+                                                         required=not controller_addresses)
     for address in controller_addresses:
         security_from(properties, address)
     names, ends = _remaps(resolve, connect_to)
@@ -324,7 +332,7 @@ def probe_options(
         controllers=controller_addresses,
         roundtrip=roundtrip,
         roundtrip_create=roundtrip_create,
-        given_props=client.given,
+        given_props=given,
     )
 
 
@@ -383,8 +391,7 @@ def list_options(
     Reachability left unset (None) is on when stdout is a terminal and off when piped: a person
     wants the gap, a script written for kcat wants kcat's bytes and no connect timeouts.
     """
-    addresses, client = _bootstraps_and_props(bootstrap, props, prop_files)
-    properties = client.props
+    addresses, properties, _ = _bootstraps_and_props(bootstrap, props, prop_files)
     names, ends = _remaps(resolve, connect_to)
     for name in topics:
         if not name or len(name) > 249:

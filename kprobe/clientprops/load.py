@@ -14,12 +14,12 @@ dropped without a word is how a probe ends up judging a configuration the user n
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kprobe.clientprops import kcat_config_file as kcat_config_file  # defined there, kept here for callers
 from kprobe.clientprops.keys import JAVA_ONLY, JAVA_USED, LIBRDKAFKA_ONLY, LIBRDKAFKA_USED, Dialect, dialect_of, nearest
 from kprobe.errors import UsageError
 
@@ -54,30 +54,6 @@ class ClientProperties:
 
     def __repr__(self) -> str:  # values hold passwords and keys
         return f"ClientProperties(keys={sorted(self.props)})"
-
-
-def kcat_config_file(env: Mapping[str, str] | None = None) -> Path | None:
-    """The kcat configuration file, where kcat looks for it when no -F is given; None if absent.
-
-    `$KCAT_CONFIG` names it (and must exist, as kcat insists); else `~/.config/kcat.conf`, then the
-    older `~/.config/kafkacat.conf`.
-    """
-    env = os.environ if env is None else env
-    named = env.get("KCAT_CONFIG")
-    if named:
-        path = Path(named).expanduser()
-        if not path.is_file():
-            raise UsageError(f"KCAT_CONFIG names {named}, which is not a readable file: fix the variable, unset it, "
-                             "or give a file with -F")
-        return path
-    home = env.get("HOME")
-    if not home:
-        return None
-    for name in ("kcat.conf", "kafkacat.conf"):
-        path = Path(home) / ".config" / name
-        if path.is_file():
-            return path
-    return None
 
 
 def load(files: Sequence[str], pairs: Iterable[str] = (), *, kcat_default: bool = False) -> ClientProperties:

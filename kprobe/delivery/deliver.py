@@ -14,15 +14,19 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kprobe.delivery.publish import DEFAULT_SPOOL_MAX, Target
 from kprobe.errors import KprobeError, UsageError
 from kprobe.models import Report
 from kprobe.output import formats
 from kprobe.output.formats import choose
 from kprobe.output.sanitize import use_color
 
+if TYPE_CHECKING:  # the publisher loads only for a run with --publish
+    from kprobe.delivery.publish import Target
+
 _LOG = logging.getLogger("kprobe.delivery.deliver")
+DEFAULT_SPOOL_MAX = 10_000  # --spool-max: the most reports kept in the spool
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from typing import Any, Literal
 from kprobe.errors import UsageError
 
 _LOG = logging.getLogger("kprobe.delivery.publish")
-DEFAULT_SPOOL_MAX = 10_000
 # What --publish-create makes, and what the missing-topic line tells an operator to make (docs/scheduling.md):
 # six partitions, so that a growing fleet of vantages spreads over a growing collector (the key keeps one
 # vantage's reports of one cluster in one partition, in order); three replicas where the collector has three
@@ -66,7 +65,7 @@ def parse_target(text: str, flag: str = "--publish") -> Target:
 class Spool:
     """A directory of reports waiting to be sent, oldest first, bounded in count."""
 
-    def __init__(self, directory: Path, max_files: int = DEFAULT_SPOOL_MAX) -> None:
+    def __init__(self, directory: Path, max_files: int) -> None:  # --spool-max (kprobe.delivery.deliver)
         self.directory = directory
         self.max_files = max_files
         directory.mkdir(parents=True, exist_ok=True)

@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
-from kprobe.findings.common import Repeat, about, at_brokers, listed, source_of, unique
-from kprobe.findings.kubernetes import cluster_name
-from kprobe.findings.shapes import cluster_internal_fix
+from kprobe.findings.common import Repeat, about, at_brokers, listed, maybe_cluster_name, source_of, unique
 from kprobe.models import CLIENTS_CONNECT, SOME_ADDRESSES_FAIL, BootstrapResult, EndpointResult, Finding, Severity
 from kprobe.net.addresses import format_hostport, host_problem, is_loopback_ip, is_loopback_name, port_problem
 from kprobe.net.dualstack import JAVA_SETUP_TIMEOUT, LIBRDKAFKA_SETUP_TIMEOUT, FamilySplit, family_split
@@ -138,9 +136,13 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
     proposal = _proposal(result, bootstraps)
     # A Kubernetes cluster-internal name: an operator owns the listeners, so its settings are the fix, never
     # listener lines (the operator rewrites server.properties), and never "advertise your port-forward".
-    k8s = cluster_name(ep.host)
-    if k8s is not None:
-        proposal = cluster_internal_fix(k8s, ep.port)
+    if maybe_cluster_name(ep.host):  # the Kubernetes rules load only for a name that may be one
+        from kprobe.findings.kubernetes import cluster_name
+        from kprobe.findings.shapes import cluster_internal_fix
+
+        k8s = cluster_name(ep.host)
+        if k8s is not None:
+            proposal = cluster_internal_fix(k8s, ep.port)
     dns = result.dns
     ok_tcp = [t for t in result.tcp if t.status == "ok"]
     bad_tcp = [t for t in result.tcp if t.status != "ok"]

@@ -11,8 +11,10 @@ wants (kprobe.probe.bootstrap asks it on a second connection), the message and t
 from __future__ import annotations
 
 from kprobe.findings.catalogue import ERROR, finding
-from kprobe.kafka.oauth_settings import MSK_IAM
+from kprobe.kafka.mechanisms import MSK_IAM
 from kprobe.models import BootstrapResult, Finding
+
+_HEADERS = 52  # an IPv4 packet's IP and TCP headers around an answer's bytes, with TCP timestamps
 
 # Managed-service port conventions worth a hint when the protocol or mechanism is wrong
 # (Amazon MSK's documented client ports; other services use 9092 for everything).
@@ -157,7 +159,17 @@ def path_mtu_finding(b: BootstrapResult) -> Finding:
     asks for one topic) while `kcat -L` hangs. Before, this read as BOOTSTRAP_UNREACHABLE, "check the
     address and port", which sent people to the wrong end of the tunnel.
     """
-    size = f" (an answer of {b.largest_answer_bytes} bytes arrived)" if b.largest_answer_bytes else ""
+    from kprobe.kafka import pathmtu  # the ladder's steps: only a run that lost its full answer loads it
+
+    size = ""
+    if b.largest_answer_bytes and b.largest_answer_bytes + pathmtu.STEP <= pathmtu.TOP:
+        # The ladder stopped at a loss: the MTU lies between the packet that arrived and the one that did not.
+        low = b.largest_answer_bytes + _HEADERS
+        size = (f" (answers of up to {b.largest_answer_bytes} bytes arrived and one about {pathmtu.STEP} bytes "
+                f"larger did not: the path MTU is about {low} bytes, between {low} and {low + pathmtu.STEP} with "
+                "IPv4 and TCP headers)")
+    elif b.largest_answer_bytes:
+        size = f" (answers of {b.largest_answer_bytes} bytes, one full packet, arrived)"
     return finding(
         "PATH_MTU_BLACKHOLE", ERROR,
         f"Bootstrap {b.address} answers small requests{size}, but its full Metadata answer (every topic) never "

@@ -22,6 +22,16 @@ from kprobe.models import EndpointResult, Finding, Severity
 NAMED = 10
 
 
+# The suffixes only a Kubernetes cluster's DNS serves (kprobe.findings.kubernetes reads the names under them).
+# Here, apart from those rules: a host without one is no cluster name, so a run of such hosts never loads them.
+CLUSTER_SUFFIXES = (".svc", ".svc.cluster.local", ".pod.cluster.local")
+
+
+def maybe_cluster_name(host: str) -> bool:
+    """Whether `host` ends like a Kubernetes cluster-internal name (kprobe.findings.kubernetes says what it is)."""
+    return host.lower().rstrip(".").endswith(CLUSTER_SUFFIXES)
+
+
 def source_of(result: EndpointResult) -> str | None:
     """The first bootstrap that advertised this endpoint: the one a finding names."""
     return result.endpoint.advertised_by[0] if result.endpoint.advertised_by else None

@@ -3,6 +3,11 @@
 Pure: observations in, findings out, no network and no clock. Each finding says in plain words
 what a client will experience and which listener setting to change; the codes are a public
 contract (`kprobe.findings.catalogue`, docs/findings.md).
+
+The rule modules for what a run may not have (TLS results, compared DNS views, controllers, a round
+trip, a shape's failing or shared hosts) are imported only when the run has it: a healthy PLAINTEXT
+probe is typed again and again, and its start-up is most of its time (issue 33, tests/test_imports.py).
+Each gate asks only for what its rules' first check asks, so the findings are the same either way.
 """
 
 from __future__ import annotations
@@ -14,13 +19,9 @@ from kprobe.findings.bootstrap import bootstrap_finding, path_mtu_finding
 from kprobe.findings.catalogue import INFO, SEVERITY_ORDER, WARNING, finding
 from kprobe.findings.common import Repeat, merge_repeats
 from kprobe.findings.consistency import consistency_findings
-from kprobe.findings.controllers import controllers_findings
-from kprobe.findings.dns import dns_view_findings
 from kprobe.findings.identity import identity_findings
-from kprobe.findings.roundtrip import roundtrip_findings
-from kprobe.findings.shapes import shape_findings
-from kprobe.findings.tls import client_certificate_findings, expiring_once, tls_findings
 from kprobe.models import BootstrapResult, ControllerBootstrapResult, EndpointResult, Finding, Roundtrip
+from kprobe.net.addresses import is_loopback_ip, is_loopback_name
 
 
 def diagnose(
@@ -45,19 +46,38 @@ def diagnose(
     findings.extend(consistency_findings(bootstraps, endpoints))
     per_endpoint: list[Finding | Repeat] = []
     working = working_bootstraps(bootstraps, endpoints)  # a first fix where another listener already works
+    # TLS rules read a TLS result or a TLS alert at the identity request; DNS views, the compared servers' answers.
+    tls = any(r.tls is not None or (r.identity is not None and r.identity.tls_failure is not None) for r in endpoints)
+    views = any(r.compared_dns for r in endpoints)
+    if tls:
+        from kprobe.findings.tls import client_certificate_findings, expiring_once, tls_findings
+    if views:
+        from kprobe.findings.dns import dns_view_findings
     for result in endpoints:
         per_endpoint.extend(advertised_findings(result, by_address, working))
         per_endpoint.extend(identity_findings(result, by_address))
-        per_endpoint.extend(tls_findings(result))
-        per_endpoint.extend(client_certificate_findings(result))
-        per_endpoint.extend(dns_view_findings(result))
+        if tls:
+            per_endpoint.extend(tls_findings(result))
+            per_endpoint.extend(client_certificate_findings(result))
+        if views:
+            per_endpoint.extend(dns_view_findings(result))
     # What recurs at several endpoints with one cause and one fix is said once, naming them all (issue 20).
     findings.extend(merge_repeats(per_endpoint))
     findings.extend(hosts_file_finding(endpoints))
-    findings.extend(expiring_once(endpoints))
-    findings.extend(shape_findings(bootstraps, endpoints))
-    findings.extend(controllers_findings(controllers, controller_endpoints))
-    findings.extend(roundtrip_findings(roundtrip, endpoints, findings))
+    if tls:
+        findings.extend(expiring_once(endpoints))
+    if _shape_inputs(endpoints):
+        from kprobe.findings.shapes import shape_findings
+
+        findings.extend(shape_findings(bootstraps, endpoints))
+    if controllers or controller_endpoints:
+        from kprobe.findings.controllers import controllers_findings
+
+        findings.extend(controllers_findings(controllers, controller_endpoints))
+    if roundtrip is not None:
+        from kprobe.findings.roundtrip import roundtrip_findings
+
+        findings.extend(roundtrip_findings(roundtrip, endpoints, findings))
     every = (*endpoints, *controller_endpoints)
     findings.extend(_incomplete(every, roundtrip))
     findings.extend(_remapped(every))
@@ -73,6 +93,23 @@ def diagnose(
             "endpoint identities checked, or pass --no-identity."))
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.node_id if f.node_id is not None else -1, f.code))
     return findings
+
+
+def _shape_inputs(endpoints: Sequence[EndpointResult]) -> bool:
+    """Whether a shape rule (kprobe.findings.shapes) can apply: each needs an endpoint that fails to resolve or
+    connect (port-forward, private address), or one non-loopback host at two endpoints (shared address).
+    """
+    seen: set[str] = set()
+    for r in endpoints:
+        if r.status in ("unresolvable", "unreachable"):
+            return True
+        host = r.endpoint.host
+        if not (is_loopback_name(host) or is_loopback_ip(host)):
+            key = host.lower().rstrip(".")
+            if key in seen:
+                return True
+            seen.add(key)
+    return False
 
 
 def _incomplete(endpoints: Sequence[EndpointResult], roundtrip: Roundtrip | None = None) -> list[Finding]:

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from kprobe.findings.common import maybe_cluster_name
+
 Operator = Literal["strimzi", "bitnami"]
 
 # A DNS label as Kubernetes names objects (RFC 1123): lower case, digits and inner hyphens.
@@ -68,6 +70,8 @@ def cluster_name(host: str) -> ClusterName | None:
     custom cluster domain is unknowable from the name, and a public name with a `svc` label must not
     be taken for one.
     """
+    if not maybe_cluster_name(host):  # the callers' cheap test, so it can never disagree with this one
+        return None
     labels = host.lower().rstrip(".").split(".")
     if not all(_LABEL.match(label) for label in labels):
         return None

@@ -20,12 +20,16 @@ import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from kprobe.kafka import codec, oauth, sasl
+from kprobe.kafka import codec
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import Reader, WireError
 from kprobe.models import ClusterMetadata, Protocol, TlsFailure
 from kprobe.net.sockets import classify_os_error, family_of
+
+if TYPE_CHECKING:
+    from kprobe.kafka import sasl
 
 # SaslHandshake's answer on a listener without SASL: Kafka's request handler (not the SASL
 # authenticator, which only SASL listeners run) answers it with this error and no mechanisms, and
@@ -102,6 +106,7 @@ class KafkaConnection:
         # The largest whole response read on this connection, in bytes (its size field included): what a
         # path that loses large packets still carries.
         self.largest_response = 0
+        self.last_response = 0  # the size of the latest answer read (kprobe.kafka.pathmtu sizes its ladder by it)
 
     def _remaining(self, bound: float) -> float:
         left = self.deadline - time.monotonic()
@@ -226,6 +231,7 @@ class KafkaConnection:
             raise WireError("protocol", f"response size {size} is not plausible")
         reader = Reader(self._recv_exact(size, request_deadline))
         self.largest_response = max(self.largest_response, size + 4)
+        self.last_response = size + 4
         codec.response_header(reader, api_key, flexible, self.correlation_id)
         return reader
 
@@ -256,6 +262,8 @@ class KafkaConnection:
         to use; a failed exchange keeps the broker's own words (wrong password, unknown user, or
         KIP-255's JSON for a refused OAUTHBEARER token, which comes before the failure itself).
         """
+        from kprobe.kafka import sasl  # hashlib, hmac, secrets: only for a listener that takes SASL
+
         sec = self.security
         mechanism = (sec.sasl_mechanism or "PLAIN").upper()
         code, offered = self.sasl_handshake(mechanism)
@@ -297,6 +305,8 @@ class KafkaConnection:
         with these settings; the message says the broker was not the one that refused. Only the
         run's own deadline makes it a timeout, which proves nothing about the endpoint.
         """
+        from kprobe.kafka import oauth, sasl  # the token code (HTTP, JWS, MSK's signer): only for OAUTHBEARER
+
         settings = self.security.oauth
         if settings is None:
             raise WireError("auth_failed", "sasl.mechanism=OAUTHBEARER without token settings")
@@ -417,14 +427,19 @@ def small_metadata(
 
     Asked after a full Metadata answer stalled where ApiVersions answered: a Metadata request for no
     topic is a few hundred bytes, so when it arrives and the full one does not, the path loses large
-    packets (a path-MTU black hole), and the brokers it lists are still what clients connect to.
+    packets (a path-MTU black hole), and the brokers it lists are still what clients connect to. Then
+    `pathmtu.climb` asks for larger answers on the same connection until one is lost, so the size
+    returned bounds the path MTU (at most one more timeout).
     """
+    from kprobe.kafka.pathmtu import climb
+
     sec = security or Security()
     with KafkaConnection(address, port, timeout=timeout, deadline=deadline, security=sec,
                          server_hostname=server_hostname) as conn:
         conn.open()
         meta = conn.metadata([])
-        return replace(meta, local_address=conn.local_address()), conn.largest_response
+        largest = climb(conn)
+        return replace(meta, local_address=conn.local_address()), largest
 
 
 def fetch_controllers(

@@ -30,7 +30,6 @@ import time
 from dataclasses import dataclass
 
 from kprobe.kafka.jws import unsecured_jws
-from kprobe.kafka.msk import msk_token
 from kprobe.kafka.oauth_http import fetch_token
 from kprobe.kafka.oauth_settings import OAuthSettings, display_url
 from kprobe.kafka.oauth_token import Token, TokenError
@@ -77,6 +76,8 @@ def token_for(settings: OAuthSettings, *, timeout: float, deadline: float) -> To
             raise TokenError(str(entry.error))  # a fresh one: threads must not share a traceback
         try:
             if settings.msk is not None:
+                from kprobe.kafka.msk import msk_token  # Amazon's signer: only for a run that signs for MSK
+
                 token = msk_token(settings.msk, timeout=timeout, deadline=deadline)
             else:
                 token = fetch_token(settings, timeout=timeout, deadline=deadline)

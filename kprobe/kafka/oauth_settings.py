@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kprobe.errors import UsageError
+from kprobe.kafka.mechanisms import MSK_IAM
 
 Method = Literal["unsecured", "oidc", "aws_msk_iam"]
-MSK_IAM = "AWS_MSK_IAM"  # the Java client's mechanism name for Amazon MSK IAM (OAUTHBEARER on the wire)
 _EXTENSION_KEY = re.compile(r"[A-Za-z]+")
 EXTENSION_VALUE = re.compile(r"[\x21-\x7e \t\r\n]*")  # RFC 7628 3.1: VCHAR, SP, HTAB, CR, LF
 

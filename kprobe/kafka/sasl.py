@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Protocol
 
-SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER")
+from kprobe.kafka.mechanisms import MECHANISMS as MECHANISMS  # named here too, where the mechanisms are spoken
+from kprobe.kafka.mechanisms import SCRAM_HASHES
 
 
 class SaslError(Exception):

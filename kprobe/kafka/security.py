@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import cast, get_args
+from typing import TYPE_CHECKING, cast, get_args
 
 from kprobe.errors import UsageError
-from kprobe.kafka.oauth_settings import MSK_IAM, OAuthSettings, settings_from
-from kprobe.kafka.sasl import MECHANISMS
+from kprobe.kafka.mechanisms import MECHANISMS, MSK_IAM
 from kprobe.models import BootstrapAddress, Protocol
+
+if TYPE_CHECKING:
+    from kprobe.kafka.oauth_settings import OAuthSettings
 
 PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
 
@@ -82,9 +84,13 @@ def security_from(props: Mapping[str, str], address: BootstrapAddress | None = N
     # AWS_MSK_IAM (the Java client's name) is OAUTHBEARER on the wire with a token from AWS's signer,
     # as AWS's Python, Go and JavaScript signers send it: the handshake and the report say OAUTHBEARER.
     mechanism = "OAUTHBEARER" if asked == MSK_IAM else asked
-    # Only where SASL is spoken: a PLAINTEXT run with leftover OAuth properties is not refused.
-    oauth = (settings_from(props, address.host if address else None, mechanism=asked)
-             if mechanism == "OAUTHBEARER" and protocol.startswith("SASL_") else None)
+    # Only where SASL is spoken: a PLAINTEXT run with leftover OAuth properties is not refused (and the
+    # OAuth settings' code, with hashlib and urllib, loads only for a run that takes a token).
+    oauth = None
+    if mechanism == "OAUTHBEARER" and protocol.startswith("SASL_"):
+        from kprobe.kafka.oauth_settings import settings_from
+
+        oauth = settings_from(props, address.host if address else None, mechanism=asked)
     return Security(
         protocol=cast(Protocol, protocol),
         sasl_mechanism=mechanism,

@@ -68,8 +68,9 @@ def free_port(host: str, taken: set[tuple[str, int]], preferred: int = 0) -> int
     `preferred` (a listener's `port`, Kubernetes' 9092) is taken where it is free on `host` and not yet
     handed out on that host; several nodes may each have it, on their own addresses, as pods do.
     """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # the namespace lab's IPv6 listeners
     if preferred and (host, preferred) not in taken:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
             # As Kafka and HAProxy bind it: connections of a lab that just stopped (TIME_WAIT) must not
             # push the port elsewhere, or the run after a run gets another port than the one before.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -81,7 +82,7 @@ def free_port(host: str, taken: set[tuple[str, int]], preferred: int = 0) -> int
                 taken.add((host, preferred))
                 return preferred
     for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
             sock.bind((host, 0))
             port = int(sock.getsockname()[1])
         # Kafka refuses two listeners on one port, whatever their hosts: keep ports unique, in the
@@ -151,7 +152,8 @@ def server_properties(
     node = nodes[node_id]
     voters = ",".join(f"{n.node_id}@{n.spec.address}:{n.controller_port}" for n in nodes.values()
                       if n.spec.is_controller)
-    listeners = [f"{name}://{rl.bind_host}:{rl.port}" for name, rl in node.listeners.items()]
+    listeners = [f"{name}://[{rl.bind_host}]:{rl.port}" if ":" in rl.bind_host else f"{name}://{rl.bind_host}:{rl.port}"
+                 for name, rl in node.listeners.items()]  # an IPv6 bind address in brackets, as Kafka parses it
     advertised = [f"{name}://{rl.advertised}" for name, rl in node.listeners.items()]
     if node.spec.is_controller:
         listeners.append(f"CONTROLLER://{node.spec.address}:{node.controller_port}")

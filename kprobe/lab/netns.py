@@ -7,7 +7,9 @@ packets) was never staged. Here each network is a Linux network namespace:
 - `kpl-<id>-cluster`: the brokers, started by the native launcher under `ip netns exec`, their
   addresses on the namespace's `lo` (this kernel has no `dummy` driver);
 - `kpl-<id>-router`: forwards between the others and carries the scenario's nftables rules;
-- `kpl-<id>-<vantage>`: one per vantage (laptop, vpc, office-vpn), with only the routes it has.
+- `kpl-<id>-<vantage>`: one per vantage (laptop, vpc, office-vpn), with only the routes it has;
+- `kpl-<id>-monitoring` (scenarios with a monitoring network): the collector broker that vantages
+  publish their reports to, on a network of its own (`kprobe lab exec monitoring -- ...` runs there).
 
 Safety, by construction: every address is checked to lie in 198.18.0.0/15 or the lab's IPv6 ULA
 prefix before it is added; every command runs inside a namespace the lab made (`ip -n NS`,
@@ -37,7 +39,15 @@ import time
 from pathlib import Path
 
 from kprobe.errors import EXIT_USAGE, KprobeError, LabError
-from kprobe.lab.netns_scenarios import NetnsScenario, get_netns_scenario
+from kprobe.lab.netns_scenarios import (
+    CLUSTER6_NET,
+    COLLECTOR,
+    COLLECTOR_NAME,
+    MONITORING_NET,
+    NetnsScenario,
+    get_netns_scenario,
+    private6,
+)
 from kprobe.lab.supervisor import alive, wait_until_ready
 
 PREFIX = "kpl-"
@@ -193,33 +203,94 @@ class NetnsLab:
             _run("ip", "-n", namespace, "-6", "addr", "add", check_address(f"fd6b:7072:6f62:{index}::{host}/64"),
                  "dev", ifname, "nodad")
             _run("ip", "-n", namespace, "link", "set", ifname, "up")
+        # IPv6 neighbours, fixed: without link-local addresses (`addrgenmode none`, so that every address stays in
+        # the lab's prefix) a router resolving a next hop for a forwarded packet solicits from `::`, which the other
+        # end takes for duplicate address detection and never answers.
+        macs = {ns: json.loads(_run("ip", "-n", ns, "-j", "link", "show", "dev", ifname))[0]["address"]
+                for ns, ifname in ((router, router_if), (other, "uplink"))}
+        for namespace, ifname, peer, host in ((router, router_if, other, 2), (other, "uplink", router, 1)):
+            _run("ip", "-n", namespace, "-6", "neigh", "replace", check_address(f"fd6b:7072:6f62:{index}::{host}"),
+                 "lladdr", macs[peer], "dev", ifname, "nud", "permanent")
 
     def _build(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "scenario").write_text(self.scenario.name)  # for `kprobe lab down NAME`
         router = self._add_ns("router")
         cluster = self._add_ns("cluster")
-        _run("ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        _run("ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1",
+             "net.ipv6.conf.all.forwarding=1")  # the router namespace's own switches
         self._link(router, "cluster", cluster, 0)
         for node in self.scenario.cluster.nodes:
             _run("ip", "-n", cluster, "addr", "add", check_address(f"{node.address}/32"), "dev", "lo")
         _run("ip", "-n", cluster, "route", "add", "default", "via", "198.18.0.1")
         _run("ip", "-n", router, "route", "add", check_address("198.18.1.0/24"), "via", "198.18.0.2")
+        if self.scenario.ipv6:
+            for node in self.scenario.cluster.nodes:
+                _run("ip", "-n", cluster, "-6", "addr", "add", check_address(f"{private6(node.node_id)}/128"),
+                     "dev", "lo", "nodad")
+            _run("ip", "-n", cluster, "-6", "route", "add", "default", "via", "fd6b:7072:6f62:0::1")
+            _run("ip", "-n", router, "-6", "route", "add", check_address(CLUSTER6_NET), "via", "fd6b:7072:6f62:0::2")
         interfaces: dict[str, str] = {}
         for index, vantage in enumerate(self.scenario.vantages, start=1):
             namespace = self._add_ns(vantage.name)
             interfaces[vantage.name] = vantage.name[:15]
-            self._link(router, interfaces[vantage.name], namespace, index)
+            if vantage.in_cluster:
+                # A host of the brokers' own network: linked to the cluster namespace, which forwards for it; the
+                # router reaches it through the cluster (for answers to what it masquerades, hairpin NAT).
+                _run("ip", "netns", "exec", cluster, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+                self._link(cluster, interfaces[vantage.name], namespace, index)
+                _run("ip", "-n", router, "route", "add", check_address(f"198.18.0.{4 * index}/30"), "via",
+                     "198.18.0.2")
+            else:
+                self._link(router, interfaces[vantage.name], namespace, index)
             for route in vantage.routes:
-                target = route if route == "default" else check_address(route)
-                _run("ip", "-n", namespace, "route", "add", target, "via", f"198.18.0.{4 * index + 1}")
-            hosts = ["127.0.0.1 localhost", "::1 localhost"]
-            hosts += [f"{check_address(address)} {name}" for name, address in vantage.hosts.items()]
-            (self.workdir / f"hosts-{vantage.name}").write_text("\n".join(hosts) + "\n")
-            (self.workdir / f"resolv-{vantage.name}").write_text("nameserver 127.0.0.1\n")
+                self._route(namespace, index, route, "add")
+            self._names(vantage.name)
+        if self.scenario.monitoring is not None:
+            self._build_monitoring(router, len(self.scenario.vantages) + 1)
         rules = self.scenario.rules.format(lan="cluster", **{"if": interfaces})
         if rules.strip():
             _run("ip", "netns", "exec", router, "nft", "-f", "-", input_text=rules)
+
+    def _names(self, target: str) -> None:
+        """The hosts and resolv.conf files `lab exec` bind-mounts in a vantage (or the monitoring network)."""
+        hosts = ["127.0.0.1 localhost", "::1 localhost"]
+        hosts += [f"{check_address(address)} {name}" for name, address in self.scenario.hosts_of(target).items()]
+        (self.workdir / f"hosts-{target}").write_text("\n".join(hosts) + "\n")
+        (self.workdir / f"resolv-{target}").write_text("nameserver 127.0.0.1\n")
+
+    def _build_monitoring(self, router: str, index: int) -> None:
+        """The monitoring network: a namespace linked to the router, its collector's address on `lo`."""
+        assert self.scenario.monitoring is not None
+        monitoring = self._add_ns("monitoring")
+        self._link(router, "monitoring", monitoring, index)
+        for node in self.scenario.monitoring.nodes:
+            _run("ip", "-n", monitoring, "addr", "add", check_address(f"{node.address}/32"), "dev", "lo")
+        _run("ip", "-n", monitoring, "route", "add", "default", "via", f"198.18.0.{4 * index + 1}")
+        _run("ip", "-n", router, "route", "add", check_address(MONITORING_NET), "via", f"198.18.0.{4 * index + 2}")
+        self._names("monitoring")
+
+    def exec_targets(self) -> list[str]:
+        """Where `lab exec` can run: every vantage, and the monitoring network when there is one."""
+        return [v.name for v in self.scenario.vantages] + (["monitoring"] if self.scenario.monitoring else [])
+
+    def set_route(self, vantage: str, destination: str, present: bool) -> None:
+        """Cut (`present=False`) or restore a vantage's route through the router: a link that flaps.
+
+        Why: the multi-vantage pipeline's story (docs/scheduling.md) has one vantage lose its way to the
+        monitoring network for a while; a deleted route fails its connects at once (ENETUNREACH).
+        """
+        index = [v.name for v in self.scenario.vantages].index(self.scenario.vantage(vantage).name) + 1
+        self._route(self.ns(vantage), index, destination, "add" if present else "del")
+
+    @staticmethod
+    def _route(namespace: str, index: int, destination: str, action: str) -> None:
+        """A vantage's route through the router, over IPv4 or (a ULA prefix) IPv6; "default" is IPv4's."""
+        target = destination if destination == "default" else check_address(destination)
+        if ":" in target:
+            _run("ip", "-n", namespace, "-6", "route", action, target, "via", f"fd6b:7072:6f62:{index}::1")
+        else:
+            _run("ip", "-n", namespace, "route", action, target, "via", f"198.18.0.{4 * index + 1}")
 
     def _child(self, namespace: str, what: str, *args: str) -> tuple[subprocess.Popen[bytes], Path, Path]:
         """`python -m kprobe.lab.netns WHAT ARGS... READY` inside a namespace, dying with this process."""
@@ -250,16 +321,17 @@ class NetnsLab:
 
     def _start_brokers(self) -> None:
         """Each vantage's DNS server (on its own 127.0.0.1:53), and the brokers, in their namespaces."""
-        dns = [self._child(self.ns(v.name), "dns", self.scenario.name, v.name) for v in self.scenario.vantages]
-        brokers = self._child(self.ns("cluster"), "brokers", self.scenario.name)
+        dns = [self._child(self.ns(target), "dns", self.scenario.name, target) for target in self.exec_targets()]
+        brokers = [self._child(self.ns(role), "brokers", self.scenario.name, role)
+                   for role in ("cluster", "monitoring")[:1 + (self.scenario.monitoring is not None)]]
         for child in dns:
             self._wait_ready("vantage's DNS server", *child)
-        self.describe_lines = self._wait_ready("brokers", *brokers)["describe"]
+        self.describe_lines = [line for child in brokers for line in self._wait_ready("brokers", *child)["describe"]]
 
     # -- use --------------------------------------------------------------------------------
     def exec_argv(self, vantage: str, command: list[str]) -> list[str]:
         """`command` as run inside a vantage: its network namespace and its own /etc/hosts."""
-        self.scenario.vantage(vantage)
+        self.scenario.hosts_of(vantage)
         return exec_argv(self.ns(vantage), self.workdir, vantage, command)
 
     def describe(self) -> list[str]:
@@ -270,6 +342,12 @@ class NetnsLab:
         for vantage in s.vantages:
             lines.append(f"vantage {vantage.name} ({self.ns(vantage.name)}): kprobe lab exec {vantage.name} -- "
                          f"kprobe probe -b {vantage.bootstrap}" + (f"   # {vantage.note}" if vantage.note else ""))
+        if s.monitoring is not None:
+            topic = next(iter(s.monitoring.topics))
+            lines.append(f"monitoring network {MONITORING_NET} ({self.ns('monitoring')}): topic {topic} on "
+                         f"{COLLECTOR_NAME}:9092 ({COLLECTOR}); from a vantage: kprobe watch ... --publish "
+                         f"{COLLECTOR_NAME}:9092/{topic}; read it there: kprobe lab exec monitoring -- "
+                         f"kprobe aggregate --kafka {COLLECTOR_NAME}:9092/{topic} --out DIR")
         return lines
 
     # -- stop -------------------------------------------------------------------------------
@@ -406,18 +484,21 @@ def stop_all(scenario: str | None = None, timeout: float = STOP_TIMEOUT) -> list
     return lines
 
 
-def _brokers_main(name: str, ready: str) -> None:
-    """Inside the cluster namespace: the native launcher's brokers, until SIGTERM."""
+def _brokers_main(name: str, role: str, ready: str) -> None:
+    """Inside the cluster (or monitoring) namespace: the native launcher's brokers, until SIGTERM."""
     from kprobe.lab.native import NativeLab
 
     scenario = get_netns_scenario(name)
+    cluster = scenario.monitoring if role == "monitoring" else scenario.cluster
+    assert cluster is not None
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    workdir = Path(ready).parent / "brokers"
+    workdir = Path(ready).parent / f"brokers-{role}"
     workdir.mkdir(parents=True, exist_ok=True)
-    lab = NativeLab(scenario.cluster, workdir).start()
+    lab = NativeLab(cluster, workdir).start()
     try:
-        lines = [f"broker {node_id} on {node.spec.address}: " + ", ".join(
+        what = "collector broker" if role == "monitoring" else "broker"
+        lines = [f"{what} {node_id} on {node.spec.address}: " + ", ".join(
             f"{listener} {rl.bind_ip}:{rl.port} advertises {rl.advertised}" for listener, rl in node.listeners.items())
             for node_id, node in lab.nodes.items()]
         Path(ready + ".tmp").write_text(json.dumps({"describe": lines}))
@@ -436,10 +517,10 @@ def _dns_main(name: str, vantage_name: str, ready: str) -> None:
     """
     from kprobe.lab.dns_server import DnsServer
 
-    vantage = get_netns_scenario(name).vantage(vantage_name)
+    hosts = get_netns_scenario(name).hosts_of(vantage_name)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    server = DnsServer({host: (address,) for host, address in vantage.hosts.items()}, "127.0.0.1", 53,
+    server = DnsServer({host: (address,) for host, address in hosts.items()}, "127.0.0.1", 53,
                        name=vantage_name).start()
     try:
         Path(ready + ".tmp").write_text(json.dumps({"nameserver": server.nameserver}))
@@ -451,9 +532,9 @@ def _dns_main(name: str, vantage_name: str, ready: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "brokers":
-        _brokers_main(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 5 and sys.argv[1] == "brokers":
+        _brokers_main(sys.argv[2], sys.argv[3], sys.argv[4])
     elif len(sys.argv) == 5 and sys.argv[1] == "dns":
         _dns_main(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
-        sys.exit("usage: python -m kprobe.lab.netns brokers SCENARIO READY | dns SCENARIO VANTAGE READY")
+        sys.exit("usage: python -m kprobe.lab.netns brokers SCENARIO ROLE READY | dns SCENARIO VANTAGE READY")

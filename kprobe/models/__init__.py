@@ -180,9 +180,9 @@ class BootstrapResult:
     token_unavailable: bool = False
     # A KRaft controller listener answered (raft RPCs, no Metadata): no client bootstraps there.
     kraft_controller: bool = False
-    # The full Metadata answer (every topic) never arrived where ApiVersions did, and a brokers-only one of
-    # `largest_answer_bytes` did: the path loses large packets (a path-MTU black hole). `metadata` is that
-    # small answer, so the brokers and endpoints are still judged.
+    # The full Metadata answer (every topic) never arrived where ApiVersions did, and a brokers-only one did:
+    # the path loses large packets (a path-MTU black hole). `metadata` is that small answer, so the brokers and
+    # endpoints are still judged; `largest_answer_bytes` the largest answer that arrived (kprobe.kafka.pathmtu).
     full_metadata_lost: bool = False
     largest_answer_bytes: int | None = None
     # The security.protocol the listener wants, learnt when the one sent did not work: asked on a new

@@ -12,7 +12,6 @@ whichever format: a JAAS line or a password variable is never printed, even insi
 from __future__ import annotations
 
 import json
-from importlib import resources
 from typing import Any
 
 from kprobe import __version__
@@ -203,6 +202,8 @@ def render_json(report: CheckReport, *, indent: bool = False) -> str:
 
 def schema_text() -> str:
     """The shipped JSON Schema of `kprobe.check/v1`, as text."""
+    from importlib import resources  # tempfile, zipfile and more: only `kprobe schema` reads a shipped file
+
     return resources.files("kprobe.output").joinpath("check_schema.json").read_text(encoding="utf-8")
 
 

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kprobe.models import Finding
-from kprobe.output import markdown
 from kprobe.output.sanitize import safe
 from kprobe.saved.compare import EndpointRow, ReportDiff, Side
 
@@ -181,6 +180,8 @@ def _commands(diff: ReportDiff) -> list[str]:
     Rebuilt from each report's settings, as `probe --format markdown` does (never argv: no secret);
     a comment names the side, so the block pastes back into a shell as it is.
     """
+    from kprobe.output import markdown  # the markdown format's own helpers: not loaded for text or JSON
+
     line_a, line_b = markdown.command_line(diff.a.report), markdown.command_line(diff.b.report)
     commands = [f"$ {line_a}  # A and B"] if line_a == line_b else [f"$ {line_a}  # A", f"$ {line_b}  # B"]
     text = "\n".join(commands)
@@ -190,6 +191,8 @@ def _commands(diff: ReportDiff) -> list[str]:
 
 def render_markdown(diffs: list[ReportDiff]) -> str:
     """Each comparison as a ticket-ready summary: both sides, each side's command line, the table, the findings."""
+    from kprobe.output import markdown
+
     out: list[str] = []
     for diff in diffs:
         lines = [f"#### kprobe diff: {markdown.prose(verdict_line(diff))}", ""]

@@ -7,7 +7,6 @@ shipped beside this module (`schema.json`, printed by `kprobe schema`) is the re
 from __future__ import annotations
 
 import json
-from importlib import resources
 from typing import Any
 
 from kprobe import __version__
@@ -218,6 +217,8 @@ def render(report: Report, *, indent: int | None = 2) -> str:
 
 def schema_text() -> str:
     """The shipped JSON Schema, as text."""
+    from importlib import resources  # tempfile, zipfile and more: only `kprobe schema` reads a shipped file
+
     return resources.files("kprobe.output").joinpath("schema.json").read_text(encoding="utf-8")
 
 

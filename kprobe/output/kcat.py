@@ -20,7 +20,6 @@ from operator import itemgetter
 from typing import Any, TextIO
 
 from kprobe.models import EndpointResult, PartitionRun, PartitionTable, TopicInfo
-from kprobe.output.json_report import endpoint_dict
 from kprobe.output.sanitize import safe
 from kprobe.runs.listing import Listing, PartitionView
 
@@ -265,6 +264,8 @@ def _head_and_tail(listing: Listing) -> tuple[dict[str, Any], dict[str, Any]]:
         },
     }
     if reach is not None:
+        from kprobe.output.json_report import endpoint_dict  # the probe report's shape, for --reachability only
+
         tail["reachability"] = [endpoint_dict(r) for r in reach.values()]
     return head, tail
 

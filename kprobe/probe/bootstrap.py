@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from kprobe.kafka.connection import ListenerAnswer, ask_listener, fetch_and_identify, small_metadata
-from kprobe.kafka.oauth_settings import MSK_IAM
+from kprobe.kafka.mechanisms import MSK_IAM
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import WireError
 from kprobe.models import (

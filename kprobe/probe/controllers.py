@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from kprobe.kafka import codec
 from kprobe.kafka.connection import fetch_controllers
-from kprobe.kafka.sasl import MECHANISMS
+from kprobe.kafka.mechanisms import MECHANISMS
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import WireError
 from kprobe.models import (

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from kprobe.kafka.connection import fetch_and_identify
-from kprobe.kafka.sasl import MECHANISMS
+from kprobe.kafka.mechanisms import MECHANISMS
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import WireError
 from kprobe.models import Endpoint, EndpointResult, Identity

@@ -22,7 +22,7 @@ from kprobe.kafka.listeners import CheckReport, ListenerCheck, Observation, Obse
 from kprobe.models import CLIENTS_CONNECT, RESOLVED, BootstrapResult, DnsResult, Report
 from kprobe.net.addresses import format_hostport
 from kprobe.probe.resolve import Resolver, resolve_all
-from kprobe.runs.probe import now_rfc3339
+from kprobe.runs import now_rfc3339
 
 # The vantage a probe from this machine stands for, by platform.
 HERE: dict[str, Vantage] = {"host": "here", "compose": "docker-host", "kubernetes": "outside"}

@@ -17,8 +17,8 @@ from itertools import count, repeat
 from typing import NamedTuple
 
 from kprobe.config import ListOptions
+from kprobe.findings.common import maybe_cluster_name
 from kprobe.findings.consistency import LISTENER_NOT_FOUND
-from kprobe.findings.kubernetes import cluster_name
 from kprobe.models import (
     CLIENTS_CONNECT,
     BootstrapResult,
@@ -224,8 +224,11 @@ def _known_problem(host: str, bootstrap_host: str, connected_to: str | None, in_
         return "not a usable host name"
     if (is_loopback_name(host) or is_loopback_ip(host)) and connected_to and not is_loopback_ip(connected_to):
         return "a loopback address, where every client connects to its own machine"
-    if cluster_name(host) is not None and not in_cluster and cluster_name(bootstrap_host) is None:
-        return "a Kubernetes cluster-internal name, which only the cluster's DNS resolves"
+    if maybe_cluster_name(host) and not in_cluster:  # the Kubernetes rules load only for a name that may be one
+        from kprobe.findings.kubernetes import cluster_name
+
+        if cluster_name(host) is not None and cluster_name(bootstrap_host) is None:
+            return "a Kubernetes cluster-internal name, which only the cluster's DNS resolves"
     if _PRIVATE_ZONE.search(host.lower()) and not _PRIVATE_ZONE.search(bootstrap_host.lower()):
         return "a cloud network's private DNS name, which resolves only inside that network"
     return None

@@ -7,7 +7,6 @@ does, and reports what it knows by then), one resolver, each bootstrap's securit
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import os
 import socket
@@ -39,13 +38,9 @@ from kprobe.probe.endpoints import collect
 from kprobe.probe.reach import probe_endpoints
 from kprobe.probe.resolve import Resolver, resolve_all
 from kprobe.redaction import redact
+from kprobe.runs import now_rfc3339
 
 _LOG = logging.getLogger("kprobe.probe")
-
-
-def now_rfc3339() -> str:
-    """UTC with milliseconds, as the report contract says."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class ProbeRun:
