@@ -184,6 +184,17 @@ def run_cli(args: list[str] | tuple[str, ...], *, env: Mapping[str, str] | None 
 
     `env` replaces the environment for the run (as subprocess's env=); `stdin` is its input (default none).
     """
+    done = run_cli_bytes(args, env=env, umask=umask, cwd=cwd, stdin=stdin)
+    encoding = _stream_settings()[0]
+    return subprocess.CompletedProcess(done.args, done.returncode, _decoded(done.stdout, encoding),
+                                       _decoded(done.stderr, encoding))
+
+
+def run_cli_bytes(args: list[str] | tuple[str, ...], *, env: Mapping[str, str] | None = None,
+                  umask: int | None = None, cwd: str | Path | None = None,
+                  stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """run_cli with the bytes written, as subprocess.run without text=: no decoding, no newline translation
+    (a test of what reaches a terminal needs to see a stray carriage return or an invalid byte)."""
     from kprobe import cli
 
     argv = [MAIN, *args]
@@ -225,5 +236,4 @@ def run_cli(args: list[str] | tuple[str, ...], *, env: Mapping[str, str] | None 
                 sys.argv, sys.stdin, sys.stdout, sys.stderr = saved
         out_file.seek(0)
         err_file.seek(0)
-        return subprocess.CompletedProcess(argv, code, _decoded(out_file.read(), encoding),
-                                           _decoded(err_file.read(), encoding))
+        return subprocess.CompletedProcess(argv, code, out_file.read(), err_file.read())

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 from report_check import validate
 
 from kprobe.kafka.certs import verify_failure
@@ -94,9 +94,7 @@ def served(keystore: Path) -> Iterator[str]:
 
 
 def probe(bootstrap: str, ca: Path) -> tuple[int, dict]:
-    done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", f"SSL://{bootstrap}", "-X",
-                           f"ssl.ca.location={ca}", "--timeout", "2", "--json"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = run_cli(["probe", "-b", f"SSL://{bootstrap}", "-X", f"ssl.ca.location={ca}", "--timeout", "2", "--json"])
     return done.returncode, validate(json.loads(done.stdout))
 
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+from cli_runner import run_cli
 from report_check import validate
 
 from kprobe.lab.native import NativeLab
 
 
 def probe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kprobe", "probe", "--timeout", "2", *args],
-                          capture_output=True, text=True, timeout=60, check=False)
+    return run_cli(["probe", "--timeout", "2", *args])
 
 
 def probe_json(*args: str) -> tuple[int, dict]:

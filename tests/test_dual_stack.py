@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 from real_clients import Outcome, Relay, java_round_trip, librdkafka_round_trip
 from report_check import validate
 from system_network import kprobe, system_network
@@ -32,8 +32,7 @@ DARK = "kafka-dark.dual.kprobe.test"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True, timeout=60,
-                          check=False)
+    return run_cli(list(args))
 
 
 def one_family(report: dict) -> dict:

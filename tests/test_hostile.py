@@ -9,6 +9,7 @@ import time
 
 import jsonschema
 import pytest
+from cli_runner import run_cli_bytes
 from hostile_broker import Broker, HostileBroker, Partition, Script, Topic
 
 from kprobe.output import json_report
@@ -19,8 +20,7 @@ TIMEOUT = 2.0
 
 def run(broker: HostileBroker, *args: str, command: str = "probe") -> tuple[subprocess.CompletedProcess[bytes], float]:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "kprobe", command, "-b", broker.address, "--timeout", str(TIMEOUT),
-                           "--deadline", "20", *args], capture_output=True, timeout=60, check=False)
+    done = run_cli_bytes([command, "-b", broker.address, "--timeout", str(TIMEOUT), "--deadline", "20", *args])
     return done, time.monotonic() - started
 
 

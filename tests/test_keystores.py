@@ -3,11 +3,14 @@
 The stores are made once for the module, as Confluent's, MSK's and Aiven's guides make them: a CA and a
 client certificate with openssl; `keytool -importcert -trustcacerts` truststores (JKS, PKCS12); a JKS
 keystore by keytool -genkeypair (its own -keypass), -certreq, signed by the CA, and both certificates
-imported back; a PKCS12 keystore by -genkeypair; a JCEKS store; openssl's own PKCS12 files. keytool
-calls are JVM starts (0.3-0.5 s each), so independent ones run side by side.
+imported back; a PKCS12 keystore by -genkeypair; a JCEKS store; openssl's own PKCS12 files. Each
+keytool command is the JDK's keytool itself (sun.security.tools.keytool.Main, what the `keytool`
+launcher runs), called in one JVM for many commands: a JVM start per command cost more than all the
+tests that read the stores. Two JVMs in all, one before the CA signs the JKS keystore's request and
+one after; openssl's files are made beside the first.
 
-What Java trusts is not guessed: one JVM run of a small Java program loads every truststore with the
-JDK's KeyStore and TrustManagerFactory and lists its accepted issuers, which kprobe must equal.
+What Java trusts is not guessed: the second JVM also loads every truststore with the JDK's KeyStore and
+TrustManagerFactory and lists its accepted issuers, which kprobe must equal.
 """
 
 from __future__ import annotations
@@ -30,20 +33,40 @@ STORE_PW = "st-Secret-9137"
 KEY_PW = "ky-Secret-5523"  # the JKS key entry's own -keypass, and the encrypted PEM key's password
 PASSWORDS = (TRUST_PW, STORE_PW, KEY_PW)
 
-ORACLE = r"""
+# keytool commands, each a list of arguments ended by ";", run by keytool's own Main in this JVM (it
+# exits non-zero on the first that fails); then, after "oracle" and an output file, triples of store
+# type, file and password ("-" for none): what the JDK's TrustManager accepts from each store.
+TOOLS = r"""
 import java.io.*; import java.security.*; import java.security.cert.*; import javax.net.ssl.*; import java.util.*;
-public class Oracle { public static void main(String[] a) throws Exception {
-  for (int i = 0; i + 2 < a.length; i += 3) {
-    KeyStore ks = KeyStore.getInstance(a[i]);
-    try (InputStream in = new FileInputStream(a[i + 1])) { ks.load(in, a[i + 2].equals("-") ? null : a[i + 2].toCharArray()); }
-    TrustManagerFactory tmf = TrustManagerFactory.getInstance("PKIX"); tmf.init(ks);
-    X509TrustManager tm = (X509TrustManager) tmf.getTrustManagers()[0];
-    StringBuilder line = new StringBuilder(a[i + 1]);
-    for (X509Certificate c : tm.getAcceptedIssuers()) line.append(' ').append(Base64.getEncoder().encodeToString(c.getEncoded()));
-    System.out.println(line);
+public class Tools { public static void main(String[] a) throws Exception {
+  List<String> command = new ArrayList<>();
+  int i = 0;
+  for (; i < a.length && !a[i].equals("oracle"); i++) {
+    if (!a[i].equals(";")) { command.add(a[i]); continue; }
+    sun.security.tools.keytool.Main.main(command.toArray(new String[0]));
+    command.clear();
+  }
+  if (i == a.length) return;
+  try (PrintStream out = new PrintStream(new FileOutputStream(a[i + 1]), true, "US-ASCII")) {
+    for (i += 2; i + 2 < a.length; i += 3) {
+      KeyStore ks = KeyStore.getInstance(a[i]);
+      try (InputStream in = new FileInputStream(a[i + 1])) { ks.load(in, a[i + 2].equals("-") ? null : a[i + 2].toCharArray()); }
+      TrustManagerFactory tmf = TrustManagerFactory.getInstance("PKIX"); tmf.init(ks);
+      X509TrustManager tm = (X509TrustManager) tmf.getTrustManagers()[0];
+      StringBuilder line = new StringBuilder(a[i + 1]);
+      for (X509Certificate c : tm.getAcceptedIssuers()) line.append(' ').append(Base64.getEncoder().encodeToString(c.getEncoded()));
+      out.println(line);
+    }
   }
 }}
 """
+
+
+def _keytool_jvm(source: Path, *commands: list[str], oracle: tuple[str, ...] | list[str] = ()) -> None:
+    """Run keytool commands (and the trust oracle) in one JVM: C1 only and the serial collector start fastest."""
+    args = [arg for command in commands for arg in (*command, ";")]
+    _run("java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "--add-exports",
+         "java.base/sun.security.tools.keytool=ALL-UNNAMED", str(source), *args, *oracle)
 
 
 def _run(*args: str) -> None:
@@ -67,7 +90,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     p = {name: d / name for name in (
         "ca.key", "ca.pem", "client.key", "client.csr", "client.pem", "client.enc.pem", "client.p12",
         "openssl-truststore.p12", "truststore.jks", "truststore.p12", "keystore.jks", "keystore.p12",
-        "store.jceks", "jks-client.csr", "jks-client.pem", "random.bin", "Oracle.java", "oracle.txt")}
+        "store.jceks", "jks-client.csr", "jks-client.pem", "random.bin", "Tools.java", "oracle.txt")}
     rsa = ["-newkey", "rsa:2048", "-nodes"]
     _run("openssl", "req", "-x509", *rsa, "-keyout", str(p["ca.key"]), "-out", str(p["ca.pem"]), "-days", "2",
          "-subj", "/CN=kprobe test CA")
@@ -75,32 +98,6 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     def sign(csr: Path, out: Path, serial: str) -> None:
         _run("openssl", "x509", "-req", "-in", str(csr), "-CA", str(p["ca.pem"]), "-CAkey", str(p["ca.key"]),
              "-set_serial", serial, "-out", str(out), "-days", "2")
-
-    def jks_keystore() -> None:  # MSK's guide: genkeypair, certreq, sign, import the CA then the signed cert
-        ks = ["-keystore", str(p["keystore.jks"]), "-storepass", STORE_PW]
-        _run("keytool", "-genkeypair", "-alias", "client", "-keyalg", "RSA", "-keysize", "2048", "-dname",
-             "CN=kprobe-jks-client", "-validity", "2", "-storetype", "JKS", *ks, "-keypass", KEY_PW)
-        _run("keytool", "-certreq", "-alias", "client", *ks, "-keypass", KEY_PW, "-file", str(p["jks-client.csr"]))
-        sign(p["jks-client.csr"], p["jks-client.pem"], "1001")
-        _run("keytool", "-importcert", "-noprompt", "-trustcacerts", "-alias", "CARoot", "-file", str(p["ca.pem"]), *ks)
-        _run("keytool", "-importcert", "-noprompt", "-alias", "client", "-file", str(p["jks-client.pem"]), *ks,
-             "-keypass", KEY_PW)
-
-    def truststore(name: str, store_type: str) -> None:
-        _run("keytool", "-importcert", "-noprompt", "-trustcacerts", "-alias", "CARoot", "-file", str(p["ca.pem"]),
-             "-keystore", str(p[name]), "-storetype", store_type, "-storepass", TRUST_PW)
-
-    def pkcs12_keystore() -> None:
-        _run("keytool", "-genkeypair", "-alias", "client", "-keyalg", "RSA", "-keysize", "2048", "-dname",
-             "CN=kprobe-p12-client", "-validity", "2", "-keystore", str(p["keystore.p12"]), "-storetype", "PKCS12",
-             "-storepass", STORE_PW)
-
-    def jceks() -> None:  # a key entry and a trusted CA in one JCEKS store
-        store = ["-keystore", str(p["store.jceks"]), "-storetype", "JCEKS", "-storepass", TRUST_PW]
-        _run("keytool", "-genkeypair", "-alias", "client", "-keyalg", "RSA", "-keysize", "2048", "-dname",
-             "CN=kprobe-jceks-client", "-validity", "2", *store, "-keypass", KEY_PW)
-        _run("keytool", "-importcert", "-noprompt", "-trustcacerts", "-alias", "CARoot", "-file", str(p["ca.pem"]),
-             *store)
 
     def openssl_files() -> None:  # Aiven's way: a client key and certificate, then openssl pkcs12 -export
         _run("openssl", "req", *rsa, "-keyout", str(p["client.key"]), "-out", str(p["client.csr"]),
@@ -114,26 +111,48 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         _run("openssl", "pkcs8", "-topk8", "-in", str(p["client.key"]), "-out", str(p["client.enc.pem"]),
              "-passout", f"pass:{KEY_PW}")
 
-    jobs = [jks_keystore, jceks, pkcs12_keystore, openssl_files, lambda: truststore("truststore.jks", "JKS"),
-            lambda: truststore("truststore.p12", "PKCS12")]
-    with ThreadPoolExecutor(len(jobs)) as pool:
-        for job in [pool.submit(j) for j in jobs]:
-            job.result()
+    p["Tools.java"].write_text(TOOLS)
+    ks = ["-keystore", str(p["keystore.jks"]), "-storepass", STORE_PW]
+    jceks = ["-keystore", str(p["store.jceks"]), "-storetype", "JCEKS", "-storepass", TRUST_PW]
+
+    def import_ca(*store: str) -> list[str]:
+        return ["-importcert", "-noprompt", "-trustcacerts", "-alias", "CARoot", "-file", str(p["ca.pem"]), *store]
+
+    def genkeypair(cn: str, *store: str) -> list[str]:
+        return ["-genkeypair", "-alias", "client", "-keyalg", "RSA", "-keysize", "2048", "-dname", f"CN={cn}",
+                "-validity", "2", *store]
+
+    with ThreadPoolExecutor(2) as pool:
+        made_by_openssl = pool.submit(openssl_files)
+        _keytool_jvm(
+            p["Tools.java"],
+            # MSK's guide: genkeypair, certreq, (the CA signs), import the CA, then the signed certificate
+            genkeypair("kprobe-jks-client", "-storetype", "JKS", *ks, "-keypass", KEY_PW),
+            ["-certreq", "-alias", "client", *ks, "-keypass", KEY_PW, "-file", str(p["jks-client.csr"])],
+            import_ca(*ks),
+            genkeypair("kprobe-jceks-client", *jceks, "-keypass", KEY_PW),  # a key entry and a trusted CA in JCEKS
+            import_ca(*jceks),
+            genkeypair("kprobe-p12-client", "-keystore", str(p["keystore.p12"]), "-storetype", "PKCS12",
+                       "-storepass", STORE_PW),
+            *(import_ca("-keystore", str(p[name]), "-storetype", store_type, "-storepass", TRUST_PW)
+              for name, store_type in (("truststore.jks", "JKS"), ("truststore.p12", "PKCS12"))),
+        )
+        made_by_openssl.result()
+    sign(p["jks-client.csr"], p["jks-client.pem"], "1001")
     p["random.bin"].write_bytes(bytes(range(7, 256)) * 8)
 
-    # What the JDK trusts in each store, in one JVM.
-    p["Oracle.java"].write_text(ORACLE)
-    args = []
+    # What the JDK trusts in each store, in the JVM that finishes the JKS keystore.
+    oracle = ["oracle", str(p["oracle.txt"])]
     for name, store_type, password in (
         ("truststore.jks", "JKS", TRUST_PW), ("truststore.jks", "JKS", "-"), ("truststore.p12", "PKCS12", TRUST_PW),
         ("truststore.p12", "JKS", TRUST_PW), ("store.jceks", "JCEKS", TRUST_PW), ("keystore.jks", "JKS", STORE_PW),
         ("keystore.p12", "PKCS12", STORE_PW), ("client.p12", "PKCS12", STORE_PW),
         ("openssl-truststore.p12", "PKCS12", TRUST_PW), ("truststore.p12", "PKCS12", "-"),
     ):
-        args += [store_type, str(p[name]), password]
-    out = subprocess.run(["java", str(p["Oracle.java"]), *args], check=True, capture_output=True, text=True,
-                         timeout=120).stdout
-    p["oracle.txt"].write_text(out)
+        oracle += [store_type, str(p[name]), password]
+    _keytool_jvm(p["Tools.java"],
+                 ["-importcert", "-noprompt", "-alias", "client", "-file", str(p["jks-client.pem"]), *ks,
+                  "-keypass", KEY_PW], oracle=oracle)
     return p
 
 

@@ -11,17 +11,15 @@ one listener puts brokers 1 and 2 on a node name only the inside view resolves (
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
+from cli_runner import run_cli
 from report_check import validate
 
 from kprobe.lab.helpers import running_helpers
 
 
 def probe(*args: str) -> tuple[int, dict]:
-    done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "--json", "--timeout", "2", *args],
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = run_cli(["probe", "--json", "--timeout", "2", *args])
     return done.returncode, validate(json.loads(done.stdout))
 
 

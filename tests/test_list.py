@@ -7,11 +7,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import replace
 
 import pytest
+from cli_runner import run_cli
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import restart_settled, signal_when, topic_on
@@ -22,9 +22,8 @@ needs_kcat = pytest.mark.skipif(KCAT is None and not os.environ.get("CI"),
                                 reason="Debian's kcat is not installed (apt-get install kcat)")
 
 
-def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(list(args))
 
 
 @pytest.fixture(scope="module")

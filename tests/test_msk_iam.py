@@ -38,6 +38,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from cli_runner import run_cli_bytes
 from fence.loopback_fence import ENV_LOOKUPS, FENCE
 from report_check import validate
 
@@ -464,23 +465,28 @@ def kprobe(*args: str, prelude: str = "", env: dict[str, str | None] | None = No
 
 
 def test_without_the_extra_one_line_says_how_to_install_it():
-    """Both spellings, before any connection: exit 2 and the pip line (the signer hidden as if not installed)."""
-    hide = "sys.modules['aws_msk_iam_sasl_signer'] = None"
+    """Both spellings, before any connection: exit 2 and the pip line (the signer hidden as if not installed).
+
+    In this process: a None in sys.modules makes `import aws_msk_iam_sasl_signer` fail as a missing package does.
+    """
     for bootstrap, mechanism in ((MSK_NAME, ["-X", "sasl.mechanism=AWS_MSK_IAM"]),
                                  ("10.9.9.9", ["-X", "sasl.mechanism=OAUTHBEARER",
                                                "-X", "sasl.oauthbearer.method=aws_msk_iam"])):
         # The second names no region either: the missing signer is still what is said.
-        done = kprobe("probe", "-b", f"SASL_SSL://{bootstrap}:9098", *mechanism, prelude=hide)
+        with mock.patch.dict(sys.modules, {"aws_msk_iam_sasl_signer": None}), fenced():
+            done = run_cli_bytes(["probe", "-b", f"SASL_SSL://{bootstrap}:9098", *mechanism])
         assert done.returncode == 2, done.stderr
         [line] = done.stderr.decode().splitlines()
         assert "pip install 'kprobe[aws]'" in line and "aws-msk-iam-sasl-signer-python" in line, line
-    installed = kprobe("probe", "-b", "SASL_SSL://127.0.0.1:1", "-X", "sasl.mechanism=AWS_MSK_IAM",
-                       "-X", "aws.region=eu-west-1", "--timeout", "0.5", "--json")
+    with fenced():
+        installed = run_cli_bytes(["probe", "-b", "SASL_SSL://127.0.0.1:1", "-X", "sasl.mechanism=AWS_MSK_IAM",
+                                   "-X", "aws.region=eu-west-1", "--timeout", "0.5", "--json"])
     assert installed.returncode == 3 and b"pip install" not in installed.stderr  # the same run, with the signer
 
 
 def test_no_region_is_a_usage_error_naming_the_property():
-    done = kprobe("probe", "-b", "SASL_SSL://10.9.9.9:9098", "-X", "sasl.mechanism=AWS_MSK_IAM")
+    with fenced():
+        done = run_cli_bytes(["probe", "-b", "SASL_SSL://10.9.9.9:9098", "-X", "sasl.mechanism=AWS_MSK_IAM"])
     assert done.returncode == 2
     assert "set -X aws.region=REGION" in done.stderr.decode() and "10.9.9.9 is not an MSK broker name" in (
         done.stderr.decode())
@@ -579,14 +585,20 @@ def test_the_token_reaches_the_brokers_sasl_exchange_and_is_refused_in_its_words
 def test_the_text_report_and_a_missing_token_hold_no_secret(oauth_lab, tmp_path):
     """The text report of a refused token, and a run without credentials (OAUTH_TOKEN_UNAVAILABLE, exit 3)."""
     args = lab_cases(oauth_lab, tmp_path)["OAUTH_OIDC"]
-    text = kprobe("probe", *args, "--no-color", "--verbose", "--timeout", "5")
+    # In this process (what is imported is not the question here), with lookups off loopback refused as in a child.
+    with fenced():
+        text = run_cli_bytes(["probe", *args, "--no-color", "--verbose", "--timeout", "5"])
     assert text.returncode == 3
     for form in secret_forms():
         assert form not in text.stdout + text.stderr, form
     assert "ERROR AUTH_FAILED" in text.stdout.decode()
-    nothing: dict[str, str | None] = {"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None,
-                                      "AWS_SESSION_TOKEN": None}
-    done = kprobe("probe", *args, "--json", "--timeout", "5", env=nothing)
+    nothing = {k: v for k, v in os.environ.items()
+               if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")}
+    import boto3
+
+    boto3.DEFAULT_SESSION = None  # as a fresh process has it: no session holding the first run's credentials
+    with fenced():
+        done = run_cli_bytes(["probe", *args, "--json", "--timeout", "5"], env=nothing)
     assert done.returncode == 3, done.stderr
     data = validate(json.loads(done.stdout))
     [boot] = data["bootstraps"]

@@ -20,8 +20,6 @@ from __future__ import annotations
 import base64
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -30,6 +28,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from cli_runner import run_cli
 from report_check import validate
 
 from kprobe.errors import UsageError
@@ -527,12 +526,12 @@ def assert_no_secret(blob: bytes, forms: list[bytes], where: object) -> None:
 
 def probe(lab: NativeLab, *args: str, typed: tuple[str, ...] = ()) -> tuple[int, dict, bytes]:
     """A whole `kprobe probe --json` run: its exit code, validated report and stderr, searched for secrets."""
-    done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "--json", "--timeout", "2", *args],
-                          capture_output=True, timeout=60, check=False)
+    done = run_cli(["probe", "--json", "--timeout", "2", *args])
+    stdout, stderr = done.stdout.encode(), done.stderr.encode()
     forms = secret_forms(lab, *typed)
-    assert_no_secret(done.stdout, forms, "stdout")
-    assert_no_secret(done.stderr, forms, "stderr")
-    return done.returncode, validate(json.loads(done.stdout)), done.stderr
+    assert_no_secret(stdout, forms, "stdout")
+    assert_no_secret(stderr, forms, "stderr")
+    return done.returncode, validate(json.loads(stdout)), stderr
 
 
 def codes(data: dict) -> list[str]:
@@ -592,12 +591,10 @@ def test_wrong_client_secret_is_one_finding_naming_the_endpoint(oauth_lab):
     assert "OAuth error invalid_client" in message and "the broker never saw a token" in message
     assert oauth_lab.idp.tokens_issued == before
     # The text report says it in one line too.
-    done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "--no-color", "--timeout", "2",
-                           *oidc_args(oauth_lab, secret="not-the-secret-42")], capture_output=True, timeout=60,
-                          check=False)
+    done = run_cli(["probe", "--no-color", "--timeout", "2", *oidc_args(oauth_lab, secret="not-the-secret-42")])
     assert done.returncode == 3
-    assert_no_secret(done.stdout + done.stderr, secret_forms(oauth_lab, "not-the-secret-42"), "text report")
-    findings = " ".join(done.stdout.decode().split("Findings:")[1].split())  # the finding, unwrapped
+    assert_no_secret((done.stdout + done.stderr).encode(), secret_forms(oauth_lab, "not-the-secret-42"), "text report")
+    findings = " ".join(done.stdout.split("Findings:")[1].split())  # the finding, unwrapped
     assert findings.count("ERROR OAUTH_TOKEN_UNAVAILABLE") == 1
     assert f"token endpoint {oauth_lab.idp.token_url} answered HTTP 401 Unauthorized, OAuth error invalid_client" in (
         findings)
@@ -680,19 +677,17 @@ def test_no_secret_or_token_in_any_output(oauth_lab, tmp_path: Path):
         (unsecured_args(oauth_lab), 0),
         (unsecured_args(oauth_lab, "OAUTH_OIDC"), 3),
     ]
-    runs = []
+    forms = secret_forms(oauth_lab, typed)
+    verbose = b""
     for index, (args, exit_code) in enumerate(cases):
         for fmt in ("--json", "--no-color"):
             out = tmp_path / f"report-{index}{fmt}.json"
-            cmd = [sys.executable, "-m", "kprobe", "probe", *args, fmt, "--verbose", "-o", str(out)]
-            runs.append((subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE), out, exit_code))
-    forms = secret_forms(oauth_lab, typed)
-    verbose = b""
-    for proc, out, exit_code in runs:
-        stdout, stderr = proc.communicate(timeout=60)
-        assert proc.returncode == exit_code, (proc.args, stderr[-2000:])
-        assert_no_secret(stdout, forms, (proc.args, "stdout"))
-        assert_no_secret(stderr, forms, (proc.args, "stderr"))
-        assert_no_secret(out.read_bytes(), forms, out)
-        verbose += stderr
+            cmd = ["probe", *args, fmt, "--verbose", "-o", str(out)]
+            done = run_cli(cmd)
+            stdout, stderr = done.stdout.encode(), done.stderr.encode()
+            assert done.returncode == exit_code, (cmd, stderr[-2000:])
+            assert_no_secret(stdout, forms, (cmd, "stdout"))
+            assert_no_secret(stderr, forms, (cmd, "stderr"))
+            assert_no_secret(out.read_bytes(), forms, out)
+            verbose += stderr
     assert b"OAUTHBEARER token from" in verbose  # --verbose really logged the token request

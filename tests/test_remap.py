@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
+from cli_runner import run_cli
 from real_clients import Relay
 from report_check import validate
 
@@ -22,8 +22,7 @@ ALICE_NAME = "never-gonna-give-you-up"
 
 
 def probe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kprobe", "probe", "--timeout", "2", *args],
-                          capture_output=True, text=True, timeout=60, check=False)
+    return run_cli(["probe", "--timeout", "2", *args])
 
 
 def probe_json(*args: str) -> tuple[int, dict]:
@@ -120,17 +119,15 @@ def test_a_mapping_for_another_endpoint_changes_nothing(alice):
 def test_list_takes_the_mappings_and_marks_the_broker_line(alice, forward):
     """`kprobe list --reachability` dials what probe would: the mapped address, said on the broker's line."""
     real, _, port = alice
-    args = [sys.executable, "-m", "kprobe", "list", "-b", real, "--reachability", "--timeout", "2"]
-    before = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    args = ["list", "-b", real, "--reachability", "--timeout", "2"]
+    before = run_cli(args)
     assert before.returncode == 1 and "[UNREACHABLE from here: does not resolve" in before.stdout, before.stdout
     target = f"127.0.0.1:{forward.port}"
-    after = subprocess.run([*args, "--connect-to", f"{ALICE_NAME}:{port}={target}"], capture_output=True, text=True,
-                           timeout=60, check=False)
+    after = run_cli([*args, "--connect-to", f"{ALICE_NAME}:{port}={target}"])
     assert after.returncode == 0, after.stdout + after.stderr
     assert f"  broker 0 at {ALICE_NAME}:{port}" in after.stdout
     assert f"[reachable from here; dialled at {target} by --connect-to]" in after.stdout
     assert forward.accepted >= 1  # through the forward, not around it
-    listing = json.loads(subprocess.run([*args, "-J", "--connect-to", f"{ALICE_NAME}:{port}={target}"],
-                                        capture_output=True, text=True, timeout=60, check=False).stdout)
+    listing = json.loads(run_cli([*args, "-J", "--connect-to", f"{ALICE_NAME}:{port}={target}"]).stdout)
     [reach] = listing["reachability"]
     assert reach["remapped"]["to"] == target and reach["status"] == "reachable"

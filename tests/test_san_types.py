@@ -18,6 +18,7 @@ import sys
 import textwrap
 
 import pytest
+from cli_runner import run_cli
 from report_check import validate
 
 from kprobe.kafka.certs import cert_names, cert_sans, hostname_matches
@@ -54,10 +55,8 @@ def test_cert_sans_keeps_the_type_the_names_drop():
 
 
 def probe(lab, listener: str, *extra: str) -> tuple[int, dict]:
-    done = subprocess.run(
-        [sys.executable, "-m", "kprobe", "probe", "--json", "--timeout", "3", "-b", "SSL://" + lab.bootstrap(listener),
-         "--nameserver", lab.nameserver("clients"), "-X", f"ssl.ca.location={lab.ca_file}", *extra],
-        capture_output=True, text=True, timeout=60, check=False)
+    done = run_cli(["probe", "--json", "--timeout", "3", "-b", "SSL://" + lab.bootstrap(listener),
+                    "--nameserver", lab.nameserver("clients"), "-X", f"ssl.ca.location={lab.ca_file}", *extra])
     return done.returncode, validate(json.loads(done.stdout))
 
 

@@ -20,8 +20,8 @@ import json
 import socket
 import ssl
 import subprocess
-import sys
 
+from cli_runner import run_cli
 from report_check import validate
 
 from kprobe.kafka.connection import fetch_and_identify
@@ -36,10 +36,8 @@ FAKE = "Kubernetes Ingress Controller Fake Certificate"
 
 def probe(lab, listener: str, *extra: str) -> tuple[int, dict]:
     """`kprobe probe --json` through the proxy, as a client on the internet would bootstrap."""
-    done = subprocess.run(
-        [sys.executable, "-m", "kprobe", "probe", "--json", "--timeout", "3", "-b", "SSL://" + lab.bootstrap(listener),
-         "--nameserver", lab.nameserver("internet"), "-X", f"ssl.ca.location={lab.ca_file}", *extra],
-        capture_output=True, text=True, timeout=60, check=False)
+    done = run_cli(["probe", "--json", "--timeout", "3", "-b", "SSL://" + lab.bootstrap(listener),
+                    "--nameserver", lab.nameserver("internet"), "-X", f"ssl.ca.location={lab.ca_file}", *extra])
     return done.returncode, validate(json.loads(done.stdout))
 
 
@@ -91,10 +89,8 @@ def test_a_name_without_a_route_gets_the_default_certificate_finding(sni_ingress
 
 def test_the_text_report_names_the_missing_route(sni_ingress_lab):
     lab = sni_ingress_lab
-    done = subprocess.run(
-        [sys.executable, "-m", "kprobe", "probe", "--no-color", "--timeout", "3", "-b",
-         "SSL://" + lab.bootstrap("ROUTE_MISSING"), "--nameserver", lab.nameserver("internet"),
-         "-X", f"ssl.ca.location={lab.ca_file}"], capture_output=True, text=True, timeout=60, check=False)
+    done = run_cli(["probe", "--no-color", "--timeout", "3", "-b", "SSL://" + lab.bootstrap("ROUTE_MISSING"),
+                    "--nameserver", lab.nameserver("internet"), "-X", f"ssl.ca.location={lab.ca_file}"])
     assert done.returncode == 1
     assert "TLS_INGRESS_DEFAULT_CERTIFICATE" in done.stdout and FAKE in done.stdout
 
