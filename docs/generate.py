@@ -16,6 +16,7 @@ builds the site with `mkdocs build --strict`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -324,23 +325,37 @@ def _tests_naming(code: str) -> list[str]:
     The pure rule tests name their codes in module-level tables that parametrised tests read:
     such a file is credited as a whole (`tests/findings/test_rules_x.py`).
     """
+    found = []
+    for path, functions, tables in _test_sources():
+        named = [f"{path}::{name}" for name, body in functions if f'"{code}"' in body]
+        found += named or ([path] if f'"{code}"' in tables else [])
+    return found
+
+
+@functools.cache
+def _test_sources() -> list[tuple[str, list[tuple[str, str]], str]]:
+    """(path, [(test name, its source)], the module-level assignments' source) of every tests/**/test_*.py.
+
+    Parsed once for all codes: a parse of the suite per code, with ast.get_source_segment splitting
+    a file's lines again for every function, took 20 s a code on a loaded machine, most of the docs test.
+    Whole lines are taken (the `def` line to the last), which is what a quoted code can be found in.
+    """
     import ast
 
-    found = []
+    out = []
     for path in sorted((DOCS.parent / "tests").rglob("test_*.py")):
         source = path.read_text()
+        lines = re.split(r"\r\n|\r|\n", source)  # the line ends ast counts (str.splitlines knows more)
         tree = ast.parse(source)
-        in_tests = False
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
-                    and f'"{code}"' in (ast.get_source_segment(source, node) or "")):
-                found.append(f"{path.relative_to(DOCS.parent)}::{node.name}")
-                in_tests = True
-        tables = "".join(ast.get_source_segment(source, node) or "" for node in tree.body
-                         if isinstance(node, (ast.Assign, ast.AnnAssign)))
-        if not in_tests and f'"{code}"' in tables:
-            found.append(str(path.relative_to(DOCS.parent)))
-    return found
+
+        def text(node: ast.AST, lines: list[str] = lines) -> str:
+            return "\n".join(lines[node.lineno - 1:node.end_lineno])  # type: ignore[attr-defined]
+
+        functions = [(node.name, text(node)) for node in ast.walk(tree)
+                     if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]
+        tables = "".join(text(node) for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign)))
+        out.append((str(path.relative_to(DOCS.parent)), functions, tables))
+    return out
 
 
 def _probe_args(args: list[str]) -> Any:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 from system_network import kprobe as kprobe_in
 from system_network import system_network
 
@@ -27,9 +27,9 @@ def java_file(tmp_path: Path, name: str, bootstrap: str, user: str, password: st
     return path
 
 
-def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "kprobe", "probe", *args], capture_output=True, timeout=60,
-                          check=False)
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    """`kprobe probe ARGS` in this process (tests/cli_runner.py): a child's output, without its start-up."""
+    return run_cli(["probe", *args])
 
 
 @pytest.mark.labs("scram")
@@ -48,10 +48,9 @@ def test_java_file_as_it_is_and_no_secret_anywhere(scram_lab, tmp_path):
     assert done.returncode == 0, report["findings"]
     assert [b["status"] for b in report["bootstraps"]] == ["ok"]
     assert report["settings"]["properties"]["sasl.jaas.config"] == "[redacted]"
-    assert b"acks is not used by kprobe" in done.stderr  # named, once, on stderr
+    assert "acks is not used by kprobe" in done.stderr  # named, once, on stderr
     # kprobe list takes the same file (its listing through kprobe's own client, as kcat -L -F would)
-    listed = subprocess.run([sys.executable, "-m", "kprobe", "list", "--command-config", str(good), *ns, "--json"],
-                            capture_output=True, timeout=60, check=False)
+    listed = run_cli(["list", "--command-config", str(good), *ns, "--json"])
     assert listed.returncode == 0, listed.stderr
     assert [b["id"] for b in json.loads(listed.stdout)["brokers"]] == [0]
     runs.append(listed)
@@ -59,12 +58,12 @@ def test_java_file_as_it_is_and_no_secret_anywhere(scram_lab, tmp_path):
     bad_report = json.loads(bad.stdout)
     assert bad.returncode == 3 and [f["code"] for f in bad_report["findings"]] == ["AUTH_FAILED"]
     runs.append(bad)
-    secrets = [password.encode(), (password + "-x").encode(), good.read_bytes().split(b"sasl.jaas.config=")[1][:40]]
+    secrets = [password, password + "-x", good.read_text().split("sasl.jaas.config=")[1][:40]]
     for needle in secrets:
         for done in runs:
             assert needle not in done.stdout and needle not in done.stderr, done.args
         for saved in tmp_path.glob("*.json"):
-            assert needle not in saved.read_bytes(), saved
+            assert needle.encode() not in saved.read_bytes(), saved
 
 
 @pytest.mark.labs("scram")

@@ -1,25 +1,34 @@
 """Findings end to end, against the real Kafka lab: identity, consistency, TLS, SASL, proposed fixes.
 
-Each finding is produced by a lab situation (whole `kprobe probe --json` runs), and its absence in
-the healthy case is checked. The rules themselves are proven on plain data, code by code and
-severity by severity, in tests/findings/ (no broker, no packet); these runs prove that the probe
-steps observe what those rows assume.
+Each finding is produced by a lab situation (whole `kprobe probe --json` runs, through the CLI's entry
+point in this process: tests/cli_runner.py), and its absence in the healthy case is checked. The rules
+themselves are proven on plain data, code by code and severity by severity, in tests/findings/ (no
+broker, no packet); these runs prove that the probe steps observe what those rows assume.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+from cli_runner import run_cli
 from conftest import topic_on
 from report_check import validate
 
 
-def probe_json(*args: str, timeout: float = 60) -> tuple[int, dict, str]:
-    done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "--json", "--timeout", "2", *args],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+def kprobe(*args: str) -> subprocess.CompletedProcess[str]:
+    """`kprobe ARGS` in this process (tests/cli_runner.py): a child's stdout, stderr and exit code.
+
+    Why not a child: what these tests prove is what a run observes of the lab and reports, not how
+    the interpreter starts, and on the suite's two loaded CPUs a child costs a second before it
+    probes anything (about 60 runs here).
+    """
+    return run_cli(list(args))
+
+
+def probe_json(*args: str) -> tuple[int, dict, str]:
+    done = kprobe("probe", "--json", "--timeout", "2", *args)
     for arg in args:  # every run with a secret is searched for it
         if arg.startswith("sasl.password="):
             secret = arg.split("=", 1)[1]
@@ -70,13 +79,11 @@ def test_crossed_endpoint_answers_as_another_broker(three_lab):
     assert "is node 0" in wrong["message"]
     # Issue 20: TCP reaches all three, a client can use two; the summary says what a client can do.
     assert (data["summary"]["reachable"], data["summary"]["usable"]) == (3, 2)
-    text = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", three_lab.real_endpoint("CROSSED", 0),
-                           "--timeout", "2", "--no-color"], capture_output=True, text=True, timeout=60, check=False)
+    text = kprobe("probe", "-b", three_lab.real_endpoint("CROSSED", 0), "--timeout", "2", "--no-color")
     [row] = [ln.split() for ln in text.stdout.splitlines() if ln.startswith("  2 ")]
     assert row[-1] == "unusable" and "2/3 advertised endpoints usable from here" in text.stdout
-    prom = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", three_lab.real_endpoint("CROSSED", 0),
-                           "--timeout", "2", "--format", "prometheus"], capture_output=True, text=True, timeout=60,
-                          check=False).stdout
+    prom = kprobe("probe", "-b", three_lab.real_endpoint("CROSSED", 0), "--timeout", "2", "--format",
+                  "prometheus").stdout
     usable = {ln.split('node_id="')[1].split('"')[0]: ln.rsplit(" ", 1)[1] for ln in prom.splitlines()
               if ln.startswith("kprobe_endpoint_usable{")}
     assert usable == {"0": "1", "1": "1", "2": "0"}
@@ -352,12 +359,10 @@ def test_no_password_anywhere(sasl_lab, tmp_path):
                 out = tmp_path / f"{listener}-{fmt}-{len(runs)}.json"
                 args = [*sasl_args(sasl_lab, listener, mechanism, password), fmt, "--verbose", "-o", str(out),
                         "--timeout", "2"]
-                runs.append(subprocess.run([sys.executable, "-m", "kprobe", "probe", *args],
-                                           capture_output=True, timeout=60, check=False))
-        runs.append(subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", sasl_lab.bootstrap(listener),
-                                    "-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanism={mechanism}",
-                                    "-X", "sasl.username=alice", "-F", str(props), "--json", "--timeout", "2"],
-                                   capture_output=True, timeout=60, check=False))
+                runs.append(kprobe("probe", *args))
+        runs.append(kprobe("probe", "-b", sasl_lab.bootstrap(listener), "-X", "security.protocol=SASL_PLAINTEXT",
+                           "-X", f"sasl.mechanism={mechanism}", "-X", "sasl.username=alice", "-F", str(props),
+                           "--json", "--timeout", "2"))
     others = {  # name: (args, exit code, the one finding code)
         "bob denied Describe": (sasl_ssl_args(sasl_lab, "bob", bob), 0, "IDENTITY_NOT_CHECKED"),
         "SASL_SSL to a plaintext listener": (mismatch_args(sasl_lab, "SASL_PLAIN", "SASL_SSL", secret), 3,
@@ -368,8 +373,7 @@ def test_no_password_anywhere(sasl_lab, tmp_path):
     for index, (name, (args, exit_code, code)) in enumerate(others.items()):
         for fmt in ("--json", "--no-color"):
             out = tmp_path / f"other-{index}{fmt}.json"
-            done = subprocess.run([sys.executable, "-m", "kprobe", "probe", *args, fmt, "--verbose", "-o", str(out),
-                                   "--timeout", "2"], capture_output=True, timeout=60, check=False)
+            done = kprobe("probe", *args, fmt, "--verbose", "-o", str(out), "--timeout", "2")
             report = json.loads(out.read_bytes())  # the -o file; stdout and stderr are searched with the rest
             assert (done.returncode, codes(report)) == (exit_code, {code}), (name, report["findings"])
             assert report["settings"]["properties"]["sasl.password"] == "[redacted]"
@@ -377,23 +381,20 @@ def test_no_password_anywhere(sasl_lab, tmp_path):
             runs.append(done)
     # reports spooled for a collector that is down keep no secret either
     spool = tmp_path / "spool"
-    runs.append(subprocess.run([sys.executable, "-m", "kprobe", "probe", *sasl_args(sasl_lab, "SASL_PLAIN", "PLAIN",
-                                                                                 secret),
-                                "--publish", "127.0.0.1:1/reports", "--spool", str(spool), "--timeout", "1",
-                                "--json"], capture_output=True, timeout=60, check=False))
+    runs.append(kprobe("probe", *sasl_args(sasl_lab, "SASL_PLAIN", "PLAIN", secret), "--publish",
+                       "127.0.0.1:1/reports", "--spool", str(spool), "--timeout", "1", "--json"))
     assert list(spool.glob("*.json"))
     for spooled in spool.glob("*.json"):
         assert needle_of(secret) not in spooled.read_bytes()
     # a typo that makes the secret an unexpected argument
-    runs.append(subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", "h:1", "-X", "sasl.password", secret],
-                               capture_output=True, timeout=60, check=False))
-    for needle in (secret.encode(), bob.encode()):
+    runs.append(kprobe("probe", "-b", "h:1", "-X", "sasl.password", secret))
+    for needle in (secret, bob):
         for run in runs:
             assert needle not in run.stdout and needle not in run.stderr, run.args
         for report in tmp_path.glob("*.json"):
-            assert needle not in report.read_bytes()
-    assert any(b"[redacted]" in run.stdout for run in runs)
-    assert runs[-1].returncode == 2 and b"[redacted]" in runs[-1].stderr
+            assert needle.encode() not in report.read_bytes()
+    assert any("[redacted]" in run.stdout for run in runs)
+    assert runs[-1].returncode == 2 and "[redacted]" in runs[-1].stderr
 
 
 # -- fixes the evidence supports ------------------------------------------------------------------

@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import run_cli
 from report_check import validate
 
 from kprobe.kafka.connection import client_certificate_refusal
@@ -35,8 +35,8 @@ NEVER = "address and port"  # the old advice, wrong for every case here: the add
 
 
 def kprobe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True, timeout=60,
-                          check=False, env={**os.environ, "NO_COLOR": "1"})
+    """`kprobe ARGS` in this process (tests/cli_runner.py), as a child would run: no child's start-up to wait for."""
+    return run_cli(list(args), env={**os.environ, "NO_COLOR": "1"})
 
 
 def probe(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:

@@ -15,18 +15,26 @@ import time
 import uuid
 
 import pytest
+from cli_runner import run_cli
 from report_check import validate
 
 pytestmark = pytest.mark.labs("three-brokers")
 
 
-def kprobe(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True, timeout=timeout,
+def kprobe(*args: str) -> subprocess.CompletedProcess[str]:
+    """`kprobe ARGS` in this process (tests/cli_runner.py): a child's output and exit code, without its start-up."""
+    return run_cli(list(args))
+
+
+def child(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m kprobe ARGS` as a process of its own: for the runs a deadline cuts, which must end the process
+    with its round trip unfinished (an abandoned librdkafka producer would outlive an in-process run)."""
+    return subprocess.run([sys.executable, "-m", "kprobe", *args], capture_output=True, text=True, timeout=90,
                           check=False)
 
 
-def probe_json(*args: str) -> tuple[int, dict]:
-    done = kprobe("probe", "--json", *args)
+def probe_json(*args: str, run=kprobe) -> tuple[int, dict]:
+    done = run("probe", "--json", *args)
     data = json.loads(done.stdout)
     validate(data)
     return done.returncode, data
@@ -88,7 +96,7 @@ def test_partial_cluster_names_the_failing_partition_and_agrees(canary, three_la
     topic, _ = canary
     started = time.monotonic()
     code, data = probe_json("-b", three_lab.real_endpoint("BLACKHOLED", 0), "--timeout", "2", "--deadline", "5",
-                            "--roundtrip", topic)
+                            "--roundtrip", topic, run=child)
     assert code == 1
     by_partition = {p["leader"]: p for p in data["roundtrip"]["partitions"]}
     assert by_partition[2]["status"] == "produce_failed"
@@ -110,7 +118,7 @@ def test_deadline_shorter_than_the_round_trip_leaves_partitions_unfinished(canar
     topic, _ = canary
     started = time.monotonic()
     code, data = probe_json("-b", three_lab.real_endpoint("IMPOSTOR", 0), "--timeout", "10", "--deadline", "3",
-                            "--roundtrip", topic)
+                            "--roundtrip", topic, run=child)
     elapsed = time.monotonic() - started
     assert code == 1
     rt = data["roundtrip"]
@@ -140,7 +148,7 @@ def test_missing_topic_is_one_line_and_exit_2(three_lab):
     (["--roundtrip", "t", "--resolve", "kafka0=127.0.0.31"], "cannot honour --nameserver, --resolve or --connect-to"),
 ])
 def test_bad_roundtrip_options_are_one_line(args, says):
-    done = kprobe("probe", "-b", "127.0.0.1:1", *args, timeout=30)
+    done = kprobe("probe", "-b", "127.0.0.1:1", *args)
     assert done.returncode == 2 and done.stdout == ""
     [line] = done.stderr.splitlines()
     assert says in line
