@@ -18,6 +18,17 @@ report per vantage and cluster a minute), `--repeat` times, in this order:
 
 Medians over the repeats are printed as a Markdown table. The growth exponent is the slope of
 log(time) against log(size) of the whole job.
+
+With `--processes`, every figure is a whole process, as a scheduler runs the job (issue 32):
+
+    python bench/bench_aggregate.py --processes [--sizes 1000000] [--repeat 3]
+
+- the parsing scan: a process that starts a Spark session and does the scan above;
+- the first `kprobe aggregate` (html off) into a new --out;
+- the rerun with 1% new reports (a separate process, the state kept in --out);
+- the run after it, with nothing new (no JVM: kprobe.aggregate.plan);
+
+side by side in each round, medians of the rounds.
 """
 
 from __future__ import annotations
@@ -27,12 +38,13 @@ import datetime as dt
 import math
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from kprobe.aggregate.generate import START, reports, write_jsonl
-from kprobe.aggregate.job import JobOptions, run, session
 from kprobe.aggregate.schema import report_schema
 
 VANTAGES, CLUSTERS = 20, 10
@@ -110,8 +122,64 @@ def prepare(work: Path, size: int) -> tuple[Path, Path]:
         write_jsonl(base, reports(VANTAGES, CLUSTERS, hours))
     if not more.exists():
         later = START + dt.timedelta(hours=hours)
-        write_jsonl(more, reports(VANTAGES, CLUSTERS, hours / 100, seed=8, start=later), per_file=5_000)
+        # 1% of the reports, in whole minutes (one report per vantage and cluster a minute): at small
+        # sizes a bare hours / 100 rounds down to fewer minutes than 1%.
+        minutes = max(1, round(hours * 60 / 100))
+        write_jsonl(more, reports(VANTAGES, CLUSTERS, minutes / 60, seed=8, start=later), per_file=5_000)
     return base, more
+
+
+def timed(argv: list[str]) -> tuple[float, str]:
+    """Seconds a whole process takes, and its standard output; a failure stops the benchmark."""
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return seconds, done.stdout
+
+
+def scan_process(path: Path) -> None:
+    """The parsing scan as its own process (what `--processes` times): session start, then the scan."""
+    from kprobe.aggregate.job import session
+
+    spark = session("local[*]", app="kprobe-bench-scan")
+    parsing_scan(spark, [path])
+    spark.stop()
+
+
+def processes(args: argparse.Namespace) -> None:
+    """Scan, first run, +1%, nothing new: each a separate process, side by side per round; medians."""
+    aggregate = [sys.executable, "-m", "kprobe", "aggregate", "--no-html"]
+    table = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        base, more = prepare(args.work, size)
+        out = args.work / f"out-{size}"
+        runs: list[dict[str, float]] = []
+        observations = 0
+        for _ in range(args.repeat):
+            shutil.rmtree(out, ignore_errors=True)
+            scan = timed([sys.executable, __file__, "--scan", str(base)])[0]
+            first, text = timed([*aggregate, str(base), "--out", str(out)])
+            observations = int(text.split(" endpoint observations")[0].rsplit("(", 1)[1].split()[-1])
+            more_s, text = timed([*aggregate, str(base), str(more), "--out", str(out)])
+            nothing, quiet = timed([*aggregate, str(base), str(more), "--out", str(out)])
+            assert quiet.startswith("nothing new"), quiet
+            runs.append({"scan": scan, "first": first, "more": more_s, "nothing": nothing})
+            print(f"{observations:,} observations: scan {scan:.1f} s, first run {first:.1f} s "
+                  f"({first / scan:.2f} x scan), +1% {more_s:.1f} s ({more_s / first:.2f} of the first), "
+                  f"nothing new {nothing:.2f} s", flush=True)
+        shutil.rmtree(out, ignore_errors=True)
+        if args.drop_inputs:
+            shutil.rmtree(base, ignore_errors=True)
+            shutil.rmtree(more, ignore_errors=True)
+        table.append((observations, {k: statistics.median(r[k] for r in runs) for k in runs[0]}))
+    print(f"\nmedians of {args.repeat} rounds, every figure a whole process:")
+    print("| observations | parsing scan | first run | first / scan | +1% new | +1% / first | nothing new |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for obs, m in table:
+        print(f"| {obs:,} | {m['scan']:.1f} s | {m['first']:.1f} s | {m['first'] / m['scan']:.2f} "
+              f"| {m['more']:.1f} s | {m['more'] / m['first']:.2f} | {m['nothing']:.2f} s |")
 
 
 def main() -> None:
@@ -121,7 +189,17 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/kprobe-bench"))
     parser.add_argument("--drop-inputs", action="store_true", help="delete each size's input after measuring it")
     parser.add_argument("--no-duckdb", action="store_true")
+    parser.add_argument("--processes", action="store_true", help="every figure a whole process (issue 32)")
+    parser.add_argument("--scan", type=Path, help=argparse.SUPPRESS)  # one parsing scan, as its own process
     args = parser.parse_args()
+    if args.scan:
+        scan_process(args.scan)
+        return
+    if args.processes:
+        processes(args)
+        return
+    from kprobe.aggregate.job import JobOptions, run, session
+
     spark = session("local[*]", app="kprobe-bench")
     table = []
     for size in (int(s) for s in args.sizes.split(",")):

@@ -166,3 +166,16 @@ def test_no_module_shares_a_standard_library_name():
     clashes = sorted(name for name in MODULES if name.rsplit(".", 1)[-1] in sys.stdlib_module_names
                      and not name.endswith("__main__"))
     assert not clashes, clashes
+
+
+# cli.py is the one shell (every command's options, one place); lab/scenarios.py is a declarative table.
+LONG_ALLOWED = {"kprobe.cli", "kprobe.lab.scenarios"}
+MAX_LINES = 650
+
+
+def test_no_module_does_several_jobs_by_length():
+    """A module past 650 lines has, every time so far, been several jobs in one file (oauth.py was
+    settings, a signer, JWS, a cache and an HTTP client): split it along its jobs instead."""
+    long = sorted(f"{name} ({n} lines)" for name, path in MODULES.items()
+                  if name not in LONG_ALLOWED and (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES)
+    assert not long, long

@@ -53,14 +53,14 @@ def _main(argv: list[str] | None) -> int:
                         help="Spark's own output on stderr (by default it goes to a log file, named on failure)")
     args = parser.parse_args(argv)
     topics = validate(args.inputs, args.out, args.kafka, args.since, args.until, args.state, args.full)
-    from kprobe.aggregate.job import JobOptions, run, session, summary_lines
+    from kprobe.aggregate.plan import JobOptions, command
 
     # Under spark-submit the JVM gateway exists and carries spark-submit's master: keep it.
     master = args.master or (None if os.environ.get("PYSPARK_GATEWAY_PORT") else "local[*]")
-    spark = session(master, kafka=bool(topics), verbose=args.verbose)
-    result = run(spark, JobOptions(tuple(args.inputs), args.out, master, args.since, args.until, not args.no_html,
-                                   topics, full=args.full, state=args.state))
-    print("\n".join(summary_lines(result)))
+    # With nothing new, `command` prints one line and never imports PySpark (kprobe.aggregate.plan).
+    print("\n".join(command(JobOptions(tuple(args.inputs), args.out, master, args.since, args.until,
+                                       not args.no_html, topics, full=args.full, state=args.state),
+                            verbose=args.verbose)))
     return 0
 
 

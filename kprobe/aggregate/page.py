@@ -14,7 +14,6 @@ choose them) reaches the page as JSON text and is set as text (textContent), nev
 from __future__ import annotations
 
 import json
-import shlex
 from importlib import resources
 from typing import Any
 
@@ -29,14 +28,17 @@ TIMELINE_VANTAGES = 12
 
 
 def page_data(endpoint_vantage: DataFrame, hourly: DataFrame | None,
-              cluster_summary: DataFrame | None = None, minutely: DataFrame | None = None) -> dict[str, Any]:
+              findings_by_endpoint: DataFrame | None = None, minutely: DataFrame | None = None) -> dict[str, Any]:
     """What the page draws, collected on the driver from the aggregated tables (small by then).
 
     Compact on purpose: 200 vantages x 300 endpoints are 60,000 cells, so a cell is a short array
     (endpoint and vantage indexes, probes, successes, last status, last seen as Unix seconds,
-    failures by class) rather than an object of named fields. Per cluster, `findings` holds one
-    entry per vantage (the vantage's worst finding from `cluster_summary`, or null): a gap says
-    why only if the page can name the finding, as the terminal does. `minutely` (per-minute
+    failures by class, and its finding) rather than an object of named fields. A cell's finding is
+    the one the reports name for that endpoint from that vantage (`findings_by_endpoint`), as
+    [index into the cluster's `findings`, occurrences, last seen, how many other codes], or absent:
+    a gap says why, in the report's words, only if the page has them, as the terminal does. The
+    cluster's `findings` list each [code, severity, message, fix] once (a message names its
+    endpoint, not its vantage: one entry serves every vantage that saw it). `minutely` (per-minute
     probes, which the job computes only when the data span about an hour) makes the timelines finer.
     """
     fails = [f"fail_{name}" for name in FAILURE_CLASSES]
@@ -44,26 +46,30 @@ def page_data(endpoint_vantage: DataFrame, hourly: DataFrame | None,
         "cluster_id", "node_id", "host", "port", "vantage", "probes", "successes", "last_status",
         F.unix_timestamp("last_seen").alias("last_seen"), F.unix_timestamp("first_seen").alias("first_seen"),
         *fails).collect()
+    own = own_findings(findings_by_endpoint) if findings_by_endpoint is not None else {}
     statuses: list[str] = []
     clusters: dict[str, dict[str, Any]] = {}
     for r in rows:
         c = clusters.setdefault(r.cluster_id or "", {"id": r.cluster_id or "", "endpoints": {}, "vantages": {},
-                                                     "cells": []})
+                                                     "cells": [], "findings": {}})
         ep = c["endpoints"].setdefault((r.node_id, f"{r.host}:{r.port}"), len(c["endpoints"]))
         va = c["vantages"].setdefault(r.vantage, len(c["vantages"]))
         status = r.last_status or "ok"
         if status not in statuses:
             statuses.append(status)
         failures = {name: r[f"fail_{name}"] for name in FAILURE_CLASSES if r[f"fail_{name}"]}
-        c["cells"].append([ep, va, r.probes, r.successes, statuses.index(status), r.last_seen, r.first_seen,
-                           failures])
-    worst = _worst_findings(cluster_summary) if cluster_summary is not None else {}
+        cell = [ep, va, r.probes, r.successes, statuses.index(status), r.last_seen, r.first_seen, failures]
+        found = own.get((r.cluster_id or "", r.node_id, r.host, r.port, r.vantage))
+        if found is not None:  # absent, not null, in a cell without one: 60,000 cells are most of the page
+            entry, occurrences, seen, others = found
+            cell.append([c["findings"].setdefault(entry, len(c["findings"])), occurrences, seen, others])
+        c["cells"].append(cell)
     out = []
     for c in clusters.values():
         endpoints = [[n, hp] for (n, hp) in c["endpoints"]]
         out.append({"id": c["id"], "name": cluster_name(c["id"], [hp for _, hp in endpoints]),
                     "endpoints": endpoints, "vantages": list(c["vantages"]), "cells": c["cells"],
-                    "findings": [worst.get((c["id"], v)) for v in c["vantages"]], "timeline": None})
+                    "findings": [list(entry) for entry in c["findings"]], "timeline": None})
     timelines = _timelines(hourly) if hourly is not None else {}
     if minutely is not None:
         timelines.update(_fine_timelines(minutely, timelines))
@@ -72,31 +78,29 @@ def page_data(endpoint_vantage: DataFrame, hourly: DataFrame | None,
     return {"clusters": out, "statuses": statuses, "bootstrap_node": BOOTSTRAP_NODE}
 
 
-# What the aggregation keeps of a finding is its code and severity (the report's message and fix are
-# per report, and the job's state does not keep them: see docs/aggregate.md). The page names the
-# finding with the catalogue's one-line title and what a client meets, and its fix with the command
-# that prints the exact one (the vantage's name shell-quoted: it is copied into a terminal).
-FIX_POINTER = "the exact fix, with this vantage's addresses, is in its reports: kprobe show --vantage {vantage} " \
-              "--status gap REPORTS"
+SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+Finding = tuple[str, str, str, str]  # code, severity, message, fix
 
 
-def _worst_findings(cluster_summary: DataFrame) -> dict[tuple[str, str], list[str]]:
-    """(cluster, vantage) -> [code, severity, message, fix] of the worst finding, from `cluster_summary`."""
-    return {(r.cluster_id or "", r.vantage): finding_entry(r.worst_finding, r.worst_severity, r.vantage)
-            for r in cluster_summary.select("cluster_id", "vantage", "worst_finding", "worst_severity").collect()
-            if r.worst_finding}
+def own_findings(findings_by_endpoint: DataFrame) -> dict[tuple[Any, ...], tuple[Finding, int, int, int]]:
+    """(cluster, node, host, port, vantage) -> the finding a cell shows: (its entry, occurrences, last seen, others).
 
-
-def finding_entry(code: str, severity: str | None, vantage: str | None) -> list[str]:
-    """[code, severity, message, fix] as the page shows a gap's finding: the message from the catalogue.
-
-    A code the catalogue does not know (a newer kprobe's report) is shown as it is, with no message.
+    Of the codes the reports named for that endpoint from that vantage, the most severe, then the
+    one named last (what explains the last status), then the most frequent; `others` counts the
+    rest, which `findings_by_endpoint` lists.
     """
-    from kprobe.findings.catalogue import CATALOGUE
-
-    kind = CATALOGUE.get(code)
-    message = f"{kind.title}. {kind.client_sees}" if kind else f"{code} (not in this kprobe's catalogue)"
-    return [code, severity or "", message, FIX_POINTER.format(vantage=shlex.quote(vantage or ""))]
+    rows = findings_by_endpoint.select(
+        "cluster_id", "node_id", "host", "port", "vantage", "code", "severity", "occurrences",
+        F.unix_timestamp("last_seen").alias("last_seen"), "message", "fix").collect()
+    per: dict[tuple[Any, ...], list[Any]] = {}
+    for r in rows:
+        per.setdefault((r.cluster_id or "", r.node_id, r.host, r.port, r.vantage), []).append(r)
+    out: dict[tuple[Any, ...], tuple[Finding, int, int, int]] = {}
+    for key, found in per.items():
+        r = min(found, key=lambda f: (SEVERITY_RANK.get(f.severity, 3), -(f.last_seen or 0), -f.occurrences, f.code))
+        entry = (r.code, r.severity or "", r.message or "", r.fix or "")
+        out[key] = (entry, r.occurrences, r.last_seen, len(found) - 1)
+    return out
 
 
 def cluster_name(cluster_id: str, endpoints: list[str]) -> str:
@@ -250,5 +254,5 @@ def render_html(outputs: dict[str, DataFrame], counts: dict[str, Any], worst: li
                 minutely: DataFrame | None = None) -> str:
     """The page of one aggregation. `worst` (the terminal's gap list) is recomputed by the page from every cell."""
     del worst
-    return render_page(page_data(outputs["endpoint_vantage"], outputs.get("hourly"), outputs.get("cluster_summary"),
-                                 minutely), counts)
+    return render_page(page_data(outputs["endpoint_vantage"], outputs.get("hourly"),
+                                 outputs.get("findings_by_endpoint"), minutely), counts)

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kprobe.aggregate.schema import CORRUPT, READ, SUPPORTED, prune, read_schema, report_schema
+from kprobe.aggregate.schema import CORRUPT, KEPT_FINDING, READ, SUPPORTED, prune, read_schema, report_schema
 from kprobe.models import CLIENTS_CONNECT
 
 FAILURE_CLASSES = ("dns", "refused", "timeout", "unreachable", "tls", "identity", "auth", "partial")
@@ -43,7 +43,9 @@ ZERO_BUCKET = -1_000_000  # latencies of 0 ms (or less): log() has no bucket for
 # The flat rows the job keeps, one per endpoint observation: `kind` r (a usable report) or q
 # (quarantined). The report's own fields ride on its first row only (`rep`), so that one pass
 # writes reports and observations without a row of its own for each report; a report with no
-# observation (all unchecked) still has that one row, with `o` false.
+# observation (all unchecked) still has that one row, with `o` false. `concerns` holds, on an
+# observation, the findings of its report about that endpoint (`concerning`), in the report's words.
+CONCERN = T.StructType([T.StructField(n, T.StringType()) for n in ("code", "severity", "message", "fix")])
 FLAT = T.StructType([
     T.StructField("kind", T.StringType()), T.StructField("d", T.StringType()),
     T.StructField("seq", T.LongType()), T.StructField("h", T.LongType()), T.StructField("rid", T.LongType()),
@@ -56,7 +58,8 @@ FLAT = T.StructType([
     T.StructField("file", T.StringType()), T.StructField("report_id", T.StringType()),
     T.StructField("status", T.StringType()), T.StructField("n_adv", T.IntegerType()),
     T.StructField("n_reach", T.IntegerType()),
-    T.StructField("findings", prune(report_schema()["findings"].dataType, READ["findings"])),
+    T.StructField("findings", prune(report_schema()["findings"].dataType, KEPT_FINDING)),
+    T.StructField("concerns", T.ArrayType(CONCERN)),
     T.StructField("bootstraps", prune(report_schema()["bootstraps"].dataType, READ["bootstraps"])),
     T.StructField("reason", T.StringType()), T.StructField("record", T.StringType()),
 ])
@@ -191,13 +194,20 @@ def flat_records(records: DataFrame) -> DataFrame:
     e = F.col("e")
     boot = e["status"].startswith(BOOT)
     first = F.col("i").isNull() | (F.col("i") == 0)
-    on_first = ("file", "report_id", "status", "n_adv", "n_reach", "findings", "bootstraps")
+    observed = usable & e.isNotNull() & (e["status"] != "unchecked") & (e["status"] != BOOT + "unchecked")
+    on_first = ("file", "report_id", "status", "n_adv", "n_reach", "bootstraps")
+    findings = F.col("findings")
+    kept_finding = FLAT["findings"].dataType
     columns = {
+        # By position (arrays_zip, then a cast that names the fields): no lambda on every report.
+        "findings": F.when(first, F.arrays_zip(*[findings[k] for k in KEPT_FINDING]).cast(kept_finding)),
+        "concerns": F.when(observed & (F.size(findings) > 0),
+                           concerning(findings, e["node_id"], e["host"], e["port"], boot)),
         "kind": F.when(usable, F.lit("r")).otherwise(F.lit("q")),
         "d": F.when(usable, F.date_format("ts", "yyyy-MM-dd")).otherwise(F.lit(QUARANTINE_DAY)),
         "day": F.to_date("ts"),
         "rep": usable & first,
-        "o": usable & e.isNotNull() & (e["status"] != "unchecked") & (e["status"] != BOOT + "unchecked"),
+        "o": observed,
         "node_id": e["node_id"], "host": e["host"], "port": e["port"],
         "failure": F.when(boot, _bootstrap_failure(F.substring(e["status"], len(BOOT) + 1, 100)))
         .otherwise(_failure(e)),
@@ -207,6 +217,38 @@ def flat_records(records: DataFrame) -> DataFrame:
     }
     return rows.select(*[(columns[f.name] if f.name in columns else F.col(f.name)).cast(f.dataType).alias(f.name)
                          for f in FLAT.fields])
+
+
+def hostport(host: Column, port: Column) -> Column:
+    """`host:port` as reports write an endpoint (`net.addresses.format_hostport`: an IPv6 literal bracketed)."""
+    port = port.cast("string")
+    return (F.when(host.contains(":") & ~host.startswith("["), F.concat(F.lit("["), host, F.lit("]:"), port))
+            .otherwise(F.concat(host, F.lit(":"), port)))
+
+
+def concerning(findings: Column, node_id: Column, host: Column, port: Column, boot: Column) -> Column:
+    """The findings (code, severity, message, fix) of a report that concern one of its endpoints.
+
+    The rule of `models.Finding.concerns`, which `kprobe show` and the terminal go by: the
+    endpoint's `host:port` is in the finding's `endpoints` (or is its `endpoint`, in reports from
+    before the list) and its node is in `node_ids` (or is `node_id`), or the finding names no node.
+    A bootstrap standing in for endpoints (`flat_records`: no bootstrap answered) is concerned by the
+    findings about that bootstrap (`bootstrap`, and no endpoint). Spark interprets these lambdas,
+    so they run only on reports with findings, which are few.
+    """
+    at = hostport(host, port)
+
+    def concerns(f: Column) -> Column:
+        ends = F.when(F.size(f["endpoints"]) > 0, f["endpoints"]).when(f["endpoint"].isNotNull(),
+                                                                         F.array(f["endpoint"]))
+        nodes = F.when(F.size(f["node_ids"]) > 0, f["node_ids"]).when(f["node_id"].isNotNull(),
+                                                                       F.array(f["node_id"]))
+        advertised = F.array_contains(ends, at) & (nodes.isNull() | F.array_contains(nodes, node_id))
+        of_bootstrap = (f["bootstrap"] == at) & ends.isNull()
+        return F.coalesce(F.when(boot, of_bootstrap).otherwise(advertised), F.lit(False))
+
+    return F.transform(F.filter(findings, concerns), lambda f: F.struct(
+        *[f[k].cast("string").alias(k) for k in CONCERN.names]))
 
 
 def kept(rows: DataFrame, copies: DataFrame | None) -> DataFrame:
@@ -266,8 +308,9 @@ def day_rollups(rows: DataFrame) -> DataFrame:
     t = ev (per endpoint and vantage: counts, failure classes, maxima, first and last
     observation, status changes within the day), h (latency histogram buckets), hr (per cluster,
     vantage and hour), cs (per cluster and vantage: reports, last good and bad, latest report),
-    f (findings), adv (a bootstrap's first and last advertised address of a node) and chg
-    (changes of it within the day). Each merges across days in the functions below.
+    f (findings), fe (findings per endpoint, in their words), adv (a bootstrap's first and last
+    advertised address of a node) and chg (changes of it within the day). Each merges across days
+    in the functions below.
     """
     day = ("d", "day")
     reps = rows.where("rep")
@@ -322,6 +365,16 @@ def day_rollups(rows: DataFrame) -> DataFrame:
              .groupBy("cluster_id", "vantage", *day, f["code"].alias("code"), f["severity"].alias("severity"))
              .agg(F.sum(weight).cast("long").alias("occurrences"), F.count(F.lit(1)).alias("findings"))
              .withColumn("t", F.lit("f")))
+    # Per endpoint, vantage and code: the findings about that endpoint (see `concerning`), with the
+    # report's words of the latest (a tie in time: the larger report hash, the same in every run).
+    c = F.col("c")
+    own = (obs.select(*KEYS, *day, "ts", "rid", F.explode("concerns").alias("c"))
+           .groupBy(*KEYS, *day, c["code"].alias("code"), c["severity"].alias("severity"))
+           .agg(F.count(F.lit(1)).alias("occurrences"), F.min("ts").alias("first_ts"),
+                F.max(F.struct("ts", "rid", c["message"].alias("message"), c["fix"].alias("fix"))).alias("z"))
+           .select(*KEYS, *day, "code", "severity", "occurrences", "first_ts", F.col("z.ts").alias("last_ts"),
+                   F.col("z.rid").alias("last_rid"), "z.message", "z.fix")
+           .withColumn("t", F.lit("fe")))
     boots = (reps.select("cluster_id", "vantage", *day, "ts", "rid", "report_id", F.explode("bootstraps").alias("b"))
              .where(F.col("b.status") == "ok"))
     brokers = boots.select("cluster_id", "vantage", *day, "ts", "rid", "report_id",
@@ -352,7 +405,7 @@ def day_rollups(rows: DataFrame) -> DataFrame:
               .groupBy(*ADV_KEYS, *day).agg(F.min("report_id").alias("report_id")))
     ends = ends.join(firsts, [*ADV_KEYS, *day], "left").withColumn("t", F.lit("adv"))
     out = ev
-    for part in (hist, hourly, cs, found, changes, ends):
+    for part in (hist, hourly, cs, found, own, changes, ends):
         out = out.unionByName(part, allowMissingColumns=True)
     return out
 
@@ -429,6 +482,19 @@ def findings_by_day(rollups: DataFrame) -> DataFrame:
     """Finding codes by cluster, vantage and day: `occurrences` per endpoint concerned, `findings` as written."""
     return (rollups.where(F.col("t") == "f").groupBy("cluster_id", "vantage", "day", "code", "severity")
             .agg(F.sum("occurrences").alias("occurrences"), F.sum("findings").alias("findings")))
+
+
+def findings_by_endpoint(rollups: DataFrame) -> DataFrame:
+    """Per endpoint, vantage and finding code: how often the finding concerned that endpoint, in its words.
+
+    `occurrences` counts the observations it concerned; `message` and `fix` are those of the latest
+    (what `kprobe show` of that report prints), so the page says why each gap is one, with its fix.
+    """
+    z = F.max(F.struct("last_ts", "last_rid", "message", "fix")).alias("z")
+    return (rollups.where(F.col("t") == "fe").groupBy(*KEYS, "code", "severity")
+            .agg(F.sum("occurrences").alias("occurrences"), F.min("first_ts").alias("first_seen"), z)
+            .select(*KEYS, "code", "severity", "occurrences", "first_seen", F.col("z.last_ts").alias("last_seen"),
+                    "z.message", "z.fix"))
 
 
 def hourly(rollups: DataFrame) -> DataFrame:

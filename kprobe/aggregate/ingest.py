@@ -1,0 +1,297 @@
+"""The incremental state's side of the job: read what is new, keep it as flat records, roll up its days.
+
+A run reads only the files and topic messages no earlier run read (kprobe.aggregate.state
+keeps what they were), writes them as flat records under its own `run=N` directories, finds
+the report ids that came more than once (`_dedupe`), rolls up the days it touched, in segments
+when it can (`_roll_up`), and commits the manifest: from then on the run counts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, Observation, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from kprobe.aggregate import state as st
+from kprobe.aggregate import transforms as tf
+from kprobe.aggregate.checks import is_local
+from kprobe.aggregate.plan import InputFile, JobOptions, News, Progress, hidden, list_local, news
+from kprobe.errors import KprobeError
+
+
+def list_inputs(spark: SparkSession, inputs: tuple[str, ...]) -> list[InputFile]:
+    """Every file under the inputs (recursively), with its size and modification time.
+
+    Local paths are walked by Python (`plan.list_local`); others (s3a, hdfs) through Hadoop's
+    FileSystem, which also expands globs.
+    """
+    found: dict[str, InputFile] = {}
+    for item in inputs:
+        if is_local(item):
+            found.update((f.path, f) for f in list_local(item))
+            continue
+        jvm: Any = spark.sparkContext._jvm
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(item)
+        fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        for status in fs.globStatus(hadoop_path) or []:
+            listing = fs.listFiles(status.getPath(), True)
+            base = status.getPath().toString()
+            while listing.hasNext():
+                entry = listing.next()
+                path = entry.getPath().toString()
+                if not any(hidden(part) for part in path[len(base):].split("/") if part):
+                    found[path] = InputFile(path, entry.getLen(), entry.getModificationTime() * 1_000_000)
+    return [found[p] for p in sorted(found)]
+
+
+def read_records(spark: SparkSession, files: list[InputFile],
+                 topics: dict[tuple[str, str], dict[int, tuple[int, int]]] | None = None) -> DataFrame:
+    """Records (`file`, `line`) of these files and of these topic offset ranges, as one DataFrame.
+
+    JSON Lines are read line by line (any size); `*.json` files whole, then split (split_records);
+    any other file is one record with no text, quarantined as unsupported, so the counts cover it.
+    """
+    parts: list[DataFrame] = []
+    lines = [f.path for f in files if f.kind == "lines"]
+    whole = [f.path for f in files if f.kind == "whole"]
+    others = [Path(f.path).as_uri() if is_local(f.path) else f.path for f in files if f.kind == "other"]
+    if lines:
+        parts.append(spark.read.text(lines).select(F.input_file_name().alias("file"), F.col("value").alias("line"))
+                     .where(F.trim(F.col("line")) != ""))
+    if whole:
+        parts.append(tf.split_records(spark.read.text(whole, wholetext=True)
+                                      .select(F.input_file_name().alias("file"), "value")))
+    if others:
+        parts.append(spark.createDataFrame([(p, None) for p in others], "file string, line string"))
+    for (bootstrap, topic), ranges in (topics or {}).items():
+        if not ranges:
+            continue
+        start = json.dumps({topic: {str(p): r[0] for p, r in ranges.items()}})
+        end = json.dumps({topic: {str(p): r[1] for p, r in ranges.items()}})
+        messages = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                    # assign, not subscribe: only the partitions with news, each from where the last run stopped
+                    .option("assign", json.dumps({topic: sorted(ranges)}))
+                    .option("startingOffsets", start).option("endingOffsets", end)
+                    .option("failOnDataLoss", "false").load())
+        parts.append(messages.select(
+            F.concat(F.lit(f"kafka://{bootstrap}/{topic}/"), F.col("partition").cast("string"), F.lit("@"),
+                     F.col("offset").cast("string")).alias("file"),
+            F.col("value").cast("string").alias("line")))
+    if not parts:
+        return spark.createDataFrame([], "file string, line string")
+    result = parts[0]
+    for part in parts[1:]:
+        result = result.unionByName(part)
+    return result
+
+
+def _paths(root: Path, table: str, parts: list[tuple[int, str, str]]) -> list[str]:
+    return [str(root / table / f"run={r}" / (f"kind={k}/d={d}" if k else f"d={d}")) for r, k, d in parts]
+
+
+def read_parts(spark: SparkSession, root: Path, table: str, parts: list[tuple[int, str, str]],
+               schema: T.StructType | None = None) -> DataFrame | None:
+    """The partitions given of one state table (with `run`, `kind`, `d` from their paths), or None if none."""
+    if not parts:
+        return None
+    df = spark.read.option("basePath", str(root / table)).parquet(*_paths(root, table, parts))
+    return df.withColumn("run", F.col("run").cast("int"))
+
+
+def ingest(spark: SparkSession, options: JobOptions, root: Path, manifest: st.Manifest,
+           progress: Progress) -> dict[str, int]:
+    """Read what is new, keep it as flat records, roll up the days it touched; returns this batch's counts.
+
+    The manifest is updated, not committed: the caller checks the accounting, then commits.
+    """
+    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    # A partitioned write sorts each task's rows by partition unless it may keep a writer open per
+    # partition; a pass touches few days, so a few writers spare the sort of every record.
+    spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", "32")
+    run_no = manifest.run + 1
+    found: News = news(list_inputs(spark, options.inputs), manifest, options.kafka)
+    listed, new, changed, topics, messages = found.listed, found.new, found.changed, found.topics, found.messages
+    progress("reading", f"{len(new)} new and {len(changed)} changed files of {len(listed)}"
+             + (f", {messages} new topic messages" if options.kafka else "")
+             + (" (--full: everything again)" if options.full else ""))
+    batch = {"input_records": 0, "quarantined": 0, "usable": 0, "observations": 0}
+    days: set[str] = set()
+    if new or changed or messages:
+        raw = read_records(spark, new, topics)
+        if changed:
+            raw = raw.unionByName(_unread_part(spark, root, manifest, read_records(spark, changed)))
+        seen_in = Observation("read")
+        split = Observation("split")
+        flat = tf.flat_records(tf.quarantine_reason(tf.parse(raw.observe(seen_in, F.count(F.lit(1)).alias("n")))))
+        flat = flat.observe(split, F.count(F.when(F.col("kind") == "q", 1)).alias("q"),
+                            F.count(F.when(F.col("rep"), 1)).alias("r"), F.count(F.when(F.col("o"), 1)).alias("o"))
+        flat.write.partitionBy("kind", "d").parquet(str(root / "records" / f"run={run_no}"))
+        counted = split.get
+        batch = {"input_records": seen_in.get["n"], "quarantined": counted["q"], "usable": counted["r"],
+                 "observations": counted["o"]}
+        parts = st.written(root / "records" / f"run={run_no}")
+        manifest.records += [[run_no, k, d] for k, d in parts]
+        days = {d for k, d in parts if k == "r"}
+        progress("observations", f"{batch['input_records']:,} records read: {batch['usable']:,} reports "
+                 f"({batch['observations']:,} endpoint observations), {batch['quarantined']:,} quarantined; "
+                 f"{len(days)} days to roll up")
+        if batch["input_records"] != batch["usable"] + batch["quarantined"]:
+            raise KprobeError(f"record accounting does not add up: {batch['input_records']} records read, but "
+                              f"{batch['usable']} usable + {batch['quarantined']} quarantined")
+        moved = _dedupe(spark, root, manifest, run_no, batch)
+        if batch["quarantined"]:
+            q = read_parts(spark, root, "records", [(run_no, "q", tf.QUARANTINE_DAY)])
+            assert q is not None
+            reasons = manifest.counts["quarantine_reasons"]
+            for row in q.groupBy("reason").count().collect():
+                reasons[row["reason"]] = reasons.get(row["reason"], 0) + row["count"]
+        for key in ("input_records", "quarantined", "usable"):
+            manifest.counts[key] += batch[key]
+        touched = days | moved
+        segments = _roll_up(spark, root, manifest, run_no, touched, moved) if touched else set()
+        progress("rollups", f"{len(touched)} days rolled up"
+                 + (f" ({len(segments)} from this run's reports alone)" if segments else "")
+                 + f"; {len(manifest.rollups)} days in all")
+    for f in [*new, *changed]:
+        manifest.files[f.path] = [f.size, f.mtime]
+    for (bootstrap, topic), ranges in topics.items():
+        done = manifest.topics.setdefault(f"{bootstrap}/{topic}", {})
+        done.update({str(p): hi for p, (_, hi) in ranges.items()})
+    manifest.run = run_no
+    return batch
+
+
+def _unread_part(spark: SparkSession, root: Path, manifest: st.Manifest, records: DataFrame) -> DataFrame:
+    """The records of changed files that no earlier run read (a JSON Lines file that grew: its new lines).
+
+    A record is its file and its text: as many copies of a text as earlier runs read from that
+    file are skipped, the rest are new. A file rewritten in place keeps its earlier records.
+    """
+    records = records.withColumn("h", F.xxhash64("line"))
+    parts = [(r, k, d) for r, k, d in manifest.records if k in ("r", "q")]
+    old = read_parts(spark, root, "records", parts)
+    if old is None:
+        return records.drop("h")
+    old = old.where(F.col("file").isNotNull())  # a record's first row (the others do not repeat its file)
+    files = records.select("file").distinct()
+    done = (old.join(F.broadcast(files), "file", "semi").groupBy("file", "h").agg(F.count(F.lit(1)).alias("done")))
+    nth = F.row_number().over(Window.partitionBy("file", "h").orderBy(F.lit(1)))
+    return (records.withColumn("nth", nth).join(done, ["file", "h"], "left")
+            .where(F.col("done").isNull() | (F.col("nth") > F.col("done"))).select("file", "line"))
+
+
+def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int, batch: dict[str, int]) -> set[str]:
+    """Count this run's distinct report ids, find those that came more than once, choose their kept copy.
+
+    Returns the days whose rollups change because a kept copy moved. The distinct ids are
+    counted here, apart from the dedupe itself (`tf.kept`), so that the accounting catches a
+    dedupe that loses or doubles a report.
+    """
+    if not batch["usable"]:
+        return set()
+    mine = [(run_no, k, d) for r, k, d in manifest.records if r == run_no and k == "r"]
+    older = [(r, k, d) for r, k, d in manifest.records if r != run_no and k == "r"]
+    now = read_parts(spark, root, "records", mine)
+    assert now is not None
+    ids = now.where("rep").groupBy("rid", "report_id").agg(F.count(F.lit(1)).alias("n"))
+    before = read_parts(spark, root, "records", older)
+    if before is not None:
+        mine_ids = ids.select("rid", "report_id")
+        # An increment's ids are few: broadcast, so history is scanned once and never shuffled.
+        probe = F.broadcast(mine_ids) if batch["usable"] < 2_000_000 else mine_ids
+        known = (before.where("rep").select("rid", "report_id").join(probe, ["rid", "report_id"], "semi")
+                 .distinct().withColumn("known", F.lit(1)))
+        ids = ids.join(known, ["rid", "report_id"], "left")
+    else:
+        ids = ids.withColumn("known", F.lit(None).cast("int"))
+    tally = ids.agg(F.count(F.lit(1)).alias("ids"), F.count("known").alias("known"),
+                    F.count(F.when((F.col("n") > 1) | F.col("known").isNotNull(), 1)).alias("again")).first()
+    assert tally is not None
+    manifest.counts["ids"] += tally["ids"] - tally["known"]
+    if not tally["again"]:
+        return set()
+    again = ids.where((F.col("n") > 1) | F.col("known").isNotNull()).select("rid", "report_id")
+    every = read_parts(spark, root, "records", [*older, *mine])
+    assert every is not None
+    copies = every.where("rep").join(F.broadcast(again), ["rid", "report_id"], "semi")
+    touched = {row["d"] for row in copies.select("d").distinct().collect()}
+    chosen = tf.winners(copies)
+    if manifest.copies is not None:
+        previous = spark.read.parquet(str(root / "copies" / f"run={manifest.copies}"))
+        chosen = previous.join(again, ["rid", "report_id"], "anti").unionByName(chosen)
+    chosen.write.parquet(str(root / "copies" / f"run={run_no}"))
+    manifest.copies = run_no
+    return touched
+
+
+def _copies(spark: SparkSession, root: Path, manifest: st.Manifest) -> DataFrame | None:
+    return None if manifest.copies is None else spark.read.parquet(str(root / "copies" / f"run={manifest.copies}"))
+
+
+def kept(spark: SparkSession, root: Path, manifest: st.Manifest, days: set[str]) -> DataFrame | None:
+    """The kept rows of usable reports on these days, read from every run that wrote some."""
+    rows = read_parts(spark, root, "records", [(r, k, d) for r, k, d in manifest.records if k == "r" and d in days])
+    return None if rows is None else tf.kept(rows, _copies(spark, root, manifest))
+
+
+# The segments a day may have: the next run that touches a day with this many rolls the whole
+# day up again, into one rollup (every output reads every segment, so their number stays small).
+MAX_SEGMENTS = 8
+
+
+def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int, days: set[str],
+             moved: set[str]) -> set[str]:
+    """Roll up the days this run touched; the manifest points at the rollups. Returns the days segmented.
+
+    Why segments: a scheduled run adds the latest minutes of today, and re-rolling the whole day
+    for them cost most of a rerun. A day that already has rollups gets a segment of this run's
+    reports alone when they all come after the reports rolled up before them (per cluster and
+    vantage), since segments then meet as consecutive days do (see `tf.endpoint_vantage`). The
+    day is rolled up whole again when a report came late (it falls among those rolled up), when
+    a kept copy moved (`moved`, from `_dedupe`), or when it has MAX_SEGMENTS segments already.
+    """
+    candidates = {d for d in days - moved if 0 < len(manifest.rollups.get(d, [])) < MAX_SEGMENTS}
+    mine = read_parts(spark, root, "records", [(run_no, "r", d) for d in sorted(candidates)])
+    segmented = candidates - _interleaved(spark, root, manifest, mine, candidates) if mine is not None else set()
+    whole = days - segmented
+    parts = []
+    if segmented:
+        assert mine is not None
+        parts.append(tf.kept(mine.where(F.col("d").isin(*sorted(segmented))), _copies(spark, root, manifest)))
+    rows = kept(spark, root, manifest, whole) if whole else None
+    if rows is not None:
+        parts.append(rows)
+    target = root / "rollups" / f"run={run_no}"
+    if parts:
+        every = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+        # Small after aggregation: one file per day, not one per shuffle partition and rollup kind,
+        # which every later run would open.
+        tf.day_rollups(every).coalesce(1).write.partitionBy("d").parquet(str(target))
+    done = {d for _, d in st.written(target)} if target.exists() else set()
+    for day in days:
+        if day in done:
+            manifest.rollups[day] = [*manifest.rollups[day], run_no] if day in segmented else [run_no]
+        else:  # every report of it was a copy of one kept on another day
+            manifest.rollups.pop(day, None)
+    return segmented
+
+
+def _interleaved(spark: SparkSession, root: Path, manifest: st.Manifest, mine: DataFrame, days: set[str]) -> set[str]:
+    """The days on which some report of this run (`mine`) is not later than every report rolled up before it.
+
+    Per cluster and vantage, the only order the merge relies on; strictly later, because two
+    segments that share a time could not be ordered the way the whole day orders them.
+    """
+    before = read_parts(spark, root, "rollups", [(r, "", d) for d in sorted(days) for r in manifest.rollups[d]])
+    assert before is not None
+    pair = ["cluster_id", "vantage", "d"]
+    first = mine.where("rep").groupBy(*pair).agg(F.min("ts").alias("first"))
+    last = before.where(F.col("t") == "cs").groupBy(*pair).agg(F.max("last_ts").alias("last"))
+    late = first.join(last, pair).where(F.col("first") <= F.col("last")).select("d").distinct()
+    return {row["d"] for row in late.collect()}
+
+

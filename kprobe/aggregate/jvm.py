@@ -1,0 +1,237 @@
+"""The Spark session of `kprobe aggregate`, the JVM's log, and Spark's failures as one line.
+
+Apart from the job because they are a job of their own: a quiet JVM (its output on a log file
+kept under kprobe's cache, named in any failure), and the translation of Java stack traces and
+PySpark's exceptions into kprobe's one-line errors, for the session's start and for the job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+from kprobe.errors import KprobeError, UsageError
+from kprobe.output.sanitize import safe
+from kprobe.paths import cache_root
+
+# Log files of quiet runs kept under kprobe's cache (see `session`): enough to look back at the
+# last few failures, few enough that scheduled runs do not fill the disk.
+LOGS_KEPT = 20
+_jvm_log: Path | None = None
+
+
+def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = False,
+            verbose: bool = False) -> SparkSession:
+    """A session; under spark-submit the master is already set and `master` is None.
+
+    With `kafka`, the Kafka source's jars are resolved (cached) and put on the session.
+
+    Quiet unless `verbose`. The JVM that PySpark starts inherits the terminal, and writes its own
+    start-up lines (`WARNING: Using incubator modules`, log4j's profile and default-level notes,
+    `WARN NativeCodeLoader`) before any log level applies, so no log level hides them. So it is
+    started with its stdout and stderr on a log file it keeps for life (`spark_log()`, named in
+    any failure), where Spark logs at WARN: the detail behind a failure (an executor's stack
+    trace) is kept, off the terminal, where it would bury kprobe's one-line error. With
+    `verbose` the JVM writes to the terminal, as Spark's own tools do.
+    """
+    builder = SparkSession.builder.appName(app)
+    if kafka:
+        import pyspark
+
+        from kprobe.aggregate.kafka_source import connector_jars
+
+        builder = builder.config("spark.jars", ",".join(connector_jars(pyspark.__version__)))
+    if master:
+        builder = builder.master(master)
+    if master and master.startswith("local"):
+        # One machine: the driver on loopback. Left alone, Spark picks the first non-loopback
+        # interface when the hostname maps to 127.0.0.1, sends its own traffic through it, and
+        # stalls about 30 s on start-up looking that address up.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (builder.config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1"))
+        if not verbose:
+            # A scheduled run is a process of its own each time: the web UI (a Jetty server and its
+            # listeners, started with the context) is start-up cost that no one looks at.
+            builder = builder.config("spark.ui.enabled", "false")
+    builder = (builder.config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", os.environ.get("KPROBE_SPARK_DRIVER_MEMORY", "2g"))
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", os.environ.get("KPROBE_SHUFFLE_PARTITIONS", "8")))
+    global _jvm_log
+    log = None if verbose or not _starts_jvm() else _new_log()
+    try:
+        with _jvm_output_to(log):
+            if log is not None:
+                _jvm_log = log
+            spark = builder.getOrCreate()
+    except PySparkException as exc:  # the JVM exited at once (a bad memory size or master, broken Java)
+        cause = _log_cause(log) if log is not None else None
+        raise KprobeError(f"Spark did not start: {cause or _first_line(str(exc))}{_log_hint()}") from None
+    except Py4JError as exc:  # the JVM started, the SparkContext did not (its driver could not bind, ...)
+        raise KprobeError(f"Spark did not start: {_java_cause(exc)}{_log_hint()}") from None
+    # Where Spark's lines go to the terminal (spark-submit's own JVM, or no log file could be
+    # made) they are off, so they cannot bury the one-line error; into a log file (or with
+    # `verbose`) they come at WARN. KPROBE_SPARK_LOG_LEVEL chooses either way.
+    default = "WARN" if verbose or _jvm_log is not None else "OFF"
+    spark.sparkContext.setLogLevel(os.environ.get("KPROBE_SPARK_LOG_LEVEL", default))
+    if not verbose:
+        try:
+            from pyspark.logger import PySparkLogger
+        except ImportError:  # PySpark 3.5: no such loggers
+            return spark
+        # PySpark logs a failed query's context itself (as JSON on Python's stderr, the terminal).
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            PySparkLogger.getLogger(name).disabled = True
+    return spark
+
+
+def spark_log() -> Path | None:
+    """The log file of the JVM that `session` started quietly in this process, if it did."""
+    return _jvm_log
+
+
+def _log_hint() -> str:
+    return f" (Spark's log: {_jvm_log})" if _jvm_log is not None else ""
+
+
+# What a JVM that starts writes before it fails, none of it the reason: Java's and log4j's
+# notices, Spark's timestamped log lines, stack frames.
+_NOISE = re.compile(r"WARNING: Using incubator modules|Using Spark's default log4j profile|Setting default log level"
+                    r"|To adjust logging level|\d\d/\d\d/\d\d \d\d:\d\d:\d\d |\s|Error: A fatal exception")
+
+
+def _log_cause(log: Path) -> str | None:
+    """The first line of a JVM's log that says why it stopped (`Invalid maximum heap size`, ...).
+
+    Only for a JVM that exited before PySpark could reach it: PySpark then knows nothing more
+    than that it exited, and the reason is in the log, which a quiet run keeps off the terminal.
+    """
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    line = next((t for t in lines if t.strip() and not _NOISE.match(t)), None)
+    return safe(line.removeprefix('Exception in thread "main" '), 300) if line else None
+
+
+def _starts_jvm() -> bool:
+    """Whether getOrCreate will launch a JVM: not under spark-submit, not a second session."""
+    from pyspark import SparkContext
+
+    # `_gateway` is PySpark's handle on the JVM it launched, kept across sessions of one
+    # process; should it ever be renamed, a log file is made that stays empty, no more.
+    return "PYSPARK_GATEWAY_PORT" not in os.environ and getattr(SparkContext, "_gateway", None) is None
+
+
+def _new_log() -> Path | None:
+    """A new log file for this run's JVM under kprobe's cache (else the temp dir); older ones pruned.
+
+    One file per run: parallel runs (tests, two terminals) must not write into one another's.
+    """
+    name = f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    mine = cache_root() / "aggregate"
+    for path in (mine / name, Path(tempfile.gettempdir()) / f"kprobe-{name}"):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        except OSError:
+            continue
+        if path.parent == mine:
+            for old in sorted(mine.glob("spark-*.log"))[:-LOGS_KEPT]:
+                old.unlink(missing_ok=True)
+        return path
+    return None  # nowhere to write: the JVM's lines reach the terminal, as with `verbose`
+
+
+@contextmanager
+def _jvm_output_to(log: Path | None) -> Iterator[None]:
+    """File descriptors 1 and 2 on `log` inside the block, Python's own again after it.
+
+    A child started inside (PySpark's gateway JVM, through spark-submit) inherits the file as
+    its stdout and stderr and keeps it. Whatever Python itself wrote meanwhile would land in the
+    log too; getOrCreate writes nothing. Why not PySpark's `launch_gateway(popen_kwargs=...)`:
+    it means building the SparkContext by hand, around the builder, on PySpark internals.
+    """
+    if log is None:
+        yield
+        return
+    _flush()
+    target = os.open(log, os.O_WRONLY | os.O_APPEND)
+    saved = (os.dup(1), os.dup(2))
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        _flush()  # what Python wrote inside goes to the log now, not to the terminal later
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (target, *saved):
+            os.close(fd)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+
+
+
+
+@contextmanager
+def spark_errors(out: str, state: Path | None = None) -> Iterator[None]:
+    """Spark's failures (a Java stack trace) as one line that names the cause, and the log with the rest.
+
+    A file of the state that Spark cannot read (truncated, deleted by hand) is a damaged state:
+    one line and exit 2, like a damaged manifest, never a partial result.
+    """
+    try:
+        yield
+    except PySparkException as exc:
+        condition = exc.getCondition() or ""
+        text = _first_line(str(exc))
+        if condition.startswith("PATH_NOT_FOUND") and not (state and str(state) in str(exc)):
+            raise UsageError(f"cannot read the input: {text}; give report files or directories") from None
+        if state and str(state) in str(exc):
+            raise UsageError(f"the state in {state} is unreadable ({text}): run with --full to rebuild it from "
+                             f"the inputs{_log_hint()}") from None
+        raise KprobeError(f"the Spark job failed: {text}; the previous output in {out} is unchanged"
+                          f"{_log_hint()}") from None
+    except Py4JError as exc:
+        cause = _java_cause(exc)
+        if state and str(state) in str(exc):
+            raise UsageError(f"the state in {state} is unreadable ({cause}): run with --full to rebuild it from "
+                             f"the inputs{_log_hint()}") from None
+        raise KprobeError(f"the Spark job failed: {cause}; the previous output in {out} is unchanged"
+                          f"{_log_hint()}") from None
+
+
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = next((t.strip() for t in text.splitlines() if t.strip()), "unknown error")
+    return safe(line, limit)
+
+
+def _java_cause(exc: Py4JError) -> str:
+    """The Spark error's headline and its root cause, without the stack frames."""
+    lines = [t.strip() for t in str(exc).splitlines()]
+    head = next((t.removeprefix(": ") for t in lines if t.startswith(": ")), lines[0] if lines else "")
+    causes = [t.removeprefix("Caused by: ") for t in lines if t.startswith("Caused by: ")]
+    text = head + (f" (caused by {causes[-1]})" if causes and causes[-1] not in head else "")
+    return safe(text or "unknown error", 400)
+
+
+
+
