@@ -387,7 +387,33 @@ def topic_on(lab: NativeLab, prefix: str, assignment: list[list[int]]) -> str:
     admin = AdminClient({"bootstrap.servers": lab.bootstrap("CLIENT")})
     admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)])[name].result(30)
     del admin
+    _until_every_broker_knows(lab, name, [replicas[0] for replicas in assignment])
     return name
+
+
+def _until_every_broker_knows(lab: NativeLab, topic: str, leaders: list[int], timeout: float = 30) -> None:
+    """Wait until each broker's own metadata has the topic with these leaders.
+
+    CreateTopics returns once the controller has the topic; each broker learns it a moment later. A
+    probe that comes sooner (in-process, with no interpreter start-up in between) asks a broker that
+    does not know the topic yet, and gets no partition to judge. Each broker is asked directly, on
+    kprobe's own connection, as the probe's bootstrap step will.
+    """
+    from kprobe.kafka.connection import KafkaConnection
+
+    deadline = time.monotonic() + timeout
+    for node in (n for n in lab.nodes.values() if "CLIENT" in n.listeners):
+        ip, port = lab.real_endpoint("CLIENT", node.node_id).rsplit(":", 1)
+        while True:
+            with KafkaConnection(ip, int(port), timeout=5) as conn:
+                conn.connect()
+                conn.negotiate()
+                known = {t.name: [p.leader for p in t.partitions] for t in conn.metadata([topic]).topics}
+            if known.get(topic) == leaders:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"broker {node.node_id} still answers {known} for {topic} after {timeout} s")
+            time.sleep(0.05)
 
 
 def restart_settled(lab: NativeLab, node_id: int, timeout: float = 60) -> None:

@@ -12,26 +12,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 # The partition table lives apart (built for speed, not reading) and is named from here.
-from kprobe.models.partitions import (
-    RUN_MAX as RUN_MAX,
-)
-from kprobe.models.partitions import (
-    RUN_VALUES_MAX as RUN_VALUES_MAX,
-)
-from kprobe.models.partitions import (
-    PartitionInfo as PartitionInfo,
-)
-from kprobe.models.partitions import (
-    PartitionRun as PartitionRun,
-)
-from kprobe.models.partitions import (
-    PartitionTable as PartitionTable,
-)
-from kprobe.models.partitions import (
-    RunBuilder as RunBuilder,
-)
-from kprobe.models.partitions import (
-    run_limit as run_limit,
+from kprobe.models.partitions import (  # noqa: F401
+    RUN_MAX,
+    RUN_VALUES_MAX,
+    PartitionInfo,
+    PartitionRun,
+    PartitionTable,
+    RunBuilder,
+    run_limit,
 )
 from kprobe.net.addresses import format_hostport
 
