@@ -591,7 +591,8 @@ def aggregate(
 
     inputs = inputs or []
     topics = validate(inputs, out, kafka, since, until, state, full)
-    from kprobe.aggregate.plan import JobOptions, command
+    from kprobe.aggregate.entry import command
+    from kprobe.aggregate.plan import JobOptions
 
     # With nothing new: one line, and PySpark is never imported (kprobe.aggregate.plan.current).
     options = JobOptions(tuple(inputs), out, master, since, until, not no_html, topics, full=full, state=state)

@@ -53,7 +53,8 @@ def _main(argv: list[str] | None) -> int:
                         help="Spark's own output on stderr (by default it goes to a log file, named on failure)")
     args = parser.parse_args(argv)
     topics = validate(args.inputs, args.out, args.kafka, args.since, args.until, args.state, args.full)
-    from kprobe.aggregate.plan import JobOptions, command
+    from kprobe.aggregate.entry import command
+    from kprobe.aggregate.plan import JobOptions
 
     # Under spark-submit the JVM gateway exists and carries spark-submit's master: keep it.
     master = args.master or (None if os.environ.get("PYSPARK_GATEWAY_PORT") else "local[*]")

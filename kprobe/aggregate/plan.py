@@ -234,24 +234,6 @@ def current(options: JobOptions) -> str | None:
             f"the outputs in {safe(options.out, 300)} are current")
 
 
-def command(options: JobOptions, verbose: bool = False, where: bool = False) -> list[str]:
-    """A whole run as the entry points make it: the line of `current`, else Spark's job and its summary.
-
-    `where`: the summary ends with the line naming the output (the line of `current` names it already).
-    """
-    line = current(options)
-    if line is not None:
-        return [line]
-    from kprobe.aggregate.job import run, session
-
-    spark = session(options.master, kafka=bool(options.kafka), verbose=verbose)
-    try:
-        result = run(spark, options)
-    finally:
-        spark.stop()
-    return summary_lines(result) + ([f"outputs in {options.out}"] if where else [])
-
-
 def summary_lines(result: dict[str, Any]) -> list[str]:
     """What the terminal shows: the counts, then the worst gaps first."""
     from kprobe.aggregate.transforms import BOOTSTRAP_NODE
