@@ -46,9 +46,7 @@ def diagnose(
     findings.extend(consistency_findings(bootstraps, endpoints))
     per_endpoint: list[Finding | Repeat] = []
     working = working_bootstraps(bootstraps, endpoints)  # a first fix where another listener already works
-    # TLS rules read a TLS result or a TLS alert at the identity request; DNS views, the compared servers' answers.
-    tls = any(r.tls is not None or (r.identity is not None and r.identity.tls_failure is not None) for r in endpoints)
-    views = any(r.compared_dns for r in endpoints)
+    tls, views = _tls_inputs(endpoints), _view_inputs(endpoints)
     if tls:
         from kprobe.findings.tls import client_certificate_findings, expiring_once, tls_findings
     if views:
@@ -93,6 +91,16 @@ def diagnose(
             "endpoint identities checked, or pass --no-identity."))
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.node_id if f.node_id is not None else -1, f.code))
     return findings
+
+
+def _tls_inputs(endpoints: Sequence[EndpointResult]) -> bool:
+    """Whether a TLS rule (kprobe.findings.tls) can apply: each reads a TLS result, or a TLS alert at identity."""
+    return any(r.tls is not None or (r.identity is not None and r.identity.tls_failure is not None) for r in endpoints)
+
+
+def _view_inputs(endpoints: Sequence[EndpointResult]) -> bool:
+    """Whether a DNS-view rule (kprobe.findings.dns) can apply: each compares the answers of other servers."""
+    return any(r.compared_dns for r in endpoints)
 
 
 def _shape_inputs(endpoints: Sequence[EndpointResult]) -> bool:
