@@ -296,6 +296,14 @@ class Relay:
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
+    def wait_accepted(self, at_least: int, timeout: float = 5.0) -> int:
+        """`accepted` once it reaches `at_least` (or the timeout passes): a client's connect completes in the
+        kernel's queue before this relay's thread accepts it, so a run in-process can end before the count moves."""
+        deadline = time.monotonic() + timeout
+        while self.accepted < at_least and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.accepted
+
     @staticmethod
     def _pipe(source: socket.socket, sink: socket.socket) -> None:
         try:

@@ -89,7 +89,7 @@ def test_connect_to_a_port_forward(alice, forward):
                                     "option": "--connect-to"}
     assert [(t["address"], t["status"]) for t in endpoint["tcp"]] == [("127.0.0.1", "ok")]
     assert endpoint["identity"]["status"] == "match"  # identity went through the forward too
-    assert forward.accepted >= 2  # the TCP check and the identity check both dialled the forward
+    assert forward.wait_accepted(2) >= 2  # the TCP check and the identity check both dialled the forward
     assert data["settings"]["connect_to"] == {f"{ALICE_NAME}:{port}": target}
     assert "REMAPPED_ENDPOINTS" in {f["code"] for f in data["findings"]}
 
@@ -127,7 +127,7 @@ def test_list_takes_the_mappings_and_marks_the_broker_line(alice, forward):
     assert after.returncode == 0, after.stdout + after.stderr
     assert f"  broker 0 at {ALICE_NAME}:{port}" in after.stdout
     assert f"[reachable from here; dialled at {target} by --connect-to]" in after.stdout
-    assert forward.accepted >= 1  # through the forward, not around it
+    assert forward.wait_accepted(1) >= 1  # through the forward, not around it
     listing = json.loads(run_cli([*args, "-J", "--connect-to", f"{ALICE_NAME}:{port}={target}"]).stdout)
     [reach] = listing["reachability"]
     assert reach["remapped"]["to"] == target and reach["status"] == "reachable"
