@@ -308,8 +308,8 @@ def test_open_connections_are_bounded_and_a_quick_request_still_gets_in():
         with ThreadPoolExecutor(max_workers=4) as pool:
             probes = [pool.submit(scrape, n) for n in range(4)]
             deadline = time.monotonic() + 2
-            while server.open_connections < 4 and time.monotonic() < deadline:  # type: ignore[attr-defined]
-                time.sleep(0.02)
+            while server.serving < 4 and time.monotonic() < deadline:  # type: ignore[attr-defined]
+                time.sleep(0.02)  # all four heads whole: a head still arriving would be evicted, not refused
             asked = time.monotonic()
             code, body, _ = get(f"{url}/-/healthy")
             assert (code, time.monotonic() - asked < 0.5) == (503, True), body
@@ -325,6 +325,39 @@ def test_open_connections_are_bounded_and_a_quick_request_still_gets_in():
         rejected = {s.labels["reason"]: s.value for s in own["kprobe_exporter_requests_rejected"].samples}  # type: ignore[attr-defined]
         assert rejected == {"too_many_connections": 2.0}
         assert 1 <= own["kprobe_exporter_connections_open"].samples[0].value <= 2  # type: ignore[attr-defined]
+
+
+def test_an_event_for_a_connection_evicted_earlier_in_the_same_turn_is_skipped():
+    """One select() turn can hold both a new connection and a read event for the oldest head. Accepting at the
+    bound evicts that head (503, now closing) before its own event comes up; reading it then as a head once
+    killed the loop (KeyError; every later request timed out). Driven turn by turn here, without the loop."""
+    import selectors
+
+    from kprobe.serve.connections import HeadFirstHandler, Server
+
+    server = Server(("127.0.0.1", 0), HeadFirstHandler, family=socket.AF_INET, max_connections=1, head_timeout=5.0)
+    port = server.socket.getsockname()[1]
+    with selectors.DefaultSelector() as selector:
+        first = socket.create_connection(("127.0.0.1", port), timeout=2)
+        deadline = time.monotonic() + 2
+        while not server.open_connections and time.monotonic() < deadline:
+            server._accept(selector)
+        (stale,) = server._pending.values()
+        first.sendall(b"GET /-/healthy HTTP/1.0\r\n\r\n")  # whole, but its event is not handled yet
+        second = socket.create_connection(("127.0.0.1", port), timeout=2)
+        while server.open_connections and not server._closing and time.monotonic() < deadline:
+            server._accept(selector)  # the bound: the oldest head is evicted for the newcomer
+        server._read(selector, stale)  # the event select() returned for it before the eviction
+        assert (server.open_connections, server.serving) == (1, 0)  # the newcomer's head only; nothing dispatched
+        assert _answer_of_within(first, 2).startswith(b"HTTP/1.0 503")
+        for sock in (first, second):
+            sock.close()
+    server.server_close()
+
+
+def _answer_of_within(sock: socket.socket, seconds: float) -> bytes:
+    select.select([sock], [], [], seconds)
+    return _answer_of(sock) or b""
 
 
 @pytest.mark.timeout(30)  # a refusal that wrongly starts serving fails here, not at the suite's 300 s

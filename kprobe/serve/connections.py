@@ -122,6 +122,11 @@ class Server(HTTPServer):
         """Connections open now: heads being read and requests being served."""
         return self._open
 
+    @property
+    def serving(self) -> int:
+        """Requests being served by their threads: open connections whose head is whole."""
+        return self._open - len(self._pending)
+
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         """Accept, read heads, hand whole requests to threads, until shutdown()."""
         self._stopped.clear()
@@ -196,6 +201,8 @@ class Server(HTTPServer):
         return True
 
     def _read(self, selector: selectors.BaseSelector, pending: _Pending) -> None:
+        if self._pending.get(pending.sock.fileno()) is not pending:
+            return  # a stale event: this turn's accept evicted it (now closing) before its own event came up
         try:
             data = pending.sock.recv(16384)
         except (BlockingIOError, InterruptedError):
@@ -268,6 +275,8 @@ class Server(HTTPServer):
         selector.register(sock, selectors.EVENT_READ, closing)
 
     def _discard(self, selector: selectors.BaseSelector, closing: _Closing) -> None:
+        if self._closing.get(closing.sock.fileno()) is not closing:
+            return  # closed earlier in this turn; its descriptor may be another connection's already
         try:
             data = closing.sock.recv(16384)
         except (BlockingIOError, InterruptedError):
