@@ -247,6 +247,13 @@ def spark() -> Iterator[object]:
     from kprobe.aggregate.job import session
 
     s = session("local[2]", app="kprobe-tests")
+    # Interpreted, not generated code: the tests' inputs are a few rows, and compiling each plan's
+    # Java (whole-stage and per-expression, Janino and then the JIT) was most of a run's CPU: 13 to 20 s
+    # per warm run of the job over the recorded reports, 8 to 9 s without (docs/performance.md). How
+    # Spark's own suites run with codegen off; the `kprobe aggregate` children of the tests (kill -9,
+    # the topic, the standalone cluster, the page) keep Spark's defaults, so generated code is run too.
+    s.conf.set("spark.sql.codegen.wholeStage", "false")
+    s.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     yield s
     s.stop()
 

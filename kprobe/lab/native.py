@@ -10,6 +10,7 @@ Every JVM carries `-Dkprobe.lab=<id>` so tests can count leftovers, and dies wit
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import shutil
 import signal
@@ -27,6 +28,7 @@ from kprobe.lab.base import RunningLab, render, server_properties
 from kprobe.lab.helpers import die_with_parent as _die_with_parent
 from kprobe.lab.helpers import processes_where
 from kprobe.lab.scenarios import Scenario
+from kprobe.paths import cache_root
 
 JVM_OPTS = [
     "-Xms64m", "-Xmx320m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
@@ -61,6 +63,26 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
+def class_archive(java: str, classpath: str) -> Path:
+    """Where the lab's JVMs keep their class-data archive (AppCDS) for this JDK and these jars.
+
+    Why: a broker's start is mostly loading and verifying Kafka's and Scala's classes; mapped from
+    an archive instead, a broker starts on about a fifth less CPU, and `kafka-storage format` on
+    half (docs/performance.md). The first lab of a JDK and a Kafka version writes it, from its
+    first `format` as that JVM exits (a broker is killed, so never exits by itself). The key
+    names the JDK (its path and modification time) and the class path, so another Kafka version
+    or a JDK upgraded in place gets its own; a JVM that finds an archive that does not match its
+    own still starts, without it (-Xshare:auto, the default).
+    """
+    real = os.path.realpath(java)
+    try:
+        stamp = str(os.stat(real).st_mtime_ns)
+    except OSError:
+        stamp = "?"
+    key = hashlib.sha256("\0".join((real, stamp, classpath)).encode()).hexdigest()[:16]
+    return cache_root() / "lab" / f"classes-{key}.jsa"
+
+
 class NativeLab(RunningLab):
     """A scenario running as local JVMs."""
 
@@ -75,6 +97,7 @@ class NativeLab(RunningLab):
         self.die_with_parent = die_with_parent
         self.classpath = ""
         self.java = ""
+        self.archive: Path | None = None
 
     # -- start ----------------------------------------------------------------------------
     def start(self) -> NativeLab:
@@ -92,8 +115,12 @@ class NativeLab(RunningLab):
             self._start_idp(self.workdir / "idp")
             self.cluster_id = new_cluster_id()
             self._write_configs()
-            with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
-                list(pool.map(self._format, self.nodes))
+            self.archive = class_archive(self.java, self.classpath)
+            nodes = list(self.nodes)
+            if not self.archive.exists():
+                self._format(nodes.pop(0), archive=True)
+            with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
+                list(pool.map(self._format, nodes))
             for node_id in self.nodes:
                 self._spawn(node_id)
             self._wait_ready(list(self.nodes))
@@ -126,8 +153,9 @@ class NativeLab(RunningLab):
 
     def _java_cmd(self, node_id: int, main: list[str]) -> list[str]:
         ndir = self.node_dir(node_id)
+        shared = [f"-XX:SharedArchiveFile={self.archive}"] if self.archive and self.archive.exists() else []
         return [
-            self.java, *JVM_OPTS,
+            self.java, *JVM_OPTS, *shared,
             f"-Djdk.net.hosts.file={self.workdir / 'hosts'}",
             f"-Dlog4j2.configurationFile={ndir / 'log4j2.yaml'}",
             f"-Dkprobe.lab={self.lab_id}",
@@ -135,19 +163,32 @@ class NativeLab(RunningLab):
             "-cp", self.classpath, *main,
         ]
 
-    def _format(self, node_id: int) -> None:
+    def _format(self, node_id: int, archive: bool = False) -> None:
+        """`kafka-storage format` for one node; with `archive`, it also leaves the class-data archive as it exits."""
         ndir = self.node_dir(node_id)
         scram = []
         mechanisms = {rl.spec.mechanism for rl in self.nodes[node_id].listeners.values()}
         for mech in sorted(m for m in mechanisms if m and m.startswith("SCRAM-")):
             for user, password in self.passwords.items():
                 scram += ["--add-scram", f"{mech}=[name={user},password={password}]"]
-        cmd = self._java_cmd(node_id, ["kafka.tools.StorageTool", "format", "-t", self.cluster_id,
-                                       "-c", str(ndir / "server.properties"), "--ignore-formatted", *scram])
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-        if done.returncode != 0:
-            tail = (done.stdout + done.stderr).strip().splitlines()[-2:]
-            raise LabError(f"formatting broker {node_id}'s storage failed: {' / '.join(tail)}")
+        main = ["kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(ndir / "server.properties"),
+                "--ignore-formatted", *scram]
+        dump = None
+        if archive and self.archive is not None:
+            self.archive.parent.mkdir(parents=True, exist_ok=True)
+            dump = self.archive.with_name(f".{self.archive.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
+            main = [f"-XX:ArchiveClassesAtExit={dump}", *main]
+        cmd = self._java_cmd(node_id, main)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+            if done.returncode != 0:
+                tail = (done.stdout + done.stderr).strip().splitlines()[-2:]
+                raise LabError(f"formatting broker {node_id}'s storage failed: {' / '.join(tail)}")
+            if dump is not None and self.archive is not None and dump.exists():
+                os.replace(dump, self.archive)  # whole or not at all: a JVM never maps a half-written one
+        finally:
+            if dump is not None:
+                dump.unlink(missing_ok=True)
 
     def _spawn(self, node_id: int) -> None:
         ndir = self.node_dir(node_id)

@@ -97,6 +97,24 @@ def test_three_brokers_each_on_its_own_address_and_rf3_topic(three_lab):
     assert all(sorted(p.replicas) == [0, 1, 2] for p in topic.partitions.values())
 
 
+def test_brokers_map_their_classes_from_the_archive_the_first_format_left(three_lab):
+    """The lab's class-data archive (AppCDS): written by a `kafka-storage format` as it exited, named for this JDK
+    and these jars, given to every broker; and usable: with -Xshare:on a JVM refuses to start on an archive it
+    cannot map, and here it loads a thousand classes and more (Scala's, Kafka's) from it."""
+    from kprobe.lab.native import JVM_OPTS, class_archive
+
+    archive = three_lab.archive
+    assert archive == class_archive(three_lab.java, three_lab.classpath) and archive.is_file()
+    assert all(f"-XX:SharedArchiveFile={archive}" in proc.args for proc in three_lab.processes.values())
+    done = subprocess.run([three_lab.java, *JVM_OPTS, f"-XX:SharedArchiveFile={archive}", "-Xshare:on",
+                           "-Xlog:class+load=info", "-cp", three_lab.classpath, "kafka.tools.StorageTool", "version"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    top = [line for line in done.stdout.splitlines() if "source: shared objects file (top)" in line]
+    kafka = [line for line in done.stdout.splitlines() if " kafka." in line or " org.apache.kafka." in line]
+    assert len(top) > 1000 and len([line for line in kafka if line in top]) > 0.9 * len(kafka), (len(top), len(kafka))
+
+
 def test_state_and_description_name_only_the_brokers_that_have_a_listener(three_lab):
     # `kprobe lab up three-brokers` once died here: PARTIAL exists on brokers 0 and 1 only.
     state = three_lab.to_state()
