@@ -39,6 +39,19 @@ def _clients_destroyed() -> Iterator[None]:
     gc.collect()
 
 
+def client_threads() -> list[str]:
+    """librdkafka's threads in this process (`rdk:main`, `rdk:broker...`), by name."""
+    import os
+
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return sorted(name for name in names if name.startswith("rdk:"))
+
+
 def published(bootstrap: str, topic: str, expected: int, *, props: dict | None = None,
               timeout: float = 20) -> list[str]:
     """The report ids on every partition of `topic`, read from the start (assigned: no group to join)."""
@@ -158,14 +171,22 @@ def test_not_authorized_to_describe_then_to_write(sasl_lab, tmp_path):
     binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:bob", "*",
                          AclOperation.DESCRIBE, AclPermissionType.ALLOW)
     admin.create_acls([binding])[binding].result(30)
+    del admin
+    gc.collect()
+    before = client_threads()
     deadline = time.monotonic() + 20
-    while True:  # the ACL reaches the authorizer through the metadata log, a moment later
-        denied, _ = probe_publishing(bootstrap, target, spool, *as_bob, "-X", "security.protocol=SASL_PLAINTEXT",
-                                     "-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=alice", "-X",
-                                     f"sasl.password={alice}")
-        if "not authorized to describe" not in denied.stderr or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
+    gc.disable()  # the producer's threads must stop with the run, not when a collection finds it in a cycle
+    try:
+        while True:  # the ACL reaches the authorizer through the metadata log, a moment later
+            denied, _ = probe_publishing(bootstrap, target, spool, *as_bob, "-X", "security.protocol=SASL_PLAINTEXT",
+                                         "-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=alice", "-X",
+                                         f"sasl.password={alice}")
+            if "not authorized to describe" not in denied.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert client_threads() == before  # it kept retrying the collector, after the run, until collected
+    finally:
+        gc.enable()
     # Kafka 4 refuses the idempotent producer its id first (InitProducerId needs WRITE on some topic, KIP-679).
     assert denied.stderr == (
         f"kprobe: not authorized to write to topic {topic} on collector {bootstrap} (Failed to acquire idempotence "

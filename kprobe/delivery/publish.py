@@ -352,6 +352,9 @@ def _forward(spool: Spool, target: Target, props: Mapping[str, str], *, timeout:
     finally:
         producer.purge()  # never let a half-sent report go out after we gave up on it
         producer.flush(0)
+        # Its threads stop now, not whenever the object is collected: an in-process caller (`watch`, a
+        # test) would otherwise hear it retry a collector long gone. close() came in confluent-kafka 2.x.
+        getattr(producer, "close", lambda: None)()
     return sent, len(spool.pending())
 
 

@@ -250,6 +250,7 @@ def _run(trip: _Trip, addresses: Sequence[BootstrapAddress], ctx: RunContext, *,
         trip.closed = True
         producer.purge()  # a record given up on must not go out later
         producer.flush(0)
+        getattr(producer, "close", lambda: None)()  # its threads stop now, not when it is collected
         consumer.close()
     # What the deadline cut short of one --timeout is unfinished: the client might still have made it.
     cut_reads = {p for p, (_, _, at) in trip.acked.items() if ctx.deadline < at + ctx.timeout}
