@@ -274,6 +274,13 @@ def descendants(pid: int) -> dict[int, str]:
     return found
 
 
+def command_line(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:  # gone meanwhile
+        return []
+
+
 def nothing_new_run(argv: list[str]) -> tuple[str, set[str], float]:
     """A run expected to find nothing new, watched from outside: its output, every child process seen, its CPU s.
 
@@ -346,16 +353,25 @@ def test_kill_9_then_rerun_counts_once_then_nothing_new_starts_no_jvm(spark, tmp
     (inputs / "b" / "again.jsonl").write_text(json.dumps(items[0]) + "\n")  # a re-delivered report
     argv = [str(inputs), "--out", str(out), "--no-html"]
     noise = tmp_path / "killed.stderr"
+    # Started as a user starts it (no PYSPARK_SUBMIT_ARGS, which the suite sets for its own JVMs): a small
+    # increment gets the light JVM (kprobe.aggregate.entry.LIGHT_BELOW), seen on the driver's command line.
+    plain = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
     with noise.open("w") as stderr:
-        victim = subprocess.Popen([sys.executable, "-m", "kprobe", "aggregate", "-v", *argv],
+        victim = subprocess.Popen([sys.executable, "-m", "kprobe", "aggregate", "-v", *argv], env=plain,
                                   stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
         written = out / ".state" / "records" / "run=2" / "_SUCCESS"
         deadline = time.monotonic() + 240
+        driver: list[str] = []
         while not written.exists() and victim.poll() is None and time.monotonic() < deadline:
+            if not driver:  # the driver, not spark-class's launcher (also a java, before it)
+                driver = next((args for pid, name in descendants(victim.pid).items() if name == "java"
+                               and "org.apache.spark.deploy.SparkSubmit" in (args := command_line(pid))
+                               and "org.apache.spark.launcher.Main" not in args), [])
             time.sleep(0.01)
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait(timeout=60)
     assert written.exists(), "the run ended before its records were written"
+    assert "-XX:TieredStopAtLevel=1" in driver and "-XX:+UseSerialGC" in driver, driver
     assert state_json(out)["run"] == 1, "killed too late: the run had committed"
     assert [line for line in STARTUP_LINES if line in noise.read_text()], noise.read_text()[-2000:]  # -v
 
@@ -874,3 +890,28 @@ def test_a_days_rollups_in_the_manifest_read_or_refused(tmp_path, stored, expect
             st.load(tmp_path)
     else:
         assert st.load(tmp_path).rollups == {"2026-11-01": expected}
+
+
+def test_what_a_run_will_read_is_known_before_spark_starts(tmp_path):
+    """The size of the new input (kprobe.aggregate.plan.new_input_bytes) chooses the JVM: the files no run has
+    read, or read at another size or time; nothing for inputs whose size the plan cannot see (topics)."""
+    from kprobe.aggregate import state as st
+    from kprobe.aggregate.plan import new_input_bytes
+
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_text("x" * 100)
+    (inputs / "b.jsonl").write_text("y" * 30)
+    options = JobOptions((str(inputs),), str(out), html=False)
+    assert new_input_bytes(options) == 130  # no state yet: everything
+    root = out / ".state"
+    st.prepare(root, full=False)
+    read = {str(p): [p.stat().st_size, p.stat().st_mtime_ns] for p in inputs.iterdir()}
+    st.commit(root, st.Manifest(run=1, files=read))
+    assert new_input_bytes(options) == 0
+    with (inputs / "b.jsonl").open("a") as grown:
+        grown.write("z" * 20)
+    (inputs / "c.jsonl").write_text("w" * 7)
+    assert new_input_bytes(options) == 50 + 7  # the grown file whole, and the new one
+    assert new_input_bytes(JobOptions((str(inputs),), str(out), html=False, full=True)) == 157
+    assert new_input_bytes(JobOptions((), str(out), html=False, kafka=(("127.0.0.1:9", "t"),))) is None

@@ -7,7 +7,13 @@ goes one way, entry -> plan, entry -> job -> plan, and Spark is imported only pa
 
 from __future__ import annotations
 
-from kprobe.aggregate.plan import JobOptions, current, summary_lines
+from kprobe.aggregate.plan import JobOptions, current, new_input_bytes, summary_lines
+
+# New input up to this size starts a light JVM (jvm.LIGHT_JVM: C1 alone, the serial collector). At 1M
+# observations (602 MB, 2 cores) a first run took as long either way (56.5 s light, 57.4 s not) on 18% less
+# CPU, and the rerun with 1% new (6.8 MB) 27 s instead of 34 s on 43% less CPU (docs/performance.md);
+# far bigger inputs are where C2's code and a parallel collector may pay for themselves, so they keep them.
+LIGHT_BELOW = 256 * 1024 * 1024
 
 
 def command(options: JobOptions, verbose: bool = False, where: bool = False) -> list[str]:
@@ -20,7 +26,9 @@ def command(options: JobOptions, verbose: bool = False, where: bool = False) -> 
         return [line]
     from kprobe.aggregate.job import run, session
 
-    spark = session(options.master, kafka=bool(options.kafka), verbose=verbose)
+    size = new_input_bytes(options)
+    spark = session(options.master, kafka=bool(options.kafka), verbose=verbose,
+                    light=size is not None and size < LIGHT_BELOW)
     try:
         result = run(spark, options)
     finally:

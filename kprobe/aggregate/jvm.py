@@ -30,11 +30,18 @@ LOGS_KEPT = 20
 _jvm_log: Path | None = None
 
 
+# The driver JVM's options for a run whose work is small (kprobe.aggregate.entry.LIGHT_BELOW): a run of
+# kprobe aggregate is a short-lived process, and C2's compiler threads and G1's collector threads are
+# mostly start-up cost for it, competing with the work for a few cores.
+LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = False,
-            verbose: bool = False) -> SparkSession:
+            verbose: bool = False, light: bool = False) -> SparkSession:
     """A session; under spark-submit the master is already set and `master` is None.
 
-    With `kafka`, the Kafka source's jars are resolved (cached) and put on the session.
+    With `kafka`, the Kafka source's jars are resolved (cached) and put on the session. With `light`,
+    a local driver JVM this call starts gets LIGHT_JVM, unless PYSPARK_SUBMIT_ARGS says how to start it.
 
     Quiet unless `verbose`. The JVM that PySpark starts inherits the terminal, and writes its own
     start-up lines (`WARNING: Using incubator modules`, log4j's profile and default-level notes,
@@ -64,6 +71,9 @@ def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = Fal
             # A scheduled run is a process of its own each time: the web UI (a Jetty server and its
             # listeners, started with the context) is start-up cost that no one looks at.
             builder = builder.config("spark.ui.enabled", "false")
+        if light and "PYSPARK_SUBMIT_ARGS" not in os.environ and _starts_jvm():
+            # spark-submit's launcher builds the driver's command line from this in client mode.
+            builder = builder.config("spark.driver.extraJavaOptions", LIGHT_JVM)
     builder = (builder.config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", os.environ.get("KPROBE_SPARK_DRIVER_MEMORY", "2g"))
                .config("spark.ui.showConsoleProgress", "false")

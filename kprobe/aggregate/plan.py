@@ -234,6 +234,20 @@ def current(options: JobOptions) -> str | None:
             f"the outputs in {safe(options.out, 300)} are current")
 
 
+def new_input_bytes(options: JobOptions) -> int | None:
+    """The bytes of input files this run will read (new and changed files), or None when that is not known
+    before Spark starts: topics (their messages have no size until read), inputs or a state off this machine.
+
+    Why: the size of the work decides how the JVM is started (kprobe.aggregate.entry).
+    """
+    if options.kafka or not all(is_local(i) for i in options.inputs) or not is_local(state_dir(options)):
+        return None
+    root = local_path(state_dir(options))
+    manifest = st.Manifest() if options.full or not (root / st.MANIFEST).exists() else st.load(root)
+    found = news([f for item in options.inputs for f in list_local(item)], manifest, ())
+    return sum(f.size for f in (*found.new, *found.changed))
+
+
 def summary_lines(result: dict[str, Any]) -> list[str]:
     """What the terminal shows: the counts, then the worst gaps first."""
     from kprobe.aggregate.transforms import BOOTSTRAP_NODE
