@@ -915,3 +915,17 @@ def test_what_a_run_will_read_is_known_before_spark_starts(tmp_path):
     assert new_input_bytes(options) == 50 + 7  # the grown file whole, and the new one
     assert new_input_bytes(JobOptions((str(inputs),), str(out), html=False, full=True)) == 157
     assert new_input_bytes(JobOptions((), str(out), html=False, kafka=(("127.0.0.1:9", "t"),))) is None
+
+
+def test_the_light_jvm_keeps_the_driver_options_of_spark_defaults(tmp_path, monkeypatch):
+    """A --conf replaces spark-defaults.conf's value: the light run's flags come after the user's (a proxy, say),
+    never instead of them."""
+    from kprobe.aggregate.jvm import LIGHT_JVM, light_options
+
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert light_options() == LIGHT_JVM  # no spark-defaults.conf
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# site settings\nspark.driver.memory 4g\nspark.driver.extraJavaOptions   -Dhttp.proxyHost=p -Dx=y\n")
+    assert light_options() == f"-Dhttp.proxyHost=p -Dx=y {LIGHT_JVM}"
+    (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions=-Dhttps.proxyPort=3128\n")
+    assert light_options() == f"-Dhttps.proxyPort=3128 {LIGHT_JVM}"

@@ -36,6 +36,39 @@ _jvm_log: Path | None = None
 LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def light_options() -> str:
+    """The driver's extraJavaOptions for a light run: the user's own (spark-defaults.conf), then LIGHT_JVM."""
+    return f"{_defaults().get(EXTRA_JAVA_OPTIONS, '')} {LIGHT_JVM}".strip()
+
+
+def _defaults() -> dict[str, str]:
+    """spark-defaults.conf as spark-submit's launcher finds it (SPARK_CONF_DIR, else SPARK_HOME/conf), or nothing.
+
+    SPARK_HOME unset is PySpark's own package (what PySpark sets it to before it starts the launcher).
+    A java.util.Properties file: `key value`, `key=value` or `key:value`, `#` and `!` comments.
+    """
+    import pyspark
+
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
+    try:
+        text = Path(conf_dir, "spark-defaults.conf").read_text(errors="replace")
+    except OSError:
+        return {}
+    found = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"([^\s=:]+)\s*[=:\s]\s*(.*)", line)
+        if match:
+            found[match.group(1)] = match.group(2).strip()
+    return found
+
+
 def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = False,
             verbose: bool = False, light: bool = False) -> SparkSession:
     """A session; under spark-submit the master is already set and `master` is None.
@@ -72,8 +105,9 @@ def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = Fal
             # listeners, started with the context) is start-up cost that no one looks at.
             builder = builder.config("spark.ui.enabled", "false")
         if light and "PYSPARK_SUBMIT_ARGS" not in os.environ and _starts_jvm():
-            # spark-submit's launcher builds the driver's command line from this in client mode.
-            builder = builder.config("spark.driver.extraJavaOptions", LIGHT_JVM)
+            # spark-submit's launcher builds the driver's command line from this in client mode; a
+            # --conf replaces spark-defaults.conf's value, so the user's options are kept in it.
+            builder = builder.config(EXTRA_JAVA_OPTIONS, light_options())
     builder = (builder.config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", os.environ.get("KPROBE_SPARK_DRIVER_MEMORY", "2g"))
                .config("spark.ui.showConsoleProgress", "false")
