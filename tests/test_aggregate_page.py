@@ -76,17 +76,21 @@ def data_of(vantages: int, clusters: int, brokers: int) -> dict:
     return {"clusters": out, "statuses": statuses, "bootstrap_node": -1}
 
 
-def in_chromium(page: Path, tmp_path: Path) -> tuple[dict, str]:
+def in_chromium(page: Path, tmp_path: Path, probe: str = PROBE, result: str = "probe-result", *,
+               budget_ms: int = 5000, timeout: float = 180) -> tuple[dict, str]:
+    """The page with `probe` appended, run in headless Chromium: the JSON the probe left in `<pre id=result>`
+    (the DOM as Chromium dumps it, entities and all), and Chromium's stderr (where uncaught errors go)."""
     probed = tmp_path / "probed.html"
-    probed.write_text(page.read_text().replace("</body></html>", PROBE + "</body></html>"))
-    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
-                           "--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=180, check=False)
+    probed.write_text(page.read_text().replace("</body></html>", probe + "</body></html>"))
+    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                           f"--virtual-time-budget={budget_ms}", "--dump-dom", probed.as_uri()],
+                          capture_output=True, text=True, timeout=timeout, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    match = re.search(r'<pre id="probe-result">(.*?)</pre>', done.stdout, re.S)
-    assert match, done.stdout[-2000:]
-    result = json.loads(match.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
-                        .replace("&quot;", '"'))
-    return result, done.stderr
+    match = re.search(rf'<pre id="{result}">(.*?)</pre>', done.stdout, re.S)
+    assert match, "the page's scripts never ran: " + done.stdout[-1500:] + done.stderr[-1500:]
+    found = json.loads(match.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+                       .replace("&quot;", '"'))
+    return found, done.stderr
 
 
 @pytest.mark.parametrize(("vantages", "clusters", "brokers"), [(20, 10, 3), (200, 100, 3)], ids=["20x30", "200x300"])
@@ -191,15 +195,10 @@ def test_script_breaking_strings_in_every_field_leave_the_page_drawn(tmp_path):
     data, counts = _hostile_data()
     html = render_page(data, counts)
     assert html.count("<script") == 2 and html.count("</script>") == 2  # the page's own two, nothing from the data
-    probed = tmp_path / "probed.html"
-    probed.write_text(html.replace("</body></html>", DOM_PROBE + "</body></html>"))
-    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
-                           "--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    match = re.search(r'<pre id="dom-result">(.*?)</pre>', done.stdout, re.S)
-    assert match, "the page's scripts never ran: " + done.stdout[-1500:]
-    dom = json.loads(match.group(1))
-    assert dom["drawn"] and "Uncaught" not in done.stderr, done.stderr[-2000:]
+    page = tmp_path / "report.html"
+    page.write_text(html)
+    dom, stderr = in_chromium(page, tmp_path, DOM_PROBE, "dom-result", budget_ms=3000, timeout=60)
+    assert dom["drawn"] and "Uncaught" not in stderr, stderr[-2000:]
     # The browser parsed back exactly the data that went in, every hostile string intact.
     assert dom["data"] == json.loads(json.dumps({**data, "counts": counts}))
     cl = data["clusters"][0]
@@ -343,14 +342,8 @@ def test_an_incident_inside_one_hour_is_drawn_and_each_gap_says_why(tmp_path):
     page = tmp_path / "report.html"
     page.write_text(render_page(data, {"reports": 96, "observations": 864, "input_records": 96, "duplicates": 0,
                                        "quarantined": 0}))
-    probed = tmp_path / "probed.html"
-    probed.write_text(page.read_text().replace("</body></html>", INCIDENT_PROBE + "</body></html>"))
-    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
-                           "--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=60, check=False)
-    match = re.search(r'<pre id="incident-result">(.*?)</pre>', done.stdout, re.S)
-    assert match, done.stderr[-2000:]
-    dom = json.loads(match.group(1))
-    assert dom["drawn"] and "Uncaught" not in done.stderr and dom["pageWidth"] <= dom["viewport"]
+    dom, stderr = in_chromium(page, tmp_path, INCIDENT_PROBE, "incident-result", budget_ms=3000, timeout=60)
+    assert dom["drawn"] and "Uncaught" not in stderr and dom["pageWidth"] <= dom["viewport"]
     name = "*.europe-west3.gcp.confluent.cloud"
     assert cl["name"] == name
     assert dom["summaries"] == [f"cluster lkc-7n3q2w \u00b7 {name}: 9 endpoints \u00d7 8 vantages, 6 with gaps",
@@ -482,14 +475,8 @@ def test_each_gap_carries_its_endpoint_s_own_finding(spark, tmp_path):
     assert own == {k: (e["code"], e["severity"], e["n"], e["message"], e["fix"]) for k, e in expected.items()}
 
     page = tmp_path / "out" / "report.html"
-    probed = tmp_path / "probed.html"
-    probed.write_text(page.read_text().replace("</body></html>", OWN_PROBE + "</body></html>"))
-    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
-                           "--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=120, check=False)
-    match = re.search(r'<pre id="own-result">(.*?)</pre>', done.stdout, re.S)
-    assert match, done.stderr[-2000:]
-    dom = json.loads(match.group(1))
-    assert dom["drawn"] and "Uncaught" not in done.stderr, done.stderr[-2000:]
+    dom, stderr = in_chromium(page, tmp_path, OWN_PROBE, "own-result", budget_ms=3000, timeout=120)
+    assert dom["drawn"] and "Uncaught" not in stderr, stderr[-2000:]
     # The matrix: each gap cell's code, and its title ending in that finding's message and fix.
     gaps = {(c["endpoint"], c["vantage"]): c for c in dom["cells"] if c["rate"] != "100%"}
     assert set(gaps) == set(expected)
