@@ -129,6 +129,18 @@ def prepare(work: Path, size: int) -> tuple[Path, Path]:
     return base, more
 
 
+def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def _clean_up(args: argparse.Namespace, out: Path, base: Path, more: Path) -> None:
+    """A size's output, and with --drop-inputs its inputs too: the next size needs the disk."""
+    shutil.rmtree(out, ignore_errors=True)
+    if args.drop_inputs:
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(more, ignore_errors=True)
+
+
 def timed(argv: list[str]) -> tuple[float, str]:
     """Seconds a whole process takes, and its standard output; a failure stops the benchmark."""
     started = time.perf_counter()
@@ -169,11 +181,8 @@ def processes(args: argparse.Namespace) -> None:
             print(f"{observations:,} observations: scan {scan:.1f} s, first run {first:.1f} s "
                   f"({first / scan:.2f} x scan), +1% {more_s:.1f} s ({more_s / first:.2f} of the first), "
                   f"nothing new {nothing:.2f} s", flush=True)
-        shutil.rmtree(out, ignore_errors=True)
-        if args.drop_inputs:
-            shutil.rmtree(base, ignore_errors=True)
-            shutil.rmtree(more, ignore_errors=True)
-        table.append((observations, {k: statistics.median(r[k] for r in runs) for k in runs[0]}))
+        table.append((observations, _medians(runs)))
+        _clean_up(args, out, base, more)
     print(f"\nmedians of {args.repeat} rounds, every figure a whole process:")
     print("| observations | parsing scan | first run | first / scan | +1% new | +1% / first | nothing new |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -223,11 +232,8 @@ def main() -> None:
             print(f"{observations:,} observations: job {job:.1f} s, parsing scan {before:.1f} / {after:.1f} s "
                   f"(job / scan {job / scan:.2f}), +1% ({again['counts']['new_records']:,} reports) "
                   f"{incremental:.1f} s ({incremental / job:.2f} of the job), DuckDB {duck:.1f} s", flush=True)
-        shutil.rmtree(out, ignore_errors=True)
-        if args.drop_inputs:
-            shutil.rmtree(base, ignore_errors=True)
-            shutil.rmtree(more, ignore_errors=True)
-        table.append((observations, {k: statistics.median(r[k] for r in runs) for k in runs[0]}))
+        table.append((observations, _medians(runs)))
+        _clean_up(args, out, base, more)
     print(f"\nmedians of {args.repeat} runs:")
     print("| observations | whole job | parsing scan | job / parsing scan | incremental (+1%) | incremental / job "
           "| DuckDB, endpoint_vantage | observations/s (job) |")
