@@ -45,6 +45,15 @@ def kind(command: str) -> str:
     return program or "?"
 
 
+def _lab_of(command: str) -> str | None:
+    """The lab directory a Kafka JVM's properties file sits in, less its random suffix (`kprobe-lab-tls`)."""
+    if "server.properties" not in command:
+        return None
+    path = next((w for w in command.split(" ") if w.endswith("server.properties")), "")
+    parts = [p for p in path.split("/") if p.startswith("kprobe-lab-")]
+    return parts[0].rsplit("-", 1)[0] if parts else path.rsplit("/", 3)[0]
+
+
 def _stat(pid: int) -> tuple[int, int, str] | None:
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
@@ -68,6 +77,8 @@ def main() -> None:
     root = subprocess.Popen(argv)
     seen: dict[tuple[int, str], tuple[int, str]] = {}  # (pid, start) -> (ticks counted, class)
     total: Counter[str] = Counter()
+    by_lab: Counter[str] = Counter()  # a broker's or format's CPU by the lab its properties file belongs to
+    started: Counter[str] = Counter()  # processes of each class
     mine = {root.pid}
     while True:
         stats = {p: s for p in (int(n) for n in os.listdir("/proc") if n.isdigit()) if (s := _stat(p))}
@@ -86,13 +97,19 @@ def main() -> None:
             if command:  # an exec (env, bash -c) changes what a process is
                 cls = kind(command)
             total[cls] += ticks - counted
+            if (lab := _lab_of(command)) is not None:
+                by_lab[lab] += ticks - counted
+            if (pid, start) not in seen or seen[(pid, start)][1] != cls:
+                started[cls] += 1
             seen[(pid, start)] = (ticks, cls)
         if root.poll() is not None:
             break
         time.sleep(0.5)
     report = {cls: round(ticks / HZ, 1) for cls, ticks in total.most_common()}
+    labs = {lab: round(ticks / HZ, 1) for lab, ticks in by_lab.most_common()}
     out.write_text(json.dumps({"command": argv, "exit": root.returncode, "cpu_seconds": report,
-                               "all": round(sum(total.values()) / HZ, 1)}, indent=1) + "\n")
+                               "all": round(sum(total.values()) / HZ, 1), "processes": dict(started.most_common()),
+                               "kafka_jvms_by_lab": labs}, indent=1) + "\n")
     print(json.dumps(report, indent=1))
     raise SystemExit(root.returncode)
 
