@@ -24,6 +24,7 @@ from kprobe.clientprops import kcat_config_file
 from kprobe.errors import UsageError
 from kprobe.kafka.security import PROTOCOLS, security_from
 from kprobe.models import BootstrapAddress, Protocol
+from kprobe.models.frozen import Frozen
 from kprobe.net.addresses import format_hostport, is_ip_literal
 
 DEFAULT_PORT = 9092
@@ -158,8 +159,8 @@ def parse_properties(pairs: Iterable[str], files: Iterable[str] = ()) -> dict[st
     return load(files, pairs).props
 
 
-@dataclass(frozen=True, kw_only=True)
-class ProbeOptions:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class ProbeOptions(Frozen):
     """Everything a probe run needs, validated."""
 
     bootstraps: Sequence[BootstrapAddress]
@@ -183,8 +184,8 @@ class ProbeOptions:
     given_props: Mapping[str, str] | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class ListOptions:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class ListOptions(Frozen):
     """Validated input of `kprobe list`."""
 
     bootstraps: Sequence[BootstrapAddress]
@@ -200,8 +201,8 @@ class ListOptions:
     connect_to: Mapping[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Schedule:
+@dataclass(frozen=True, repr=False, eq=False)
+class Schedule(Frozen):
     """--every, --jitter, --count."""
 
     every: float

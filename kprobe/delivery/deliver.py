@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from kprobe.errors import KprobeError, UsageError
 from kprobe.models import Report
+from kprobe.models.frozen import Frozen
 from kprobe.output import formats
 from kprobe.output.formats import choose
 from kprobe.output.sanitize import use_color
@@ -29,8 +30,8 @@ _LOG = logging.getLogger("kprobe.delivery.deliver")
 DEFAULT_SPOOL_MAX = 10_000  # --spool-max: the most reports kept in the spool
 
 
-@dataclass(frozen=True)
-class Outputs:
+@dataclass(frozen=True, repr=False, eq=False)
+class Outputs(Frozen):
     """Validated output choices of one command."""
 
     fmt: str = "text"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kprobe.models import Finding, Severity
+from kprobe.models.frozen import Frozen
 
 ERROR: Severity = "error"
 WARNING: Severity = "warning"
@@ -23,8 +24,8 @@ Stage = Literal["bootstrap", "advertised", "identity", "consistency", "tls", "dn
                 "roundtrip", "config"]
 
 
-@dataclass(frozen=True)
-class Kind:
+@dataclass(frozen=True, repr=False, eq=False)
+class Kind(Frozen):
     """What one code means, whatever the run that reports it."""
 
     stage: Stage

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from kprobe.findings.catalogue import finding
 from kprobe.models import EndpointResult, Finding, Severity
+from kprobe.models.frozen import Frozen
 
 # How many endpoints (or names, or addresses) a message names before "and N more": a finding about a
 # 200-broker cluster must stay a paragraph. The finding's `endpoints` list keeps every one of them.
@@ -63,8 +64,8 @@ def about(code: str, severity: Severity, message: str, fix: str, results: Sequen
                    bootstrap=source_of(results[0]) if results else None)
 
 
-@dataclass(frozen=True)
-class Repeat:
+@dataclass(frozen=True, repr=False, eq=False)
+class Repeat(Frozen):
     """One endpoint's share of a finding that may recur at other endpoints with the same cause and fix.
 
     `alone` is the finding as it reads for this endpoint by itself: a single endpoint keeps its node,

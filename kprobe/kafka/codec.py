@@ -46,6 +46,7 @@ from kprobe.kafka.wire import (
     uvarint,
 )
 from kprobe.models import AdvertisedBroker
+from kprobe.models.frozen import Frozen
 
 __all__ = [
     "API_API_VERSIONS", "API_DESCRIBE_CLUSTER", "API_DESCRIBE_CONFIGS", "API_METADATA", "API_SASL_AUTHENTICATE",
@@ -196,8 +197,8 @@ def encode_describe_cluster(version: int, endpoint_type: int) -> bytes:
     return body + b"\x00"
 
 
-@dataclass(frozen=True, kw_only=True)
-class DescribedCluster:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class DescribedCluster(Frozen):
     """A DescribeCluster answer: the nodes of the asked endpoint type, or the error that came instead."""
 
     error_code: int

@@ -26,6 +26,7 @@ from kprobe.kafka import codec
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import Reader, WireError
 from kprobe.models import ClusterMetadata, Protocol, TlsFailure
+from kprobe.models.frozen import Frozen
 from kprobe.net.sockets import classify_os_error, family_of
 
 if TYPE_CHECKING:
@@ -476,8 +477,8 @@ def fetch_controllers(
         return described, versions, node_id, why
 
 
-@dataclass(frozen=True)
-class ListenerAnswer:
+@dataclass(frozen=True, repr=False, eq=False)
+class ListenerAnswer(Frozen):
     """What a listener said of itself on a connection of its own: which security.protocol it wants.
 
     `protocol` is None when it answered ApiVersions but not SaslHandshake in a way that tells;

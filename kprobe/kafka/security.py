@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast, get_args
 from kprobe.errors import UsageError
 from kprobe.kafka.mechanisms import MECHANISMS, MSK_IAM
 from kprobe.models import BootstrapAddress, Protocol
+from kprobe.models.frozen import Frozen
 
 if TYPE_CHECKING:
     from kprobe.kafka.oauth_settings import OAuthSettings
@@ -21,8 +22,8 @@ if TYPE_CHECKING:
 PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
 
 
-@dataclass(frozen=True)
-class Security:
+@dataclass(frozen=True, repr=False, eq=False)
+class Security(Frozen):
     """The subset of librdkafka's security properties the wire client can honour."""
 
     protocol: Protocol = "PLAINTEXT"

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kprobe.models.frozen import Frozen
+
 # The partition table lives apart (built for speed, not reading) and is named from here.
 from kprobe.models.partitions import (  # noqa: F401
     RUN_MAX,
@@ -82,8 +84,10 @@ ControllerStatus = Literal["ok", "dns_failed", "refused", "timeout", "auth_faile
                            "denied", "error"]
 
 
-@dataclass(frozen=True)
-class BootstrapAddress:
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class BootstrapAddress(Frozen):
     """One address the user gave with -b, normalised.
 
     `protocol` keeps a `SSL://` style prefix so a listener copied from a broker config
@@ -100,8 +104,8 @@ class BootstrapAddress:
         return format_hostport(self.host, self.port)
 
 
-@dataclass(frozen=True)
-class AdvertisedBroker:
+@dataclass(frozen=True, repr=False, eq=False)
+class AdvertisedBroker(Frozen):
     """A broker as a Metadata response advertises it to the client."""
 
     node_id: int
@@ -111,8 +115,8 @@ class AdvertisedBroker:
 
 
 
-@dataclass(frozen=True)
-class TopicInfo:
+@dataclass(frozen=True, repr=False, eq=False)
+class TopicInfo(Frozen):
     """One topic as a Metadata response describes it.
 
     `partitions` is a `PartitionTable` when decoded from the wire, any sequence elsewhere (tests).
@@ -124,8 +128,8 @@ class TopicInfo:
     is_internal: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
-class ClusterMetadata:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class ClusterMetadata(Frozen):
     """What one bootstrap connection answered: the advertised view of the cluster."""
 
     brokers: tuple[AdvertisedBroker, ...]
@@ -136,8 +140,8 @@ class ClusterMetadata:
     local_address: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class BootstrapResult:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class BootstrapResult(Frozen):
     """The outcome of asking one bootstrap address for metadata.
 
     `answered_by_id` and `answered_by_name` follow kcat and librdkafka: a bootstrap
@@ -187,8 +191,8 @@ class BootstrapResult:
         return self.metadata.brokers if self.metadata else ()
 
 
-@dataclass(frozen=True, kw_only=True)
-class DnsResult:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class DnsResult(Frozen):
     """How a host name resolved from this vantage point.
 
     `source` says who answered: `literal` (no lookup), `system` (getaddrinfo, as the
@@ -212,8 +216,8 @@ class DnsResult:
     unfinished: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
-class TcpResult:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class TcpResult(Frozen):
     """One TCP connect attempt to one resolved address."""
 
     address: str
@@ -226,8 +230,8 @@ class TcpResult:
     unfinished: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
-class Remap:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Remap(Frozen):
     """Where the user asked kprobe to send an advertised endpoint instead (`--resolve`, `--connect-to`).
 
     A "what if": the network as it would be with a port-forward, a hosts entry or a planned
@@ -244,8 +248,8 @@ class Remap:
         return format_hostport(self.host, self.port)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Endpoint:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Endpoint(Frozen):
     """A distinct advertised endpoint and the bootstraps that advertised it."""
 
     node_id: int
@@ -272,8 +276,8 @@ class Endpoint:
         return self.remap.port if self.remap else self.port
 
 
-@dataclass(frozen=True, kw_only=True)
-class Identity:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Identity(Frozen):
     """Who really answers at an endpoint, and what it advertises from there.
 
     `status`: `match` (the advertised node answers), `mismatch` (another node does),
@@ -296,8 +300,8 @@ class Identity:
     tls_failure: TlsFailure | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class TlsResult:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class TlsResult(Frozen):
     """A TLS handshake to one endpoint, judged against the *advertised* name."""
 
     status: TlsStatus
@@ -321,8 +325,8 @@ class TlsResult:
     ms: float | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class EndpointResult:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class EndpointResult(Frozen):
     """An endpoint with what resolving and connecting to it found."""
 
     endpoint: Endpoint
@@ -334,8 +338,8 @@ class EndpointResult:
     compared_dns: tuple[DnsResult, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
-class ControllerBootstrapResult:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class ControllerBootstrapResult(Frozen):
     """What one --controllers address said of the controller quorum (DescribeCluster, KIP-919).
 
     As an admin client with `bootstrap.controllers` asks it: `controllers` are the endpoints the
@@ -357,8 +361,8 @@ class ControllerBootstrapResult:
     describe_cluster_version: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class PartitionRoundtrip:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class PartitionRoundtrip(Frozen):
     """One partition of --roundtrip: a record produced to it by a real client, and read back."""
 
     partition: int
@@ -373,8 +377,8 @@ class PartitionRoundtrip:
     broker_error: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
-class Roundtrip:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Roundtrip(Frozen):
     """--roundtrip TOPIC: what a real client (librdkafka) did from here, to set beside the prediction."""
 
     topic: str
@@ -393,8 +397,8 @@ class Roundtrip:
         return sum(1 for p in self.partitions if p.status == "ok")
 
 
-@dataclass(frozen=True, kw_only=True)
-class Finding:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Finding(Frozen):
     """A diagnosis: what a client will experience and which setting to change."""
 
     code: str
@@ -428,8 +432,8 @@ class Finding:
         return endpoint.hostport in self.endpoints and (not self.node_ids or endpoint.node_id in self.node_ids)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Vantage:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Vantage(Frozen):
     """Where the probe ran from and which resolver it used."""
 
     name: str
@@ -438,8 +442,8 @@ class Vantage:
     nameservers: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
-class Report:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Report(Frozen):
     """One probe run: the unit written to stdout, files and topics."""
 
     id: str

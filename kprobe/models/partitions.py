@@ -11,9 +11,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import overload
 
+from kprobe.models.frozen import Frozen
 
-@dataclass(frozen=True, kw_only=True)
-class PartitionInfo:
+
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class PartitionInfo(Frozen):
     """One partition as a Metadata response describes it."""
 
     partition: int

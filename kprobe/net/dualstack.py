@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kprobe.models import TcpResult
+from kprobe.models.frozen import Frozen
 
 Family = Literal["IPv4", "IPv6"]
 
@@ -41,8 +42,8 @@ def family_of_address(address: str) -> Family:
     return "IPv6" if ":" in address else "IPv4"
 
 
-@dataclass(frozen=True)
-class FamilySplit:
+@dataclass(frozen=True, repr=False, eq=False)
+class FamilySplit(Frozen):
     """Every address of one family connects, every address of the other fails."""
 
     working: Family

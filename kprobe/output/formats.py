@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from kprobe.errors import UsageError
+from kprobe.models.frozen import Frozen
 
 if TYPE_CHECKING:
     from kprobe.kafka.listeners import CheckReport
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
     from kprobe.saved.compare import ReportDiff
 
 
-@dataclass(frozen=True)
-class Style:
+@dataclass(frozen=True, repr=False, eq=False)
+class Style(Frozen):
     """How a renderer prints: `color` for a terminal, `indent` for JSON a person reads (a terminal, not a pipe)."""
 
     color: bool = False

@@ -22,6 +22,7 @@ from kprobe.models import (
     TcpResult,
     verdict,
 )
+from kprobe.models.frozen import Frozen
 from kprobe.output.sanitize import safe
 
 _COLORS = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1"}
@@ -257,8 +258,8 @@ def problem_glance(code: object, message: object, endpoints: Sequence[object] = 
     return f"  {safe(code, limit=64)}{where}: {text}"
 
 
-@dataclass(frozen=True)
-class Verdict:
+@dataclass(frozen=True, repr=False, eq=False)
+class Verdict(Frozen):
     """A run's verdict in counts: what the one summary line says, from a Report or from a saved report's JSON.
 
     Why a value of its own: `watch` words each run and `show --summary` each saved report with the

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field, replace
 
 from kprobe.kafka.security import Security, security_from
 from kprobe.models import BootstrapAddress, Endpoint, Remap
+from kprobe.models.frozen import Frozen
 from kprobe.probe.resolve import Resolver
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunContext:
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class RunContext(Frozen):
     """One run's shared settings; `deadline` is a `time.monotonic()` value."""
 
     timeout: float
