@@ -1,6 +1,7 @@
 """Allows `python -m kprobe`, which some hosts prefer to a console script on PATH; also the console script's
-entry (pyproject.toml), so that `kprobe --version` answers here, before kprobe.cli imports typer: typer and
-click are most of that command's time (issue 33, docs/performance.md).
+entry (pyproject.toml), so that `kprobe --version` answers here, and a plain `kprobe probe` or `kprobe list`
+runs (kprobe.commands), before kprobe.cli imports typer: typer and click are most of `--version`'s time and
+about a quarter of a healthy probe's (issue 33, docs/performance.md).
 """
 
 import os
@@ -8,7 +9,9 @@ import sys
 
 
 def main() -> None:
-    """`kprobe --version` (or `-V`) alone: typer's line, without typer; anything else: the CLI (kprobe.cli)."""
+    """`kprobe --version` (or `-V`) alone: typer's line, without typer; a plain probe or list: run without
+    typer; anything else: the CLI (kprobe.cli).
+    """
     if sys.argv[1:] in (["--version"], ["-V"]):
         from kprobe import __version__
         from kprobe.errors import EXIT_ERROR, EXIT_OK
@@ -21,6 +24,9 @@ def main() -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(EXIT_ERROR)
         sys.exit(EXIT_OK)
+    from kprobe.commands import run_plain
+
+    run_plain(sys.argv[1:])  # returns only when typer must read the command line
     from kprobe.cli import main as cli_main
 
     cli_main()

@@ -7,7 +7,6 @@ commands, so `kprobe --help` stays fast and `kprobe probe` never imports pyspark
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,14 +14,22 @@ from typing import Annotated, Any
 import typer
 
 from kprobe import __version__
+from kprobe.commands import (
+    STATUS_EXIT,
+    fail,
+    guard,
+    kcat_alias,
+    list_command,
+    probe_command,
+    run_plain,
+    secrets_in,
+    setup_logging,
+)
 from kprobe.errors import (
-    EXIT_ERROR,
-    EXIT_FAILED,
     EXIT_GAP,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
-    KprobeError,
     UsageError,
 )
 
@@ -43,9 +50,6 @@ app.add_typer(lab_app, name="lab")
 # Typer either vendors click or uses the installed one: take its exception classes from typer.
 _CLICK_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 _CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
-
-# A run's summary status (a report's or a listing's) -> the exit code scripts read.
-STATUS_EXIT = {"ok": EXIT_OK, "gap": EXIT_GAP, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
 
 def _version(value: bool) -> None:
@@ -219,27 +223,9 @@ def probe(
     Exit 0 no gap, 1 gap, 2 bad input, 3 no bootstrap (or controller) answered or an internal error,
     130 interrupted.
     """
-    from kprobe.config import probe_options
-    from kprobe.delivery.deliver import deliver, outputs_from
-    from kprobe.delivery.progress import run_in_foreground
-    from kprobe.runs.probe import ProbeRun
-
-    _setup_logging(verbose)
-    options = probe_options(
-        bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
-        deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
-        compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to,
-        controllers=controllers, roundtrip=roundtrip, roundtrip_create=roundtrip_create)
-    outputs = outputs_from(
-        fmt=fmt, json_out=json_out, no_color=no_color, output=output, out_dir=out_dir, prom_file=prom_file,
-        publish=publish, publish_props=publish_property, spool=spool, spool_max=spool_max,
-        publish_create=publish_create)
-    report = run_in_foreground(ProbeRun(options))
-    if report.roundtrip is not None and report.roundtrip.topic_missing:
-        # Bad input like a mistyped option: one line, no report of a run that could not do what was asked.
-        raise UsageError(f"--roundtrip: {report.roundtrip.error}")
-    deliver(report, outputs, timeout=options.timeout)
-    raise typer.Exit(STATUS_EXIT[report.status])
+    # Every parameter, by name (locals() holds only them here): the run itself is kprobe.commands', which
+    # reads a plain command line without typer (issue 33).
+    raise typer.Exit(probe_command(**locals()))
 
 
 @app.command()
@@ -284,7 +270,7 @@ def watch(
     from kprobe.delivery.watch import run_watch
     from kprobe.output.formats import WATCH
 
-    _setup_logging(verbose)
+    setup_logging(verbose)
     options, schedule = watch_options(probe_options(
         bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
@@ -296,30 +282,6 @@ def watch(
         publish_props=publish_property, spool=spool, spool_max=spool_max, names=WATCH,
         publish_create=publish_create)
     raise typer.Exit(run_watch(options, outputs, schedule))
-
-
-def _setup_logging(verbose: bool) -> None:
-    """--verbose: kprobe's progress and captured client log lines on stderr, never on stdout.
-
-    Warnings (a full spool, a late run) always reach stderr.
-    """
-    import logging
-
-    from kprobe.output.sanitize import safe
-
-    class _SafeFormatter(logging.Formatter):
-        """Log lines quote advertised names and broker errors: escape them like the report does."""
-
-        def format(self, record: logging.LogRecord) -> str:
-            return safe(super().format(record), limit=4000)
-
-    logger = logging.getLogger("kprobe")
-    logger.propagate = False
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(_SafeFormatter("kprobe: %(message)s"))
-        logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 @app.command("list")
@@ -353,37 +315,7 @@ def list_(
     Exit 0 ok, 1 topic errors / offline partitions / unreachable leaders, 2 bad input, 3 no bootstrap
     answered or an internal error, 130 interrupted.
     """
-    from kprobe.config import list_options
-    from kprobe.output.formats import LISTING
-    from kprobe.runs.listing import run_list
-
-    del no_color  # kcat's listing has no colours to turn off; taken so that probe's command lines work
-    _setup_logging(verbose)
-    options = list_options(
-        bootstrap=bootstrap, topics=topic, props=prop, prop_files=prop_file, nameservers=nameserver,
-        timeout=timeout, deadline=deadline, reachability=reachability, internal=not no_internal, resolve=resolve,
-        connect_to=connect_to)
-    listing = run_list(options)
-    if json_out:
-        LISTING["json"](listing, sys.stdout)
-    elif listing.answered:
-        LISTING["text"](listing, sys.stdout)
-        from kprobe.output.sanitize import safe
-        from kprobe.runs.listing import unchecked_gap
-
-        gap = unchecked_gap(listing, resolve=options.resolve, connect_to=options.connect_to)
-        if gap is not None:  # after kcat's lines, on stderr: a script reading stdout gets kcat's bytes
-            sys.stdout.flush()
-            sys.stderr.write(f"kprobe: {safe(gap, limit=2000)}\n")
-    elif listing.status != "interrupted":
-        from kprobe.output.sanitize import safe
-
-        errors = "; ".join(f"{a.address}: {a.error}" for a in listing.attempts)
-        sys.stderr.write(f"kprobe: no bootstrap answered ({safe(errors, limit=2000)}); are the brokers reachable? "
-                         "try a longer --timeout\n")
-    if listing.status == "interrupted":
-        sys.stderr.write("kprobe: interrupted\n")
-    raise typer.Exit(STATUS_EXIT[listing.status])
+    raise typer.Exit(list_command(**locals()))  # as probe: every parameter by name, the run in kprobe.commands
 
 
 ReportPathsArg = Annotated[
@@ -527,7 +459,7 @@ def serve(
     from kprobe.serve.exporter import serve as run_server
     from kprobe.serve.modules import default_config, load_config
 
-    _setup_logging(verbose)
+    setup_logging(verbose)
     if verbose:
         import logging
 
@@ -802,39 +734,6 @@ def lab_exec(
     os.execvp("ip", exec_argv(namespace, workdir, vantage, command))
 
 
-def _secrets_in(args: list[str]) -> list[str]:
-    """Values on the command line that belong to secret properties, to scrub from any message.
-
-    `-X sasl.password=...` is the usual form; `-X sasl.password secret` (a typo) makes click
-    quote the secret as an unexpected argument, so the word after a bare secret key counts too.
-    """
-    from kprobe.redaction import is_secret
-
-    found = []
-    for i, arg in enumerate(args):
-        key, sep, value = arg.partition("=")
-        if sep and is_secret(key) and value:
-            found.append(value)
-        elif not sep and is_secret(arg):
-            # `-X 'sasl.password:hunter2'` or `-X 'sasl.password hunter2'`: what follows the key.
-            rest = re.split(r"[:\s]", arg, maxsplit=1)[1:]
-            found += [r.strip() for r in rest if r.strip()]
-            if i + 1 < len(args):
-                found.append(args[i + 1])
-    return found
-
-
-def _kcat_alias(argv: list[str]) -> list[str]:
-    """For muscle memory from kcat: `kprobe -L -b host` and `kprobe -b host -L -J` mean `kprobe list`.
-
-    Only where no command is named (the first word is an option), so `-L` never changes what
-    an explicit command means.
-    """
-    if "-L" in argv and argv[0].startswith("-"):
-        return ["list", *(a for a in argv if a != "-L")]
-    return argv
-
-
 def _app_for(args: list[str]) -> typer.Typer:
     """The app with only the command the arguments name, when they name one.
 
@@ -855,57 +754,32 @@ def _app_for(args: list[str]) -> typer.Typer:
     return app
 
 
-def _scrub(message: str, secrets: list[str]) -> str:
-    from kprobe.redaction import REDACTED
-
-    for secret in sorted(secrets, key=len, reverse=True):
-        message = message.replace(secret, REDACTED)
-    return message
-
-
 def main() -> None:
-    """Console entry point: one line per error, never a traceback, never a secret."""
-    # SIGPIPE stays ignored (Python's default): a broker closing a socket mid-write must raise
-    # EPIPE, not kill the run. A closed stdout (`kprobe ... | head`) is handled below.
+    """Console entry point: one line per error, never a traceback, never a secret (kprobe.commands.guard)."""
     argv = sys.argv[1:]
-    secrets = _secrets_in(argv)
+    run_plain(argv)  # a plain `probe` or `list` runs there, without typer; it returns for everything else
+    args = kcat_alias(argv)
+    secrets = secrets_in(argv)
+    guard(lambda: _run_typer(args, secrets), secrets)
 
-    def fail(message: str, code: int) -> None:
-        from kprobe.output.sanitize import safe  # a message may quote a hostile broker's words
 
-        sys.stderr.write(safe(_scrub(message, secrets), limit=2000) + "\n")
-        sys.exit(code)
-
+def _run_typer(args: list[str], secrets: list[str]) -> int:
+    """The app on these arguments: its exit code, or one line for what click refused."""
     try:
-        args = _kcat_alias(argv)
         # Without standalone mode, click returns an Exit's code instead of raising it.
         code = _app_for(args)(args=args, standalone_mode=False, prog_name="kprobe")
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        return int(exc.exit_code)
     except typer.Abort:
-        fail("kprobe: interrupted", EXIT_INTERRUPTED)
+        fail("kprobe: interrupted", EXIT_INTERRUPTED, secrets)
     except _CLICK_USAGE_ERROR as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":
             sys.stdout.write(exc.ctx.get_help() + "\n")  # type: ignore[attr-defined]
-            sys.exit(EXIT_USAGE)
+            return EXIT_USAGE
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "kprobe"
-        fail(f"kprobe: error: {exc.format_message()} (see `{command} --help`)", EXIT_USAGE)  # type: ignore[attr-defined]
+        fail(f"kprobe: error: {exc.format_message()} (see `{command} --help`)", EXIT_USAGE,  # type: ignore[attr-defined]
+             secrets)
     except _CLICK_EXCEPTION as exc:
-        fail(f"kprobe: error: {exc.format_message()}", exc.exit_code)  # type: ignore[attr-defined]
-    except KprobeError as exc:
-        fail(f"kprobe: error: {exc}", exc.exit_code)
-    except KeyboardInterrupt:
-        fail("kprobe: interrupted", EXIT_INTERRUPTED)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the reader left: stop quietly
-        sys.exit(EXIT_ERROR)
-    except OSError as exc:
-        fail(f"kprobe: error: {exc.strerror or exc} ({exc.filename or 'I/O'})", EXIT_ERROR)
-    except Exception as exc:
-        # A bug. Exit 3, "the run failed": 1 would tell a script the brokers have a gap.
-        if os.environ.get("KPROBE_DEBUG"):
-            raise
-        fail(f"kprobe: internal error: {exc.__class__.__name__}: {str(exc)[:200]} "
-             "(please report it; KPROBE_DEBUG=1 shows the traceback)", EXIT_FAILED)
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+        fail(f"kprobe: error: {exc.format_message()}", exc.exit_code, secrets)  # type: ignore[attr-defined]
+    return code if isinstance(code, int) else EXIT_OK

@@ -35,7 +35,9 @@ HEAVY = ("typer", "click", "rich", "pyspark", "confluent_kafka", "cryptography",
 # The allowed kprobe modules, built up from what every command of a kind needs. A name ending in ".*"
 # allows a package and everything under it.
 VERSION = {"kprobe", "kprobe.errors"}  # answered before typer (kprobe/__main__.py)
-CLI = VERSION | {"kprobe.cli", "kprobe.redaction"}  # typer's app; the secrets scrubbed from any error line
+# A plain probe or list, read and run without typer (kprobe.commands); the secrets scrubbed from any error line.
+PLAIN = VERSION | {"kprobe.commands", "kprobe.redaction"}
+CLI = PLAIN | {"kprobe.cli"}  # typer's app, for everything else
 REPORT_DATA = {"kprobe.models.*", "kprobe.net", "kprobe.net.addresses"}
 # Options, validated: no client-properties reader without -F, -X or kcat's file; no SASL or OAuth code
 # without SASL (kprobe.kafka.mechanisms names the mechanisms).
@@ -51,7 +53,7 @@ FINDINGS = {"kprobe.findings", "kprobe.findings.diagnose", "kprobe.findings.adve
             "kprobe.findings.catalogue", "kprobe.findings.common", "kprobe.findings.consistency",
             "kprobe.findings.identity"}
 # One probe, delivered: no publisher without --publish, no file writer without -o/--out/--prom-file.
-PROBE_RUN = (CLI | REPORT_DATA | OPTIONS | NETWORK | FINDINGS
+PROBE_RUN = (PLAIN | REPORT_DATA | OPTIONS | NETWORK | FINDINGS
              | {"kprobe.runs.probe", "kprobe.probe.identity", "kprobe.delivery", "kprobe.delivery.deliver",
                 "kprobe.output", "kprobe.output.formats", "kprobe.output.sanitize"})
 SAVED = CLI | REPORT_DATA | {"kprobe.saved", "kprobe.saved.reading", "kprobe.saved.show", "kprobe.output",
@@ -65,19 +67,20 @@ COMMANDS: dict[str, tuple[list[str], set[str], set[str]]] = {
     "--help": (["--help"], CLI, TYPER),
     "list --help": (["list", "--help"], CLI, TYPER),
     "serve --help": (["serve", "--help"], CLI, TYPER),
+    # A plain probe and list: no typer (kprobe.commands reads their command lines).
     "probe": (["probe", "-b", "127.0.0.1:PORT", "--timeout", "0.5", "--no-color"],
-              PROBE_RUN | {"kprobe.delivery.progress", "kprobe.output.text"}, TYPER),
+              PROBE_RUN | {"kprobe.delivery.progress", "kprobe.output.text"}, set()),
     "probe -J": (["probe", "-b", "127.0.0.1:PORT", "--timeout", "0.5", "-J"],
-                 PROBE_RUN | {"kprobe.delivery.progress", "kprobe.output.json_report"}, TYPER),
+                 PROBE_RUN | {"kprobe.delivery.progress", "kprobe.output.json_report"}, set()),
     "watch": (["watch", "-b", "127.0.0.1:PORT", "--timeout", "0.5", "--count", "1", "--every", "1s"],
-              PROBE_RUN | {"kprobe.delivery.watch", "kprobe.output.text"}, TYPER),
+              PROBE_RUN | CLI | {"kprobe.delivery.watch", "kprobe.output.text"}, TYPER),
     "list": (["list", "-b", "127.0.0.1:PORT", "--timeout", "0.5"],
-             CLI | REPORT_DATA | OPTIONS | NETWORK | {"kprobe.runs.listing", "kprobe.findings",
+             PLAIN | REPORT_DATA | OPTIONS | NETWORK | {"kprobe.runs.listing", "kprobe.findings",
                                                        "kprobe.findings.catalogue", "kprobe.findings.common",
                                                        "kprobe.findings.consistency", "kprobe.output",
                                                        "kprobe.output.formats", "kprobe.output.sanitize",
                                                        "kprobe.output.kcat"},  # kcat's lines, when one answers
-             TYPER),
+             set()),
     "show": (["show", str(REPORT_A)], SAVED, TYPER),
     "diff": (["diff", str(REPORT_A), str(REPORT_B)], SAVED | {"kprobe.saved.compare", "kprobe.output.diff"}, TYPER),
     "schema": (["schema"], CLI | REPORT_DATA | {"kprobe.output", "kprobe.output.json_report"}, TYPER),
@@ -157,6 +160,7 @@ def test_a_command_imports_only_what_it_uses(command: str, imported: dict[str, t
 def test_the_lists_are_not_empty_words(imported: dict[str, tuple[list[str], str]]) -> None:
     """The runs did what the lists assume: a probe got as far as its findings, a show as far as its report."""
     probe, _ = imported["probe"]
-    assert {"kprobe.findings.diagnose", "kprobe.output.text", "typer"} <= set(probe)
+    assert {"kprobe.findings.diagnose", "kprobe.output.text"} <= set(probe) and "typer" not in probe
+    assert "typer" in imported["watch"][0] and "kprobe.runs.listing" in imported["list"][0]
     assert {"kprobe.saved.show", "kprobe.output.text"} <= set(imported["show"][0])
     assert "typer" not in imported["--version"][0]
