@@ -9,8 +9,10 @@ wait is bounded by a budget the caller gives, in the clients' own settings and i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +21,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from kprobe.paths import cache_root
 
 JAVA_CLIENT = r"""
 import java.time.Duration;
@@ -212,30 +216,89 @@ def java_round_trip(prefix: Sequence[str], classpath: str, workdir: Path, bootst
 
     `properties_file`: a client.properties the client loads with java.util.Properties before `props`.
     """
-    classes = compiled_java_client(classpath, workdir)
+    jar = compiled_java_client(classpath, workdir)
     args = [f"@{properties_file}"] if properties_file is not None else []
     args += [f"{k}={v}" for k, v in dict(props or {}).items()]
-    cmd = [*prefix, "java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:CICompilerCount=1", *jvm, "-cp", f"{classes}{os.pathsep}{classpath}",
-           "RoundTrip", bootstrap, topic, str(partitions), str(budget_ms), *args]
-    return _run("java", cmd, budget_ms)
+    full = f"{classpath}{os.pathsep}{jar}"
+    archive, dump = _class_archive(full)
+    cmd = [*prefix, "java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:CICompilerCount=1",
+           *archive, *jvm, "-cp", full, "RoundTrip", bootstrap, topic, str(partitions), str(budget_ms), *args]
+    outcome = Outcome("java", False, "start", 0.0)
+    try:
+        outcome = _run("java", cmd, budget_ms)
+        return outcome
+    finally:
+        if dump is not None:
+            _keep_archive(dump, full, whole=outcome.step not in ("hung", "start"))
 
 
 _COMPILED: dict[str, Path] = {}
 _COMPILE_LOCK = threading.Lock()
+_DUMPING: set[str] = set()  # class paths whose archive a client of this process is writing
 
 
 def compiled_java_client(classpath: str, workdir: Path) -> Path:
-    """RoundTrip.class, compiled once per process: a source-file launch compiles on every run (~2 s of CPU)."""
+    """RoundTrip.class in a jar, compiled once per process: a source-file launch compiles on every run (~2 s of CPU).
+
+    A jar in the cache, named for the source and the class path, because the class-data archive
+    (`_class_archive`) records the jar's path, size and time: the same jar for every run, every process.
+    """
     with _COMPILE_LOCK:
         if classpath not in _COMPILED:
-            out = workdir / "roundtrip-classes"
-            out.mkdir(parents=True, exist_ok=True)
-            source = out / "RoundTrip.java"
-            source.write_text(JAVA_CLIENT)
-            subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", str(out), str(source)], check=True,
-                           capture_output=True, timeout=120)
-            _COMPILED[classpath] = out
+            key = hashlib.sha256(f"{JAVA_CLIENT}\0{classpath}".encode()).hexdigest()[:16]
+            jar = cache_root() / "tests" / f"roundtrip-{key}.jar"
+            if not jar.exists():
+                out = workdir / "roundtrip-classes"
+                out.mkdir(parents=True, exist_ok=True)
+                source = out / "RoundTrip.java"
+                source.write_text(JAVA_CLIENT)
+                subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", str(out), str(source)], check=True,
+                               capture_output=True, timeout=120)
+                jar.parent.mkdir(parents=True, exist_ok=True)
+                made = jar.with_name(f".{jar.name}.{os.getpid()}")
+                subprocess.run(["jar", "cf", str(made), "-C", str(out), "RoundTrip.class"], check=True,
+                               capture_output=True, timeout=120)
+                os.replace(made, jar)  # whole or not at all: another worker may be making the same one
+            _COMPILED[classpath] = jar
         return _COMPILED[classpath]
+
+
+def _archive_path(full_classpath: str) -> Path:
+    java = os.path.realpath(shutil.which("java") or "java")
+    key = hashlib.sha256(f"{java}\0{os.stat(java).st_mtime_ns}\0{full_classpath}".encode()).hexdigest()[:16]
+    return cache_root() / "tests" / f"roundtrip-classes-{key}.jsa"
+
+
+def _class_archive(full_classpath: str) -> tuple[list[str], Path | None]:
+    """The client JVM's class-data archive options (AppCDS), and where this run dumps one, if it does.
+
+    Why: a client's run is mostly loading and verifying kafka-clients' classes; mapped from an
+    archive, a round trip costs 0.8 s of CPU instead of 1.4 s (docs/performance.md), and the suite
+    starts about 75 of them. The first client of a process with no archive dumps it as it exits; the
+    others meanwhile run without one, as a JVM with an archive that does not match does (-Xshare:auto).
+    """
+    archive = _archive_path(full_classpath)
+    if archive.exists():
+        return [f"-XX:SharedArchiveFile={archive}"], None
+    with _COMPILE_LOCK:
+        if full_classpath in _DUMPING:
+            return [], None
+        _DUMPING.add(full_classpath)
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    dump = archive.with_name(f".{archive.name}.{os.getpid()}-{threading.get_ident()}")
+    return [f"-XX:ArchiveClassesAtExit={dump}"], dump
+
+
+def _keep_archive(dump: Path, full_classpath: str, *, whole: bool) -> None:
+    """Put a dumped archive in place whole (a JVM never maps a half-written one), or drop what a killed run left."""
+    try:
+        if whole and dump.exists() and dump.stat().st_size > 0:
+            os.replace(dump, _archive_path(full_classpath))
+        else:
+            dump.unlink(missing_ok=True)  # a client killed at its time limit exits before its dump is complete
+    finally:
+        with _COMPILE_LOCK:
+            _DUMPING.discard(full_classpath)
 
 
 def librdkafka_round_trip(prefix: Sequence[str], bootstrap: str, topic: str, partitions: int, *, budget_ms: int,
