@@ -264,9 +264,12 @@ def compiled_java_client(classpath: str, workdir: Path) -> Path:
 
 
 def _archive_path(full_classpath: str) -> Path:
+    """Named for the JDK, the class path and the client jar's time and size, which the JVM checks against the archive:
+    a jar another worker made again at the same moment gets an archive of its own, not one that never maps."""
     java = os.path.realpath(shutil.which("java") or "java")
-    key = hashlib.sha256(f"{java}\0{os.stat(java).st_mtime_ns}\0{full_classpath}".encode()).hexdigest()[:16]
-    return cache_root() / "tests" / f"roundtrip-classes-{key}.jsa"
+    jar = os.stat(full_classpath.rsplit(os.pathsep, 1)[-1])
+    stamp = f"{java}\0{os.stat(java).st_mtime_ns}\0{full_classpath}\0{jar.st_mtime_ns}\0{jar.st_size}"
+    return cache_root() / "tests" / f"roundtrip-classes-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}.jsa"
 
 
 def _class_archive(full_classpath: str) -> tuple[list[str], Path | None]:
