@@ -929,3 +929,6 @@ def test_the_light_jvm_keeps_the_driver_options_of_spark_defaults(tmp_path, monk
     assert light_options() == f"-Dhttp.proxyHost=p -Dx=y {LIGHT_JVM}"
     (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions=-Dhttps.proxyPort=3128\n")
     assert light_options() == f"-Dhttps.proxyPort=3128 {LIGHT_JVM}"
+    # A value continued on the next line, as java.util.Properties (and so Spark) reads it.
+    (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Da=1 \\\n    -Db=2\n")
+    assert light_options() == f"-Da=1 -Db=2 {LIGHT_JVM}"

@@ -45,28 +45,24 @@ def light_options() -> str:
 
 
 def _defaults() -> dict[str, str]:
-    """spark-defaults.conf as spark-submit's launcher finds it (SPARK_CONF_DIR, else SPARK_HOME/conf), or nothing.
+    r"""spark-defaults.conf as spark-submit's launcher finds it (SPARK_CONF_DIR, else SPARK_HOME/conf), or nothing.
 
     SPARK_HOME unset is PySpark's own package (what PySpark sets it to before it starts the launcher).
-    A java.util.Properties file: `key value`, `key=value` or `key:value`, `#` and `!` comments.
+    Read as Spark reads it: `java.util.Properties.load` (kprobe.clientprops.javaprops follows it rule for
+    rule: continuations, `\uXXXX` escapes), then each value trimmed.
     """
     import pyspark
 
+    from kprobe.clientprops.javaprops import parse_java_properties
+
     home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
     conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
+    path = Path(conf_dir, "spark-defaults.conf")
     try:
-        text = Path(conf_dir, "spark-defaults.conf").read_text(errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return {}
-    found = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        match = re.match(r"([^\s=:]+)\s*[=:\s]\s*(.*)", line)
-        if match:
-            found[match.group(1)] = match.group(2).strip()
-    return found
+    return {key: value.strip() for key, value in parse_java_properties(text, source=str(path)).items()}
 
 
 def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = False,
