@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kprobe.lab.native import class_archive
 from kprobe.paths import cache_root
 
 JAVA_CLIENT = r"""
@@ -258,18 +259,20 @@ def compiled_java_client(classpath: str, workdir: Path) -> Path:
                 made = jar.with_name(f".{jar.name}.{os.getpid()}")
                 subprocess.run(["jar", "cf", str(made), "-C", str(out), "RoundTrip.class"], check=True,
                                capture_output=True, timeout=120)
-                os.replace(made, jar)  # whole or not at all: another worker may be making the same one
+                # Whole, and never replaced once there: the archive records the jar's time and size, so a
+                # second copy made by the other worker at the same moment must not take its place.
+                try:
+                    os.link(made, jar)
+                except FileExistsError:
+                    pass
+                made.unlink()
             _COMPILED[classpath] = jar
         return _COMPILED[classpath]
 
 
 def _archive_path(full_classpath: str) -> Path:
-    """Named for the JDK, the class path and the client jar's time and size, which the JVM checks against the archive:
-    a jar another worker made again at the same moment gets an archive of its own, not one that never maps."""
-    java = os.path.realpath(shutil.which("java") or "java")
-    jar = os.stat(full_classpath.rsplit(os.pathsep, 1)[-1])
-    stamp = f"{java}\0{os.stat(java).st_mtime_ns}\0{full_classpath}\0{jar.st_mtime_ns}\0{jar.st_size}"
-    return cache_root() / "tests" / f"roundtrip-classes-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}.jsa"
+    """The lab's archive naming (JDK and class path), for the client's class path."""
+    return class_archive(shutil.which("java") or "java", full_classpath)
 
 
 def _class_archive(full_classpath: str) -> tuple[list[str], Path | None]:
