@@ -169,32 +169,81 @@ def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytes
     items[:] = [item for unit in units.values() for item in unit]
     if _role(config) == "worker":  # the controller reads them in _UnitScheduling
         grouped = {item.nodeid: unit for unit, members in units.items() if len(members) > 1 for item in members}
+        holds = {(unit if len(members) > 1 else members[0].nodeid): sorted(set().union(*map(_holds, members)))
+                 for unit, members in units.items()}
         folder = Path(os.environ[UNITS_ENV])
         part = folder / f".{os.environ['PYTEST_XDIST_WORKER']}.json"
-        part.write_text(json.dumps(grouped))
+        part.write_text(json.dumps({"units": grouped, "holds": {u: h for u, h in holds.items() if h}}))
         part.replace(folder / part.name[1:])
+
+
+def _holds(item: pytest.Item) -> set[str]:
+    """What a test needs running in its process that costs seconds of CPU to start: its labs, the Spark session."""
+    return {f"lab:{name}" for name in _labs_of(item)} | ({"spark"} if "spark" in getattr(item, "fixturenames", ()) else set())
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """xdist's scope scheduling with this suite's units as the scopes.
+    """xdist's scope scheduling with this suite's units as the scopes, each lab and Spark on one worker.
 
-    (Its own `loadgroup` would do, from `xdist_group` marks, but its renaming of node ids does not
-    take on pytest 9.2, whose node ids are no longer the attribute it rewrites.) A worker sends the
-    controller only node ids, so each worker leaves its units in a file the controller reads once
-    every worker has collected, which is when the scheduler first asks for a scope.
+    (Its own `loadgroup` would do for the units, from `xdist_group` marks, but its renaming of node
+    ids does not take on pytest 9.2, whose node ids are no longer the attribute it rewrites.) A
+    worker sends the controller only node ids, so each worker leaves its units, and what each
+    needs running (`_holds`), in a file the controller reads once every worker has collected, which
+    is when the scheduler first asks for a scope.
+
+    Why the affinity: a lab (or the Spark session) lives in the worker that started it, so plain
+    scope scheduling, which gives the next unit to whichever worker asks, started most labs once
+    per worker: 60 broker JVMs a suite for about 25 brokers' worth of scenarios, at some 4 s of CPU
+    each with its format, and a Spark session per worker. Here the first worker to take a unit
+    that needs a lab or Spark owns it; the other takes the next unit it can run without starting
+    a copy, and the owner runs the ones it skipped. Each worker still gets units in increasing
+    collection order (what its labs' stops rely on, pytest_runtest_teardown): the units it may
+    take only ever shrink, so the first of them only moves forward. A worker left with nothing it
+    can run without a copy takes the first unit left rather than idle, starting the copy, as before.
     """
     from xdist.scheduler import LoadScopeScheduling
 
     class _UnitScheduling(LoadScopeScheduling):
-        units: dict[str, str] | None = None
+        def __init__(self, config: pytest.Config, log: object) -> None:
+            super().__init__(config, log)
+            self.units: dict[str, str] | None = None
+            self.holds: dict[str, list[str]] = {}  # unit -> what it needs running
+            self.owners: dict[str, object] = {}  # a lab or "spark" -> the worker that runs its units
+            self.started: dict[object, set[str]] = {}  # worker -> every lab (or "spark") it has had a unit of
 
         def _split_scope(self, nodeid: str) -> str:
             if self.units is None:
                 self.units = {}
                 for part in sorted(Path(os.environ[UNITS_ENV]).glob("*.json")):
-                    self.units.update(json.loads(part.read_text()))
+                    data = json.loads(part.read_text())
+                    self.units.update(data["units"])
+                    self.holds.update(data["holds"])
             return self.units.get(nodeid, nodeid)
+
+        def _choose(self, node: object) -> str:
+            """The first unit `node` can run without a copy of what another worker holds, else the first left.
+
+            Of the units left, one whose copies this worker already made comes first (a copy serves
+            every unit after it).
+            """
+            for scope in self.workqueue:
+                owners = {self.owners[h] for h in self.holds.get(scope, ()) if h in self.owners}
+                # Held by two workers already: no worker can run it without a copy, so whoever comes first.
+                if owners <= {node} or len(owners) > 1:
+                    return scope
+            mine = self.started.get(node, set())
+            return next((s for s in self.workqueue if mine.issuperset(self.holds.get(s, ()))), next(iter(self.workqueue)))
+
+        def _assign_work_unit(self, node: object) -> None:
+            scope = self._choose(node)
+            work_unit = self.workqueue.pop(scope)
+            for held in self.holds.get(scope, ()):
+                self.owners.setdefault(held, node)
+                self.started.setdefault(node, set()).add(held)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some([collection.index(nodeid) for nodeid, done in work_unit.items() if not done])
 
     return _UnitScheduling(config, log)
 
@@ -347,8 +396,12 @@ def signal_when(
     import sys
     import time
 
+    # SIGINT as an interactive shell leaves it for its foreground job. A suite started in the
+    # background by a shell without job control (`.ci/run &`, nohup) inherits it ignored, and Python
+    # keeps an inherited SIG_IGN: the run would never see the Ctrl-C the test sends.
     proc = subprocess.Popen([sys.executable, "-m", "kprobe", *args, "--verbose"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stderr is not None
     fd = proc.stderr.fileno()
     seen = b""
