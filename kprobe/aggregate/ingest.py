@@ -93,12 +93,27 @@ def _paths(root: Path, table: str, parts: list[tuple[int, str, str]]) -> list[st
     return [str(root / table / f"run={r}" / (f"kind={k}/d={d}" if k else f"d={d}")) for r, k, d in parts]
 
 
-def read_parts(spark: SparkSession, root: Path, table: str, parts: list[tuple[int, str, str]],
-               schema: T.StructType | None = None) -> DataFrame | None:
+# A state table's schema as this process first read it (its files' columns, then the partition columns
+# from the paths: `run`, `kind`, `d`, strings). Every run of one kprobe writes a table alike (a state of
+# another FORMAT is refused before Spark starts), so later reads give it instead of inferring it again:
+# Spark infers a Parquet schema with a job of its own (a task reading a footer), a dozen a run.
+_SCHEMAS: dict[str, T.StructType] = {}
+
+
+def _read(spark: SparkSession, table: str, *paths: str, base: str | None = None) -> DataFrame:
+    """Parquet of a state table, its schema inferred once per process (see _SCHEMAS)."""
+    reader = spark.read if base is None else spark.read.option("basePath", base)
+    known = _SCHEMAS.get(table)
+    df = (reader.schema(known) if known is not None else reader).parquet(*paths)
+    _SCHEMAS.setdefault(table, df.schema)
+    return df
+
+
+def read_parts(spark: SparkSession, root: Path, table: str, parts: list[tuple[int, str, str]]) -> DataFrame | None:
     """The partitions given of one state table (with `run`, `kind`, `d` from their paths), or None if none."""
     if not parts:
         return None
-    df = spark.read.option("basePath", str(root / table)).parquet(*_paths(root, table, parts))
+    df = _read(spark, table, *_paths(root, table, parts), base=str(root / table))
     return df.withColumn("run", F.col("run").cast("int"))
 
 
@@ -221,7 +236,7 @@ def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int,
     touched = {row["d"] for row in copies.select("d").distinct().collect()}
     chosen = tf.winners(copies)
     if manifest.copies is not None:
-        previous = spark.read.parquet(str(root / "copies" / f"run={manifest.copies}"))
+        previous = _read(spark, "copies", str(root / "copies" / f"run={manifest.copies}"))
         chosen = previous.join(again, ["rid", "report_id"], "anti").unionByName(chosen)
     chosen.write.parquet(str(root / "copies" / f"run={run_no}"))
     manifest.copies = run_no
@@ -229,7 +244,7 @@ def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int,
 
 
 def _copies(spark: SparkSession, root: Path, manifest: st.Manifest) -> DataFrame | None:
-    return None if manifest.copies is None else spark.read.parquet(str(root / "copies" / f"run={manifest.copies}"))
+    return None if manifest.copies is None else _read(spark, "copies", str(root / "copies" / f"run={manifest.copies}"))
 
 
 def kept(spark: SparkSession, root: Path, manifest: st.Manifest, days: set[str]) -> DataFrame | None:

@@ -121,7 +121,8 @@ def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOpt
         totals: dict[str, int] = {}
         for name, df in outputs.items():
             df.write.mode("overwrite").parquet(f"{staging}/parquet/{name}")
-            written[name] = spark.read.parquet(f"{staging}/parquet/{name}")
+            # Read back with the schema it was written with: inferring it again is a Spark job of its own.
+            written[name] = spark.read.schema(df.schema).parquet(f"{staging}/parquet/{name}")
             if name == "quarantine" or final is None:  # any size, or not on this machine: Spark writes it
                 written[name].coalesce(1).write.mode("overwrite").json(f"{staging}/json/{name}")
                 if progress.enabled:
