@@ -7,10 +7,11 @@ sends packets to loopback only (tests/fence/loopback_fence.py): a test that trie
 The suite runs on two pytest-xdist workers (pyproject.toml's addopts): in one process a test
 spends much of its time waiting (on a broker, a JVM starting, a timeout it provokes) while a CPU
 idles. Each worker closes its own DNS namespace, fences itself and keeps its own labs and Spark
-session. Scenarios that bind fixed ports (443, 9092, node ports) would get other ports beside a
-copy of themselves, so all the tests of those run as one unit, on one worker; so do the tests that
-share a module-scoped fixture (a module's recorded reports, its OAuth server), which is then built
-once (pytest_xdist_make_scheduler). Every other test is a unit of its own.
+session; the scheduler gives each lab, and the Spark session, to one worker, which runs the tests
+that need it. Scenarios that bind fixed ports (443, 9092, node ports) would get other ports beside
+a copy of themselves, so all the tests of those run as one unit, on one worker; so do the tests
+that share a module-scoped fixture (a module's recorded reports, its OAuth server), which is then
+built once. Every other test is a unit of its own (pytest_xdist_make_scheduler says how).
 """
 
 from __future__ import annotations
@@ -215,10 +216,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     per worker: 60 broker JVMs a suite for about 25 brokers' worth of scenarios, at some 4 s of CPU
     each with its format, and a Spark session per worker. Here the first worker to take a unit
     that needs a lab or Spark owns it; the other takes the next unit it can run without starting
-    a copy, and the owner runs the ones it skipped. Each worker still gets units in increasing
-    collection order (what its labs' stops rely on, pytest_runtest_teardown): the units it may
-    take only ever shrink, so the first of them only moves forward. A worker left with nothing it
-    can run without a copy takes the first unit left rather than idle, starting the copy, as before.
+    a copy, and the owner runs the ones it skipped. A worker left with nothing it can run without a
+    copy takes the first unit left rather than idle, starting the copy, as before.
+
+    A worker still takes its units in increasing collection order, what its labs' stops rely on
+    (pytest_runtest_teardown), but for two cases: a unit that needs labs owned by both workers, and
+    a unit taken rather than idle. Going back in the collection only keeps labs up longer (a lab
+    stops once the next test's place is past its last use), so neither stops a lab too early.
     """
     from xdist.scheduler import LoadScopeScheduling
 
