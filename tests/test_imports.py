@@ -164,3 +164,21 @@ def test_the_lists_are_not_empty_words(imported: dict[str, tuple[list[str], str]
     assert "typer" in imported["watch"][0] and "kprobe.runs.listing" in imported["list"][0]
     assert {"kprobe.saved.show", "kprobe.output.text"} <= set(imported["show"][0])
     assert "typer" not in imported["--version"][0]
+
+
+def test_a_probe_and_a_listing_import_neither_uuid_nor_platform(imported: dict[str, tuple[list[str], str]]) -> None:
+    """`uuid` imports `platform`: 3 ms of a probe's start for sixteen random bytes (kprobe.runs.probe.random_uuid)."""
+    for command in ("probe", "probe -J", "list"):
+        assert not {"uuid", "platform"} & set(imported[command][0]), command
+
+
+def test_the_run_id_is_a_version_4_uuid_as_uuid_spells_it() -> None:
+    import uuid
+
+    from kprobe.runs.probe import random_uuid
+
+    ids = [random_uuid() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
