@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,6 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if _role(config) != "worker":
         _byte_compile()
+    _sigint_as_at_a_terminal()
     if _role(config) == "controller":
         os.environ[UNITS_ENV] = tempfile.mkdtemp(prefix="kprobe-test-units-")  # the workers inherit it
         return
@@ -76,6 +78,19 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[FENCE_ENV] = log
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(FENCE_DIR), os.environ.get("PYTHONPATH")) if p)
     config.addinivalue_line("markers", "labs(*names): lab scenarios a test starts without their fixtures")
+
+
+def _sigint_as_at_a_terminal() -> None:
+    """SIGINT handled, as in a shell at a terminal, so that every process the session starts gets it by default.
+
+    A suite started in the background by a shell without job control (`.ci/run &`, nohup) inherits
+    SIGINT ignored, and passes that on to every child; Python keeps an inherited SIG_IGN, so a
+    `kprobe` sent Ctrl-C by a test (signal_when) never saw it. A handler, unlike SIG_IGN, is reset
+    to the default at exec. Set here rather than per child: a function run between fork and exec
+    is not safe beside the worker's threads.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _byte_compile() -> None:
@@ -418,12 +433,8 @@ def signal_when(
     import sys
     import time
 
-    # SIGINT as an interactive shell leaves it for its foreground job. A suite started in the
-    # background by a shell without job control (`.ci/run &`, nohup) inherits it ignored, and Python
-    # keeps an inherited SIG_IGN: the run would never see the Ctrl-C the test sends.
     proc = subprocess.Popen([sys.executable, "-m", "kprobe", *args, "--verbose"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     fd = proc.stderr.fileno()
     seen = b""
