@@ -78,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[FENCE_ENV] = log
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(FENCE_DIR), os.environ.get("PYTHONPATH")) if p)
     config.addinivalue_line("markers", "labs(*names): lab scenarios a test starts without their fixtures")
+    config.addinivalue_line("markers", "holds(*names): what a test shares with others on one worker (the scheduler)")
 
 
 def _sigint_as_at_a_terminal() -> None:
@@ -212,8 +213,11 @@ def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytes
 
 
 def _holds(item: pytest.Item) -> set[str]:
-    """What a test needs running in its process that costs seconds of CPU to start: its labs, the Spark session."""
-    return {f"lab:{name}" for name in _labs_of(item)} | ({"spark"} if "spark" in getattr(item, "fixturenames", ()) else set())
+    """What a test needs on its worker: its labs and the Spark session (seconds of CPU to start), and what
+    its `holds` marks name (the namespace lab tests: two labs of one scenario at once would be ambiguous
+    to `kprobe lab exec --scenario`, which takes the newest)."""
+    held = {f"lab:{name}" for name in _labs_of(item)} | {name for m in item.iter_markers("holds") for name in m.args}
+    return held | ({"spark"} if "spark" in getattr(item, "fixturenames", ()) else set())
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
