@@ -11,7 +11,8 @@ session; the scheduler gives each lab, and the Spark session, to one worker, whi
 that need it. Scenarios that bind fixed ports (443, 9092, node ports) would get other ports beside
 a copy of themselves, so all the tests of those run as one unit, on one worker; so do the tests
 that share a module-scoped fixture (a module's recorded reports, its OAuth server), which is then
-built once. Every other test is a unit of its own (pytest_xdist_make_scheduler says how).
+built once, and the tests of one `serial` mark. Every other test is a unit of its own
+(pytest_xdist_make_scheduler says how).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[FENCE_ENV] = log
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(FENCE_DIR), os.environ.get("PYTHONPATH")) if p)
     config.addinivalue_line("markers", "labs(*names): lab scenarios a test starts without their fixtures")
-    config.addinivalue_line("markers", "holds(*names): what a test shares with others on one worker (the scheduler)")
+    config.addinivalue_line("markers", "serial(name): tests of that name run as one unit: one at a time, on one worker")
 
 
 def _sigint_as_at_a_terminal() -> None:
@@ -176,7 +177,7 @@ def _labs_of(item: pytest.Item) -> set[str]:
 
 @pytest.hookimpl(tryfirst=True, specname="pytest_collection_modifyitems")
 def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """xdist's units: tests that share a module-scoped fixture, or a fixed-port lab, go together.
+    """xdist's units: tests that share a module-scoped fixture, a fixed-port lab or a `serial` mark go together.
 
     A unit is contiguous in the collection, because the controller hands units out in collection
     order (--no-loadscope-reorder): each worker then runs tests in increasing collection order,
@@ -195,6 +196,7 @@ def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytes
         shared = _module_scoped(item)
         mine = [f"{item.nodeid.split('::', 1)[0]}:{'+'.join(shared)}"] if shared else []
         mine += [f"lab:{name}" for name in sorted(_labs_of(item)) if _binds_fixed_ports(name)]
+        mine += [f"serial:{name}" for mark in item.iter_markers("serial") for name in mark.args]
         for key in mine[1:]:
             parent[root(key)] = root(mine[0])
         keys[item] = mine
@@ -213,11 +215,8 @@ def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytes
 
 
 def _holds(item: pytest.Item) -> set[str]:
-    """What a test needs on its worker: its labs and the Spark session (seconds of CPU to start), and what
-    its `holds` marks name (the namespace lab tests: two labs of one scenario at once would be ambiguous
-    to `kprobe lab exec --scenario`, which takes the newest)."""
-    held = {f"lab:{name}" for name in _labs_of(item)} | {name for m in item.iter_markers("holds") for name in m.args}
-    return held | ({"spark"} if "spark" in getattr(item, "fixturenames", ()) else set())
+    """What a test needs running in its process that costs seconds of CPU to start: its labs, the Spark session."""
+    return {f"lab:{name}" for name in _labs_of(item)} | ({"spark"} if "spark" in getattr(item, "fixturenames", ()) else set())
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's

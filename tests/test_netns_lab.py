@@ -42,10 +42,11 @@ from kprobe.lab.netns_scenarios import (
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
                        reason="the namespace lab needs root, ip and nft"),
-    # On one worker, one at a time: the module's in-process labs (the `lab` fixture's nat-ok among them)
-    # and the root-namespace test's `lab up --netns nat-ok` overlapped across workers, and its
-    # `lab exec --scenario nat-ok`, which takes the newest lab of the scenario, once entered the other's.
-    pytest.mark.holds("netns-lab"),
+    # One unit (one at a time, on one worker, even when the other worker takes it rather than idle): the
+    # module's in-process labs (the `lab` fixture's nat-ok among them) and the root-namespace test's
+    # `lab up --netns nat-ok` overlapped across workers, and its `lab exec --scenario nat-ok`, which takes
+    # the newest lab of the scenario, once entered the other's.
+    pytest.mark.serial("netns-lab"),
 ]
 
 KPROBE = [sys.executable, "-m", "kprobe"]
