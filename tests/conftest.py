@@ -206,11 +206,13 @@ def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytes
     items[:] = [item for unit in units.values() for item in unit]
     if _role(config) == "worker":  # the controller reads them in _UnitScheduling
         grouped = {item.nodeid: unit for unit, members in units.items() if len(members) > 1 for item in members}
-        holds = {(unit if len(members) > 1 else members[0].nodeid): sorted(set().union(*map(_holds, members)))
-                 for unit, members in units.items()}
+        holds = {}  # keyed by the scope the scheduler gives the unit: _split_scope's own lookup in `grouped`
+        for members in units.values():
+            if held := set().union(*map(_holds, members)):
+                holds[grouped.get(members[0].nodeid, members[0].nodeid)] = sorted(held)
         folder = Path(os.environ[UNITS_ENV])
         part = folder / f".{os.environ['PYTEST_XDIST_WORKER']}.json"
-        part.write_text(json.dumps({"units": grouped, "holds": {u: h for u, h in holds.items() if h}}))
+        part.write_text(json.dumps({"units": grouped, "holds": holds}))
         part.replace(folder / part.name[1:])
 
 

@@ -167,7 +167,7 @@ def test_the_lists_are_not_empty_words(imported: dict[str, tuple[list[str], str]
 
 
 def test_a_probe_and_a_listing_import_neither_uuid_nor_platform(imported: dict[str, tuple[list[str], str]]) -> None:
-    """`uuid` imports `platform`: 3 ms of a probe's start for sixteen random bytes (kprobe.runs.probe.random_uuid)."""
+    """`uuid` imports `platform`: 3 ms of a probe's start for sixteen random bytes (kprobe.runs.report_id)."""
     for command in ("probe", "probe -J", "list"):
         assert not {"uuid", "platform"} & set(imported[command][0]), command
 
@@ -175,9 +175,9 @@ def test_a_probe_and_a_listing_import_neither_uuid_nor_platform(imported: dict[s
 def test_the_run_id_is_a_version_4_uuid_as_uuid_spells_it() -> None:
     import uuid
 
-    from kprobe.runs.probe import random_uuid
+    from kprobe.runs import report_id
 
-    ids = [random_uuid() for _ in range(2000)]
+    ids = [report_id() for _ in range(2000)]
     assert len(set(ids)) == len(ids)
     for text in ids:
         parsed = uuid.UUID(text)

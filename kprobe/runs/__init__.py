@@ -6,6 +6,7 @@ Each takes validated options (kprobe.config) and returns data (kprobe.models); n
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 
 def now_rfc3339() -> str:
@@ -13,3 +14,15 @@ def now_rfc3339() -> str:
     times alike without importing another (a `check` without --probe never loads the probe's modules).
     """
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def report_id() -> str:
+    """A report's id: a random (version 4) UUID, spelt as `str(uuid.uuid4())` spells it, the same for every run.
+
+    Why not `uuid`: it imports `platform`, 3 ms of a probe's start (issue 33) for sixteen random bytes.
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import socket
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -22,7 +21,7 @@ from kprobe.kafka.listeners import CheckReport, ListenerCheck, Observation, Obse
 from kprobe.models import CLIENTS_CONNECT, RESOLVED, BootstrapResult, DnsResult, Report
 from kprobe.net.addresses import format_hostport
 from kprobe.probe.resolve import Resolver, resolve_all
-from kprobe.runs import now_rfc3339
+from kprobe.runs import now_rfc3339, report_id
 
 # The vantage a probe from this machine stands for, by platform.
 HERE: dict[str, Vantage] = {"host": "here", "compose": "docker-host", "kubernetes": "outside"}
@@ -46,7 +45,7 @@ def predict(paths: Sequence[str], *, nameservers: Sequence[tuple[str, int]] = ()
     checks, findings = check_deployments(deployments, resolved)
     hostname = socket.gethostname()
     return CheckReport(
-        id=str(uuid.uuid4()), started_at=started, finished_at=now_rfc3339(), vantage_name=vantage or hostname,
+        id=report_id(), started_at=started, finished_at=now_rfc3339(), vantage_name=vantage or hostname,
         hostname=hostname, resolver_kind=resolver.kind,
         nameservers=tuple(format_hostport(ip, port) for ip, port in nameservers), files=tuple(paths),
         deployments=tuple(deployments), checks=tuple(checks), findings=tuple(findings))

@@ -37,21 +37,9 @@ from kprobe.probe.endpoints import collect
 from kprobe.probe.reach import probe_endpoints
 from kprobe.probe.resolve import Resolver, resolve_all
 from kprobe.redaction import redact
-from kprobe.runs import now_rfc3339
+from kprobe.runs import now_rfc3339, report_id
 
 _LOG = logging.getLogger("kprobe.probe")
-
-
-def random_uuid() -> str:
-    """A random (version 4) UUID, spelt as `str(uuid.uuid4())` spells it.
-
-    Why not `uuid`: it imports `platform`, 3 ms of a probe's start (issue 33) for sixteen random bytes.
-    """
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
-    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class ProbeRun:
@@ -76,7 +64,7 @@ class ProbeRun:
         self.results: list[EndpointResult] | None = None
         # --roundtrip: filled in after the checks, on what is left of the deadline.
         self.roundtrip: Roundtrip | None = None
-        self.run_id = random_uuid()
+        self.run_id = report_id()
         self.interrupted = False
         self.on_phase: Callable[[str], None] | None = None
         # Called (from worker threads) as each bootstrap's answer or failure is in: a progress bar counts them.
