@@ -143,11 +143,22 @@ def kcat_alias(argv: list[str]) -> list[str]:
     return argv
 
 
-def setup_logging(verbose: bool) -> None:
+def setup_logging(verbose: bool, *, lazy: bool = False) -> None:
     """--verbose: kprobe's progress and captured client log lines on stderr, never on stdout.
 
-    Warnings (a full spool, a late run) always reach stderr.
+    Warnings (a full spool, a late run) always reach stderr. `lazy` (a plain probe or listing, not
+    verbose) installs the handler before the first warning rather than now: most such runs never
+    log, and `logging` is a few milliseconds of their start (kprobe.logs).
     """
+    if verbose or not lazy:
+        _stderr_handler(verbose=verbose)
+    else:
+        from kprobe.logs import configure_on_first_use
+
+        configure_on_first_use(lambda: _stderr_handler(verbose=False))
+
+
+def _stderr_handler(*, verbose: bool) -> None:
     import logging
 
     from kprobe.output.sanitize import safe
@@ -184,7 +195,7 @@ def probe_command(*, bootstrap: list[str] = [], prop: list[str] = [],  # noqa: B
     from kprobe.delivery.progress import run_in_foreground
     from kprobe.runs.probe import ProbeRun
 
-    setup_logging(verbose)
+    setup_logging(verbose, lazy=True)
     options = probe_options(
         bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
@@ -213,7 +224,7 @@ def list_command(*, bootstrap: list[str] = [], topic: list[str] = [],  # noqa: B
     from kprobe.runs.listing import run_list
 
     del no_color  # kcat's listing has no colours to turn off; taken so that probe's command lines work
-    setup_logging(verbose)
+    setup_logging(verbose, lazy=True)
     options = list_options(
         bootstrap=bootstrap, topics=topic, props=prop, prop_files=prop_file, nameservers=nameserver,
         timeout=timeout, deadline=deadline, reachability=reachability, internal=not no_internal, resolve=resolve,

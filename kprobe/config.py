@@ -17,15 +17,14 @@ import ipaddress
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import cast
 
 from kprobe.clientprops import kcat_config_file
 from kprobe.errors import UsageError
 from kprobe.kafka.security import PROTOCOLS, security_from
 from kprobe.models import BootstrapAddress, Protocol
-from kprobe.models.frozen import Frozen
 from kprobe.net.addresses import format_hostport, is_ip_literal
+from kprobe.records import field, record, replace
 
 DEFAULT_PORT = 9092
 # Used with fullmatch, and `\Z` in the look-ahead: `$` also matches before a trailing newline, so
@@ -159,8 +158,8 @@ def parse_properties(pairs: Iterable[str], files: Iterable[str] = ()) -> dict[st
     return load(files, pairs).props
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class ProbeOptions(Frozen):
+@record(kw_only=True)
+class ProbeOptions:
     """Everything a probe run needs, validated."""
 
     bootstraps: Sequence[BootstrapAddress]
@@ -184,8 +183,8 @@ class ProbeOptions(Frozen):
     given_props: Mapping[str, str] | None = None
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class ListOptions(Frozen):
+@record(kw_only=True)
+class ListOptions:
     """Validated input of `kprobe list`."""
 
     bootstraps: Sequence[BootstrapAddress]
@@ -201,8 +200,8 @@ class ListOptions(Frozen):
     connect_to: Mapping[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class Schedule(Frozen):
+@record
+class Schedule:
     """--every, --jitter, --count."""
 
     every: float

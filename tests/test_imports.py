@@ -36,9 +36,10 @@ HEAVY = ("typer", "click", "rich", "pyspark", "confluent_kafka", "cryptography",
 # allows a package and everything under it.
 VERSION = {"kprobe", "kprobe.errors"}  # answered before typer (kprobe/__main__.py)
 # A plain probe or list, read and run without typer (kprobe.commands); the secrets scrubbed from any error line.
-PLAIN = VERSION | {"kprobe.commands", "kprobe.redaction"}
+# kprobe.logs: loggers that load `logging` only for a line that can be seen.
+PLAIN = VERSION | {"kprobe.commands", "kprobe.redaction", "kprobe.logs"}
 CLI = PLAIN | {"kprobe.cli"}  # typer's app, for everything else
-REPORT_DATA = {"kprobe.models.*", "kprobe.net", "kprobe.net.addresses"}
+REPORT_DATA = {"kprobe.models.*", "kprobe.records", "kprobe.net", "kprobe.net.addresses"}
 # Options, validated: no client-properties reader without -F, -X or kcat's file; no SASL or OAuth code
 # without SASL (kprobe.kafka.mechanisms names the mechanisms).
 OPTIONS = {"kprobe.config", "kprobe.clientprops", "kprobe.kafka", "kprobe.kafka.security", "kprobe.kafka.mechanisms"}
@@ -166,10 +167,17 @@ def test_the_lists_are_not_empty_words(imported: dict[str, tuple[list[str], str]
     assert "typer" not in imported["--version"][0]
 
 
-def test_a_probe_and_a_listing_import_neither_uuid_nor_platform(imported: dict[str, tuple[list[str], str]]) -> None:
-    """`uuid` imports `platform`: 3 ms of a probe's start for sixteen random bytes (kprobe.runs.report_id)."""
+# Standard modules a probe and a listing do without, each for what it would cost every run: `uuid` imports
+# `platform` (3 ms) for sixteen random bytes (kprobe.runs.report_id); `dataclasses` imports `inspect` (ast,
+# dis, tokenize: 9 ms) and compiles each class's methods (kprobe.records builds them without); `logging` waits
+# for a line that can be seen (kprobe.logs).
+NOT_ON_THE_PROBE_PATH = {"uuid", "platform", "dataclasses", "inspect", "logging"}
+
+
+def test_a_probe_and_a_listing_do_without_costly_standard_modules(
+        imported: dict[str, tuple[list[str], str]]) -> None:
     for command in ("probe", "probe -J", "list"):
-        assert not {"uuid", "platform"} & set(imported[command][0]), command
+        assert not NOT_ON_THE_PROBE_PATH & set(imported[command][0]), command
 
 
 def test_the_run_id_is_a_version_4_uuid_as_uuid_spells_it() -> None:

@@ -8,13 +8,14 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import replace
 
 import pytest
 from cli_runner import run_cli
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import restart_settled, signal_when, topic_on
+
+from kprobe.records import replace
 
 KCAT = shutil.which("kcat")
 # CI installs kcat (.ci/run): there, a missing kcat fails these tests instead of skipping them quietly.

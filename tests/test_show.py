@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ from kprobe.models import CLIENTS_CONNECT
 from kprobe.output.files import report_path
 from kprobe.output.json_load import from_dict
 from kprobe.output.json_report import to_dict
+from kprobe.records import replace
 from kprobe.redaction import redact
 
 DATA = Path(__file__).resolve().parent / "data" / "reports"

@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +27,14 @@ from kprobe.aggregate import state as st
 from kprobe.aggregate.checks import is_local
 from kprobe.errors import KprobeError
 from kprobe.output.sanitize import safe
+from kprobe.records import field, record
 
 # In every output a run writes on a local path: what it was built from (see `current`). Hidden
 # (a leading `.`), so Spark's readers of the output skip it.
 STAMP = ".kprobe-aggregate-built.json"
 
 
-@dataclass(frozen=True)
+@record
 class JobOptions:
     """What to read, where to write, which window."""
 
@@ -74,7 +74,7 @@ class Progress:
             sys.stderr.flush()
 
 
-@dataclass(frozen=True)
+@record
 class InputFile:
     """One input file as listed: a file whose size or modification time changed is read again."""
 
@@ -147,7 +147,7 @@ def topic_ranges(bootstrap: str, topic: str, done: dict[str, int]) -> dict[int, 
         consumer.close()
 
 
-@dataclass
+@record(frozen=False)
 class News:
     """What the inputs hold that the state has not read: new files, changed files, topic offset ranges."""
 

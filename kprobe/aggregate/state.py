@@ -28,12 +28,12 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kprobe.errors import UsageError
 from kprobe.output.files import write_atomic
+from kprobe.records import field, fields, record
 
 # /2 (issue 31): the kept flat rows' `failure` and `n_reach` count `degraded` as connecting and `partial`
 # as a gap; rows kept by /1 counted otherwise, so a /1 state is refused (run --full) rather than mixed in.
@@ -46,7 +46,7 @@ LOCK = ".lock"
 STATE_NAME = ".state"  # the default state directory inside --out
 
 
-@dataclass
+@record(frozen=False)
 class Manifest:
     """What the committed runs have done, all of it (a run's work counts once it is in here)."""
 
@@ -63,7 +63,8 @@ class Manifest:
 
     def to_json(self) -> str:
         """The manifest as written, its format named first so a foreign or future one is told apart."""
-        return json.dumps({"format": FORMAT, **asdict(self)}, indent=1, sort_keys=True) + "\n"
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps({"format": FORMAT, **values}, indent=1, sort_keys=True) + "\n"
 
 
 def default_dir(out: str) -> str:

@@ -11,9 +11,8 @@ No error quotes an option's value: `password="..."` is the usual option.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from kprobe.errors import UsageError
+from kprobe.records import field, record
 
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 # StreamTokenizer's defaults plus Kafka's wordChars('-'), ('_'), ('$'): letters and chars >= 128
@@ -23,7 +22,7 @@ _CONTINUES = _STARTS | frozenset("0123456789.")
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 
 
-@dataclass(frozen=True)
+@record
 class LoginModule:
     """One JAAS login module entry: its class, flag and options."""
 

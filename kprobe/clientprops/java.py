@@ -11,10 +11,10 @@ Java client would refuse is refused here, in one line; what it would ignore is n
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from kprobe.clientprops.jaas import LoginModule, parse_jaas
 from kprobe.errors import UsageError
+from kprobe.records import field, record
 
 _DNS_LOOKUPS = ("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")
 # The OIDC handler's class, under its Kafka 3.1-3.3 (`...secured.`) and 3.4+ packages.
@@ -25,7 +25,7 @@ _QUIET_OPTIONS = {"awsDebugCreds", "awsMaxRetries", "awsMaxBackOffTimeMs", "useK
                   "useTicketCache", "doNotPrompt"}
 
 
-@dataclass
+@record(frozen=False)
 class Translated:
     """Librdkafka-named settings from one Java file, and what the user must hear about it."""
 

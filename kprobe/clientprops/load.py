@@ -13,17 +13,17 @@ dropped without a word is how a probe ends up judging a configuration the user n
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kprobe.clientprops import kcat_config_file as kcat_config_file  # defined there, kept here for callers
 from kprobe.clientprops.keys import JAVA_ONLY, JAVA_USED, LIBRDKAFKA_ONLY, LIBRDKAFKA_USED, Dialect, dialect_of, nearest
 from kprobe.errors import UsageError
+from kprobe.logs import logger
+from kprobe.records import field, record
 
-_LOG = logging.getLogger("kprobe.config")
+_LOG = logger("kprobe.config")
 MAX_FILE_BYTES = 1024 * 1024  # a client properties file is a few hundred bytes; a key store is read elsewhere
 _JAVA_BLANKS = "".join(chr(c) for c in range(33))  # what Java's String.trim() strips
 _KEY_START = re.compile(r"^[ \t\f]*([^\s#!=:\\][^\s=:\\]*)")
@@ -36,7 +36,7 @@ _RD_FOR = {"sasl.jaas.config": "sasl.username and sasl.password", "ssl.truststor
            "ssl.keystore.location": "ssl.certificate.location and ssl.key.location"}
 
 
-@dataclass(frozen=True)
+@record
 class ClientProperties:
     """The settings every client of a run takes (librdkafka's names), and what the user gave."""
 

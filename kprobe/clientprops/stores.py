@@ -7,7 +7,7 @@ without importing the module that dispatches to them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kprobe.records import record
 
 __all__ = ["KEY", "KEY_PASSWORD", "TRUST", "KeyPair", "Props", "StoreError", "one_line"]
 
@@ -16,7 +16,7 @@ class StoreError(Exception):
     """One line: which store, what is wrong, what to do. Never contains a password."""
 
 
-@dataclass(frozen=True, repr=False)
+@record
 class KeyPair:
     """The client's certificate chain and private key for mutual TLS, as PEM text held in memory only."""
 

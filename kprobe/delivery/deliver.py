@@ -9,29 +9,28 @@ that has nowhere to go.
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kprobe.errors import KprobeError, UsageError
+from kprobe.logs import logger
 from kprobe.models import Report
-from kprobe.models.frozen import Frozen
 from kprobe.output import formats
 from kprobe.output.formats import choose
 from kprobe.output.sanitize import use_color
+from kprobe.records import field, record
 
 if TYPE_CHECKING:  # the publisher loads only for a run with --publish
     from kprobe.delivery.publish import Target
 
-_LOG = logging.getLogger("kprobe.delivery.deliver")
+_LOG = logger("kprobe.delivery.deliver")
 DEFAULT_SPOOL_MAX = 10_000  # --spool-max: the most reports kept in the spool
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class Outputs(Frozen):
+@record
+class Outputs:
     """Validated output choices of one command."""
 
     fmt: str = "text"

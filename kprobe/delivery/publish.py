@@ -20,13 +20,14 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from kprobe.errors import UsageError
+from kprobe.logs import logger
+from kprobe.records import record
 
-_LOG = logging.getLogger("kprobe.delivery.publish")
+_LOG = logger("kprobe.delivery.publish")
 # What --publish-create makes, and what the missing-topic line tells an operator to make (docs/scheduling.md):
 # six partitions, so that a growing fleet of vantages spreads over a growing collector (the key keeps one
 # vantage's reports of one cluster in one partition, in order); three replicas where the collector has three
@@ -38,7 +39,7 @@ _UNKNOWN_TOPIC = 3
 _TOPIC_DENIED = 29
 
 
-@dataclass(frozen=True)
+@record
 class Target:
     """`BOOTSTRAP/TOPIC` as given to --publish."""
 
@@ -117,7 +118,7 @@ def _secured(props: Mapping[str, str]) -> bool:
     return props.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT"
 
 
-@dataclass(frozen=True)
+@record
 class Collector:
     """What the collector's bootstrap answered about the topic, asked before anything is produced.
 

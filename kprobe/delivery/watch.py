@@ -8,7 +8,6 @@ nothing, and every file is written atomically, so nothing is ever half-written.
 
 from __future__ import annotations
 
-import logging
 import math
 import random
 import resource
@@ -22,11 +21,12 @@ from typing import Protocol
 from kprobe.config import ProbeOptions, Schedule
 from kprobe.delivery.deliver import Outputs, deliver
 from kprobe.errors import EXIT_INTERRUPTED, KprobeError, UsageError
+from kprobe.logs import logger
 from kprobe.models import Report
 from kprobe.runs.probe import ProbeRun, RunThread
 
 GRACE = 5.0
-_LOG = logging.getLogger("kprobe.delivery.watch")
+_LOG = logger("kprobe.delivery.watch")
 
 
 class Clock(Protocol):

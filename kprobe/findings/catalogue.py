@@ -8,11 +8,10 @@ against this table by tests/findings/test_catalogue.py) cannot drift apart.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from kprobe.models import Finding, Severity
-from kprobe.models.frozen import Frozen
+from kprobe.records import record
 
 ERROR: Severity = "error"
 WARNING: Severity = "warning"
@@ -24,8 +23,8 @@ Stage = Literal["bootstrap", "advertised", "identity", "consistency", "tls", "dn
                 "roundtrip", "config"]
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class Kind(Frozen):
+@record
+class Kind:
     """What one code means, whatever the run that reports it."""
 
     stage: Stage

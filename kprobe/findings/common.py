@@ -12,11 +12,10 @@ listener line, "start broker 2") is part of the key, so such findings stay one p
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 from kprobe.findings.catalogue import finding
 from kprobe.models import EndpointResult, Finding, Severity
-from kprobe.models.frozen import Frozen
+from kprobe.records import record
 
 # How many endpoints (or names, or addresses) a message names before "and N more": a finding about a
 # 200-broker cluster must stay a paragraph. The finding's `endpoints` list keeps every one of them.
@@ -64,8 +63,8 @@ def about(code: str, severity: Severity, message: str, fix: str, results: Sequen
                    bootstrap=source_of(results[0]) if results else None)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class Repeat(Frozen):
+@record
+class Repeat:
     """One endpoint's share of a finding that may recur at other endpoints with the same cause and fix.
 
     `alone` is the finding as it reads for this endpoint by itself: a single endpoint keeps its node,

@@ -22,10 +22,10 @@ The shapes recognised are the ones the operators document:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal
 
 from kprobe.findings.common import maybe_cluster_name
+from kprobe.records import record
 
 Operator = Literal["strimzi", "bitnami"]
 
@@ -34,7 +34,7 @@ _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _INDEXED = re.compile(r"^(?P<base>.+)-(?P<index>\d+)$")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ClusterName:
     """A name only a Kubernetes cluster's DNS resolves, and what it says.
 

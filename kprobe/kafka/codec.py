@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from kprobe.kafka.metadata_codec import (
     METADATA_MAX,
@@ -46,7 +45,7 @@ from kprobe.kafka.wire import (
     uvarint,
 )
 from kprobe.models import AdvertisedBroker
-from kprobe.models.frozen import Frozen
+from kprobe.records import record
 
 __all__ = [
     "API_API_VERSIONS", "API_DESCRIBE_CLUSTER", "API_DESCRIBE_CONFIGS", "API_METADATA", "API_SASL_AUTHENTICATE",
@@ -197,8 +196,8 @@ def encode_describe_cluster(version: int, endpoint_type: int) -> bytes:
     return body + b"\x00"
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class DescribedCluster(Frozen):
+@record(kw_only=True)
+class DescribedCluster:
     """A DescribeCluster answer: the nodes of the asked endpoint type, or the error that came instead."""
 
     error_code: int

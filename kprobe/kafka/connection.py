@@ -19,15 +19,14 @@ import socket
 import struct
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kprobe.kafka import codec
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import Reader, WireError
 from kprobe.models import ClusterMetadata, Protocol, TlsFailure
-from kprobe.models.frozen import Frozen
 from kprobe.net.sockets import classify_os_error, family_of
+from kprobe.records import record, replace
 
 if TYPE_CHECKING:
     from kprobe.kafka import sasl
@@ -477,8 +476,8 @@ def fetch_controllers(
         return described, versions, node_id, why
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class ListenerAnswer(Frozen):
+@record
+class ListenerAnswer:
     """What a listener said of itself on a connection of its own: which security.protocol it wants.
 
     `protocol` is None when it answered ApiVersions but not SaslHandshake in a way that tells;

@@ -17,11 +17,11 @@ Confluent's, the operator's); the rules must see one thing, with where each valu
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Literal
 
 from kprobe.errors import UsageError
 from kprobe.models import Finding, Report
+from kprobe.records import field, record
 
 Kind = Literal["properties", "compose", "strimzi", "bitnami"]
 Platform = Literal["host", "compose", "kubernetes"]
@@ -59,7 +59,7 @@ OWN_HOSTNAME = "<the broker's own host name>"
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)://(?P<host>\[[^\]]*\]|[^:/\[\]]*):(?P<port>-?[0-9]{1,9})\Z")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class HostPort:
     """One `host:port` of a listener; `host` is empty where Kafka fills in the machine's name."""
 
@@ -75,7 +75,7 @@ class HostPort:
         return f"{host}:{self.port}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Publish:
     """A Compose `ports:` entry that reaches this listener: `host_ip:host_port` on the Docker host."""
 
@@ -89,7 +89,7 @@ class Publish:
         return f"{self.host_ip or '0.0.0.0'}:{self.host_port}->{self.container_port}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Listener:
     """One listener of one broker, with where each of its values came from.
 
@@ -116,7 +116,7 @@ class Listener:
     bootstraps: tuple[tuple[Vantage, str], ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Broker:
     """One Kafka node as its settings describe it.
 
@@ -161,7 +161,7 @@ class Broker:
         return next((lst for lst in self.listeners if lst.name == name), None)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Deployment:
     """What one file (or a set of server.properties files, one cluster) says about the brokers.
 
@@ -195,7 +195,7 @@ class Deployment:
         return frozenset(n.lower() for _, names in self.network_names for n in names)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Reach:
     """How a client at one vantage fares with one listener (see ReachStatus)."""
 
@@ -208,7 +208,7 @@ class Reach:
     cause: Literal["loopback", "port", "wildcard", "internal-name", "name", "refused"] | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ListenerCheck:
     """One listener of one broker, judged: for whom it is meant, and how each vantage fares."""
 
@@ -272,7 +272,7 @@ ObservedStatus = Literal["reachable", "unresolvable", "unreachable", "partial", 
                          "bootstrap_failed", "not_advertised"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Observation:
     """What `kprobe check --probe` saw for one listener, beside what was predicted for this vantage.
 
@@ -293,7 +293,7 @@ class Observation:
     detail: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class CheckReport:
     """One `kprobe check`: the files, each listener judged, the findings, and with --probe what was seen.
 

@@ -19,8 +19,9 @@ import time
 
 from kprobe.kafka.oauth_settings import INSTALL_HINT, MskIam
 from kprobe.kafka.oauth_token import Token, TokenError
+from kprobe.logs import logger
 
-_LOG = logging.getLogger("kprobe.kafka.oauth")  # one logger for every token source, as before the split
+_LOG = logger("kprobe.kafka.oauth")  # one logger for every token source, as before the split
 
 
 class _FoundCredentials(logging.Handler):

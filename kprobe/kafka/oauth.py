@@ -27,17 +27,17 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 
 from kprobe.kafka.jws import unsecured_jws
 from kprobe.kafka.oauth_http import fetch_token
 from kprobe.kafka.oauth_settings import OAuthSettings, display_url
 from kprobe.kafka.oauth_token import Token, TokenError
+from kprobe.records import record
 
 REFRESH_AT = 0.8  # of a token's lifetime, as librdkafka refreshes
 
 
-@dataclass
+@record(frozen=False)
 class _Entry:
     token: Token | None = None
     refresh_after: float = 0.0  # wall clock: a token is reused until then

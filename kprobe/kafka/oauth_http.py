@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import os
 import threading
 import time
@@ -31,9 +30,10 @@ import urllib.parse
 
 from kprobe.kafka.oauth_settings import EXTENSION_VALUE, OAuthSettings, display_url
 from kprobe.kafka.oauth_token import Token, TokenError
+from kprobe.logs import logger
 from kprobe.redaction import REDACTED
 
-_LOG = logging.getLogger("kprobe.kafka.oauth")  # one logger for every token source, as before the split
+_LOG = logger("kprobe.kafka.oauth")  # one logger for every token source, as before the split
 
 MAX_ANSWER = 1 << 20  # a token answer is a few kilobytes; a longer one is not a token endpoint
 _TEMPORARY = (408, 425, 429, 500, 502, 503, 504)  # what librdkafka would retry

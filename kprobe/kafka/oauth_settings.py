@@ -13,18 +13,18 @@ import os
 import re
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Literal
 
 from kprobe.errors import UsageError
 from kprobe.kafka.mechanisms import MSK_IAM
+from kprobe.records import field, record
 
 Method = Literal["unsecured", "oidc", "aws_msk_iam"]
 _EXTENSION_KEY = re.compile(r"[A-Za-z]+")
 EXTENSION_VALUE = re.compile(r"[\x21-\x7e \t\r\n]*")  # RFC 7628 3.1: VCHAR, SP, HTAB, CR, LF
 
 
-@dataclass(frozen=True)
+@record
 class UnsecuredConfig:
     """`sasl.oauthbearer.config` for librdkafka's unsecured token, parsed."""
 
@@ -36,7 +36,7 @@ class UnsecuredConfig:
     extensions: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class MskIam:
     """Amazon MSK IAM: the region the token is signed for (and where that came from), and whose credentials.
 
@@ -50,7 +50,7 @@ class MskIam:
     role_session_name: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class OAuthSettings:
     """How this client gets its OAUTHBEARER token; the secret and the unsecured config never in repr.
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from kprobe.records import field, record
 
 
-@dataclass(frozen=True)
+@record
 class Token:
     """A token to send: its value never in repr; `expires_at` is wall-clock seconds."""
 

@@ -15,12 +15,12 @@ timeout: at most one more timeout than the stall itself, and nothing at all on a
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kprobe.kafka.wire import WireError
+from kprobe.logs import logger
 
 
 class KafkaConnection(Protocol):
@@ -31,7 +31,7 @@ class KafkaConnection(Protocol):
     def metadata(self, topics: Sequence[str] | None = None, auto_create: bool = False) -> Any:
         """Metadata for `topics`, read whole (its size in `last_response`) or a WireError."""
 
-_LOG = logging.getLogger(__name__)
+_LOG = logger(__name__)
 
 STEP = 64  # bytes between rungs: the bound's precision
 TOP = 1448  # one full TCP segment on a 1500-byte Ethernet MTU (20 IP + 32 TCP with timestamps)

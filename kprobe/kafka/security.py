@@ -8,13 +8,12 @@ of the three has to import another to agree on what `-X security.protocol=SASL_S
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast, get_args
 
 from kprobe.errors import UsageError
 from kprobe.kafka.mechanisms import MECHANISMS, MSK_IAM
 from kprobe.models import BootstrapAddress, Protocol
-from kprobe.models.frozen import Frozen
+from kprobe.records import record
 
 if TYPE_CHECKING:
     from kprobe.kafka.oauth_settings import OAuthSettings
@@ -22,8 +21,8 @@ if TYPE_CHECKING:
 PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class Security(Frozen):
+@record
+class Security:
     """The subset of librdkafka's security properties the wire client can honour."""
 
     protocol: Protocol = "PLAINTEXT"

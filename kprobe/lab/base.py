@@ -14,7 +14,6 @@ import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +26,10 @@ from kprobe.lab.helpers import claim_port
 from kprobe.lab.idp import IdentityProvider
 from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
 from kprobe.lab.sni_proxy import SniProxy
+from kprobe.records import field, record
 
 
-@dataclass
+@record(frozen=False)
 class RenderedListener:
     """A listener with its port chosen and templates filled in."""
 
@@ -41,7 +41,7 @@ class RenderedListener:
     bootstrap: str = ""
 
 
-@dataclass
+@record(frozen=False)
 class RenderedNode:
     """A node with concrete listeners and its controller port."""
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from kprobe.errors import LabError
 from kprobe.net.addresses import is_ip_literal
+from kprobe.records import record
 
 _CURVE = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
 
-@dataclass(frozen=True)
+@record
 class CertSpec:
     """A broker certificate: which CA signs it, the names it holds, how long it lasts.
 
@@ -46,7 +46,7 @@ def _san_entry(name: str) -> str:
     return f"IP:{name}" if is_ip_literal(name) else f"DNS:{name}"
 
 
-@dataclass(frozen=True)
+@record
 class CertFiles:
     """Where a made certificate lives: `keystore` is key + chain, as Kafka's PEM keystore wants; `key` the key alone."""
 

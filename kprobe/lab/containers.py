@@ -27,7 +27,6 @@ import contextlib
 import errno
 import importlib
 import ipaddress
-import logging
 import math
 import os
 import shutil
@@ -47,6 +46,7 @@ from kprobe.lab.certs import CertFiles
 from kprobe.lab.jars import KAFKA_VERSION
 from kprobe.lab.native import new_cluster_id
 from kprobe.lab.scenarios import Scenario
+from kprobe.logs import logger
 
 if TYPE_CHECKING:
     from testcontainers.core.container import DockerContainer
@@ -67,7 +67,7 @@ _NOT_PROPERTIES = frozenset({
     "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_LOG4J_ROOT_LOGLEVEL", "KAFKA_LOG4J_LOGGERS",
     "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_JMX_HOSTNAME",
 })
-_LOG = logging.getLogger("kprobe.lab")
+_LOG = logger("kprobe.lab")
 
 
 # -- is there an engine? ------------------------------------------------------------------

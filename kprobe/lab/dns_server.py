@@ -16,7 +16,6 @@ import struct
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import dns.exception
@@ -29,6 +28,8 @@ import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
+
+from kprobe.records import field, record
 
 __all__ = ["MAX_CHAIN", "TCP_IDLE_SECONDS", "DnsServer", "ViewRecords", "start_views"]
 
@@ -54,7 +55,7 @@ _CNAME = dns.rdatatype.CNAME
 _ANY = dns.rdatatype.ANY
 
 
-@dataclass(frozen=True)
+@record
 class _Entry:
     """One name's records, parsed once so a query costs a dict lookup, not a parse."""
 
@@ -116,7 +117,7 @@ def _compile(records: ViewRecords) -> dict[dns.name.Name, _Entry]:
     return table
 
 
-@dataclass
+@record(frozen=False)
 class _Conn:
     """A TCP client's buffers; the selector thread owns it, so it needs no lock."""
 

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kprobe.errors import LabError
 from kprobe.lab.helpers import HelperCommand, HelperProcess, listening_socket
+from kprobe.records import record
 
 
-@dataclass(frozen=True)
+@record
 class ForwardSpec:
     """One forward: `address` and the port it prefers (0: any free one), relaying to `targets`.
 

@@ -24,11 +24,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kprobe.errors import LabError
+from kprobe.records import record
 
 READY_TIMEOUT = 10.0
 STOP_TIMEOUT = 5.0
@@ -52,7 +52,7 @@ def marker(lab_id: str) -> str:
     return f"kprobe-helper-{lab_id}"
 
 
-@dataclass(frozen=True)
+@record
 class HelperCommand:
     """What to run: `program args...` with `{config}` in `args` replaced by the config file's path.
 

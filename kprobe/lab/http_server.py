@@ -15,13 +15,14 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from kprobe.records import field, record
 
 MAX_BODY = 64 * 1024  # a lab request is a form of a few fields; anything longer is refused
 
 
-@dataclass(frozen=True)
+@record
 class HttpRequest:
     """What a handler sees: method, path (query string kept apart), headers, body."""
 
@@ -32,7 +33,7 @@ class HttpRequest:
     body: bytes
 
 
-@dataclass(frozen=True)
+@record
 class HttpResponse:
     """What a handler returns; `Content-Length` is added."""
 

@@ -33,19 +33,19 @@ import subprocess
 import threading
 import time
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 
 from kprobe.errors import LabError
 from kprobe.lab.certs import CertFiles
 from kprobe.lab.http_server import HttpRequest, HttpResponse, LabHttpServer, tls_context
+from kprobe.records import record
 
 TOKEN_PATH = "/oauth2/token"
 JWKS_PATH = "/.well-known/jwks.json"
 ALLOWED_URLS_PROPERTY = "org.apache.kafka.sasl.oauthbearer.allowed.urls"  # Kafka 4.x's JVM-wide allow list
 
 
-@dataclass(frozen=True)
+@record
 class IdpSpec:
     """The identity provider of a scenario.
 

@@ -23,10 +23,9 @@ cluster) and `{if[VANTAGE]}` (its interface toward a vantage).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from kprobe.errors import UsageError
 from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
+from kprobe.records import field, record
 
 PORT = 9092  # every broker's client listener, on its own address
 PRIVATE_NET = "198.18.1.0/24"
@@ -55,7 +54,7 @@ def public(node_id: int) -> str:
     return f"198.19.0.{10 + node_id}"
 
 
-@dataclass(frozen=True)
+@record
 class Vantage:
     """A client's network: a namespace with a link to the router and the routes it has.
 
@@ -75,7 +74,7 @@ class Vantage:
     in_cluster: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class NetnsScenario:
     """Brokers, vantages and the router's rules: one staged network problem."""
 

@@ -15,7 +15,6 @@ its port alone), `{px[NAME]}` the port of SNI proxy NAME (443 where the lab can 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
 from kprobe.errors import UsageError
@@ -23,9 +22,10 @@ from kprobe.lab.certs import CertSpec
 from kprobe.lab.forwarder import ForwardSpec
 from kprobe.lab.idp import IdpSpec
 from kprobe.lab.sni_proxy import ProxySpec
+from kprobe.records import field, record
 
 
-@dataclass(frozen=True)
+@record
 class ListenerSpec:
     """One listener of one node.
 
@@ -55,7 +55,7 @@ class ListenerSpec:
 NodeRole = Literal["combined", "broker", "controller"]
 
 
-@dataclass(frozen=True)
+@record
 class NodeSpec:
     """One KRaft JVM on its own loopback address.
 
@@ -83,7 +83,7 @@ class NodeSpec:
         return self.role != "controller"
 
 
-@dataclass(frozen=True)
+@record
 class Scenario:
     """A named cluster set-up with the networks (DNS views) it is seen from."""
 

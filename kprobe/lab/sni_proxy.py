@@ -24,18 +24,18 @@ from __future__ import annotations
 import socket
 import ssl
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kprobe.errors import LabError
 from kprobe.lab.helpers import HelperCommand, HelperProcess, listening_socket
+from kprobe.records import record
 
 # What an ingress-nginx default backend answers on every path.
 DEFAULT_BODY = "default backend - 404"
 
 
-@dataclass(frozen=True)
+@record
 class ProxySpec:
     """One SNI proxy of a scenario.
 

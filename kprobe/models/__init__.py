@@ -8,10 +8,7 @@ an error text), never an exception, so a report can always say how far a probe g
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Literal
-
-from kprobe.models.frozen import Frozen
 
 # The partition table lives apart (built for speed, not reading) and is named from here.
 from kprobe.models.partitions import (  # noqa: F401
@@ -24,6 +21,7 @@ from kprobe.models.partitions import (  # noqa: F401
     run_limit,
 )
 from kprobe.net.addresses import format_hostport
+from kprobe.records import field, record
 
 # The vocabularies of the report contract (docs/report.md), as types: the JSON report and the
 # models share one spelling, mypy (strict equality) rejects a comparison with a word outside
@@ -86,8 +84,8 @@ ControllerStatus = Literal["ok", "dns_failed", "refused", "timeout", "auth_faile
 
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class BootstrapAddress(Frozen):
+@record
+class BootstrapAddress:
     """One address the user gave with -b, normalised.
 
     `protocol` keeps a `SSL://` style prefix so a listener copied from a broker config
@@ -104,8 +102,8 @@ class BootstrapAddress(Frozen):
         return format_hostport(self.host, self.port)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class AdvertisedBroker(Frozen):
+@record
+class AdvertisedBroker:
     """A broker as a Metadata response advertises it to the client."""
 
     node_id: int
@@ -115,8 +113,8 @@ class AdvertisedBroker(Frozen):
 
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class TopicInfo(Frozen):
+@record
+class TopicInfo:
     """One topic as a Metadata response describes it.
 
     `partitions` is a `PartitionTable` when decoded from the wire, any sequence elsewhere (tests).
@@ -128,8 +126,8 @@ class TopicInfo(Frozen):
     is_internal: bool = False
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class ClusterMetadata(Frozen):
+@record(kw_only=True)
+class ClusterMetadata:
     """What one bootstrap connection answered: the advertised view of the cluster."""
 
     brokers: tuple[AdvertisedBroker, ...]
@@ -140,8 +138,8 @@ class ClusterMetadata(Frozen):
     local_address: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class BootstrapResult(Frozen):
+@record(kw_only=True)
+class BootstrapResult:
     """The outcome of asking one bootstrap address for metadata.
 
     `answered_by_id` and `answered_by_name` follow kcat and librdkafka: a bootstrap
@@ -191,8 +189,8 @@ class BootstrapResult(Frozen):
         return self.metadata.brokers if self.metadata else ()
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class DnsResult(Frozen):
+@record(kw_only=True)
+class DnsResult:
     """How a host name resolved from this vantage point.
 
     `source` says who answered: `literal` (no lookup), `system` (getaddrinfo, as the
@@ -216,8 +214,8 @@ class DnsResult(Frozen):
     unfinished: bool = False
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class TcpResult(Frozen):
+@record(kw_only=True)
+class TcpResult:
     """One TCP connect attempt to one resolved address."""
 
     address: str
@@ -230,8 +228,8 @@ class TcpResult(Frozen):
     unfinished: bool = False
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Remap(Frozen):
+@record(kw_only=True)
+class Remap:
     """Where the user asked kprobe to send an advertised endpoint instead (`--resolve`, `--connect-to`).
 
     A "what if": the network as it would be with a port-forward, a hosts entry or a planned
@@ -248,8 +246,8 @@ class Remap(Frozen):
         return format_hostport(self.host, self.port)
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Endpoint(Frozen):
+@record(kw_only=True)
+class Endpoint:
     """A distinct advertised endpoint and the bootstraps that advertised it."""
 
     node_id: int
@@ -276,8 +274,8 @@ class Endpoint(Frozen):
         return self.remap.port if self.remap else self.port
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Identity(Frozen):
+@record(kw_only=True)
+class Identity:
     """Who really answers at an endpoint, and what it advertises from there.
 
     `status`: `match` (the advertised node answers), `mismatch` (another node does),
@@ -300,8 +298,8 @@ class Identity(Frozen):
     tls_failure: TlsFailure | None = None
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class TlsResult(Frozen):
+@record(kw_only=True)
+class TlsResult:
     """A TLS handshake to one endpoint, judged against the *advertised* name."""
 
     status: TlsStatus
@@ -325,8 +323,8 @@ class TlsResult(Frozen):
     ms: float | None = None
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class EndpointResult(Frozen):
+@record(kw_only=True)
+class EndpointResult:
     """An endpoint with what resolving and connecting to it found."""
 
     endpoint: Endpoint
@@ -338,8 +336,8 @@ class EndpointResult(Frozen):
     compared_dns: tuple[DnsResult, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class ControllerBootstrapResult(Frozen):
+@record(kw_only=True)
+class ControllerBootstrapResult:
     """What one --controllers address said of the controller quorum (DescribeCluster, KIP-919).
 
     As an admin client with `bootstrap.controllers` asks it: `controllers` are the endpoints the
@@ -361,8 +359,8 @@ class ControllerBootstrapResult(Frozen):
     describe_cluster_version: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class PartitionRoundtrip(Frozen):
+@record(kw_only=True)
+class PartitionRoundtrip:
     """One partition of --roundtrip: a record produced to it by a real client, and read back."""
 
     partition: int
@@ -377,8 +375,8 @@ class PartitionRoundtrip(Frozen):
     broker_error: bool = False
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Roundtrip(Frozen):
+@record(kw_only=True)
+class Roundtrip:
     """--roundtrip TOPIC: what a real client (librdkafka) did from here, to set beside the prediction."""
 
     topic: str
@@ -397,8 +395,8 @@ class Roundtrip(Frozen):
         return sum(1 for p in self.partitions if p.status == "ok")
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Finding(Frozen):
+@record(kw_only=True)
+class Finding:
     """A diagnosis: what a client will experience and which setting to change."""
 
     code: str
@@ -432,8 +430,8 @@ class Finding(Frozen):
         return endpoint.hostport in self.endpoints and (not self.node_ids or endpoint.node_id in self.node_ids)
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Vantage(Frozen):
+@record(kw_only=True)
+class Vantage:
     """Where the probe ran from and which resolver it used."""
 
     name: str
@@ -442,8 +440,8 @@ class Vantage(Frozen):
     nameservers: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Report(Frozen):
+@record(kw_only=True)
+class Report:
     """One probe run: the unit written to stdout, files and topics."""
 
     id: str

@@ -8,14 +8,13 @@ reading; `kprobe.models` re-exports it, so callers name one place.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import overload
 
-from kprobe.models.frozen import Frozen
+from kprobe.records import record
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class PartitionInfo(Frozen):
+@record(kw_only=True)
+class PartitionInfo:
     """One partition as a Metadata response describes it."""
 
     partition: int
@@ -38,7 +37,7 @@ def run_limit(replicas: int, isrs: int, offline: int) -> int:
     return max(1, min(RUN_MAX, RUN_VALUES_MAX // (2 + replicas + isrs + offline)))
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class PartitionRun:
     """Partitions of one topic with one error code and the same replica-list lengths, as columns.
 

@@ -23,11 +23,10 @@ pinned to IPv6; the reverse fails for the Java client with its defaults, a gap.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 from kprobe.models import TcpResult
-from kprobe.models.frozen import Frozen
+from kprobe.records import record
 
 Family = Literal["IPv4", "IPv6"]
 
@@ -42,8 +41,8 @@ def family_of_address(address: str) -> Family:
     return "IPv6" if ":" in address else "IPv4"
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class FamilySplit(Frozen):
+@record
+class FamilySplit:
     """Every address of one family connects, every address of the other fails."""
 
     working: Family

@@ -14,11 +14,10 @@ Markdown or Prometheus code (the CLI's start-up time is part of its contract, do
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from kprobe.errors import UsageError
-from kprobe.models.frozen import Frozen
+from kprobe.records import record
 
 if TYPE_CHECKING:
     from kprobe.kafka.listeners import CheckReport
@@ -27,8 +26,8 @@ if TYPE_CHECKING:
     from kprobe.saved.compare import ReportDiff
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class Style(Frozen):
+@record
+class Style:
     """How a renderer prints: `color` for a terminal, `indent` for JSON a person reads (a terminal, not a pipe)."""
 
     color: bool = False

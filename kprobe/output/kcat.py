@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from functools import cache, lru_cache, partial
 from itertools import chain
 from json.encoder import encode_basestring_ascii
@@ -21,6 +20,7 @@ from typing import Any, TextIO
 
 from kprobe.models import EndpointResult, PartitionRun, PartitionTable, TopicInfo
 from kprobe.output.sanitize import safe
+from kprobe.records import replace
 from kprobe.runs.listing import Listing, PartitionView
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kprobe.models import (
@@ -22,8 +21,8 @@ from kprobe.models import (
     TcpResult,
     verdict,
 )
-from kprobe.models.frozen import Frozen
 from kprobe.output.sanitize import safe
+from kprobe.records import record
 
 _COLORS = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1"}
 _VERDICT_COLOR = {"usable": "green", "unusable": "red", "degraded": "yellow", "partial": "yellow", "unreachable": "red",
@@ -258,8 +257,8 @@ def problem_glance(code: object, message: object, endpoints: Sequence[object] = 
     return f"  {safe(code, limit=64)}{where}: {text}"
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class Verdict(Frozen):
+@record
+class Verdict:
     """A run's verdict in counts: what the one summary line says, from a Report or from a saved report's JSON.
 
     Why a value of its own: `watch` words each run and `show --summary` each saved report with the

@@ -8,16 +8,15 @@ to one confluent-kafka client per address, and the result says so (`via: librdka
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from kprobe.kafka.connection import ListenerAnswer, ask_listener, fetch_and_identify, small_metadata
 from kprobe.kafka.mechanisms import MSK_IAM
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import WireError
+from kprobe.logs import logger
 from kprobe.models import (
     AdvertisedBroker,
     BootstrapAddress,
@@ -28,9 +27,10 @@ from kprobe.models import (
 )
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import run_bounded
+from kprobe.records import replace
 
 _WIRE_STATUS: dict[str, BootstrapStatus] = {"refused": "refused", "timeout": "timeout", "auth_failed": "auth_failed"}
-_LOG = logging.getLogger("kprobe.probe.bootstrap")
+_LOG = logger("kprobe.probe.bootstrap")
 
 
 def fetch_bootstrap(
@@ -230,11 +230,9 @@ def _via_librdkafka(address: BootstrapAddress, ctx: RunContext, *, topics: Seque
     hostport = address.hostport
     props, timeout = ctx.props, ctx.timeout
     captured: list[str] = []
-    logger = logging.getLogger(f"kprobe.librdkafka.{id(captured)}")
-    logger.propagate = False
-    logger.addHandler(_ListHandler(captured))
+    librdkafka_log = _capture(captured)
     conf: dict[str, Any] = dict(props)
-    conf.update({"bootstrap.servers": hostport, "logger": logger, "log_level": 3,
+    conf.update({"bootstrap.servers": hostport, "logger": librdkafka_log, "log_level": 3,
                  "socket.timeout.ms": int(timeout * 1000), "client.id": "kprobe",
                  # Authentication failures arrive as error events, not as list_topics' exception.
                  "error_cb": lambda err: captured.append(str(err.str()))})
@@ -271,12 +269,15 @@ def _via_librdkafka(address: BootstrapAddress, ctx: RunContext, *, topics: Seque
                            answered_by_name=md.orig_broker_name, metadata=meta, ms=_ms(started), via="librdkafka")
 
 
-class _ListHandler(logging.Handler):
-    """Keeps librdkafka's log lines for --verbose instead of letting them hit stderr."""
+def _capture(sink: list[str]) -> Any:
+    """A logger that keeps librdkafka's log lines in `sink` for --verbose instead of letting them hit stderr."""
+    import logging
 
-    def __init__(self, sink: list[str]) -> None:
-        super().__init__()
-        self.sink = sink
+    class _ListHandler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            sink.append(record.getMessage())
 
-    def emit(self, record: logging.LogRecord) -> None:
-        self.sink.append(record.getMessage())
+    captured = logging.getLogger(f"kprobe.librdkafka.{id(sink)}")
+    captured.propagate = False
+    captured.addHandler(_ListHandler())
+    return captured

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 
 from kprobe.kafka.security import Security, security_from
 from kprobe.models import BootstrapAddress, Endpoint, Remap
-from kprobe.models.frozen import Frozen
 from kprobe.probe.resolve import Resolver
+from kprobe.records import field, record, replace
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class RunContext(Frozen):
+@record(kw_only=True)
+class RunContext:
     """One run's shared settings; `deadline` is a `time.monotonic()` value."""
 
     timeout: float

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 
 from kprobe.kafka.connection import fetch_and_identify
 from kprobe.kafka.mechanisms import MECHANISMS
@@ -20,6 +19,7 @@ from kprobe.kafka.wire import WireError
 from kprobe.models import Endpoint, EndpointResult, Identity
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import BoundedPool
+from kprobe.records import replace
 
 # All endpoints at once (threads are cheap next to a timeout): with fewer workers, silent
 # endpoints would cost one timeout per round of workers instead of one in all.

@@ -18,12 +18,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any
 
 from kprobe.models import DnsResult, DnsSource, DnsStatus, ResolverKind
 from kprobe.net.addresses import is_ip_literal, is_loopback_name
 from kprobe.probe.pool import run_bounded
+from kprobe.records import replace
 
 HOSTS_FILE = "/etc/hosts"
 MAX_PARALLEL = 64

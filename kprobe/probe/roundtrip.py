@@ -14,13 +14,12 @@ used, and the rules can set it beside the verdict on that endpoint.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from kprobe.logs import logger
 from kprobe.models import (
     BootstrapAddress,
     BootstrapResult,
@@ -32,8 +31,9 @@ from kprobe.models import (
 )
 from kprobe.net.addresses import format_hostport
 from kprobe.probe.context import RunContext
+from kprobe.records import field, record
 
-_LOG = logging.getLogger("kprobe.roundtrip")
+_LOG = logger("kprobe.roundtrip")
 
 KEY = b"kprobe-roundtrip"
 RUN_HEADER = "kprobe-run"
@@ -53,7 +53,7 @@ class _NotRun(Exception):
     """The round trip could not be tried at all; the message says why."""
 
 
-@dataclass
+@record(frozen=False)
 class _Trip:
     """The state one round trip builds up; what is in it when the deadline comes is what is reported."""
 

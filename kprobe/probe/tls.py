@@ -13,7 +13,6 @@ import socket
 import ssl
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from kprobe.kafka.certs import cert_names, cert_sans, cert_subject, handshake, hostname_matches, unverified_cert
@@ -23,6 +22,7 @@ from kprobe.models import EndpointResult, TlsResult, TlsStatus
 from kprobe.net.addresses import is_ip_literal
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import run_bounded
+from kprobe.records import replace
 
 EXPIRY_DAYS = 30.0
 DEADLINE_CUT = "not checked before the run's deadline"

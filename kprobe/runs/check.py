@@ -13,7 +13,6 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 
 from kprobe.deployments import read_files
 from kprobe.findings.config import check_deployments, names_to_resolve
@@ -21,6 +20,7 @@ from kprobe.kafka.listeners import CheckReport, ListenerCheck, Observation, Obse
 from kprobe.models import CLIENTS_CONNECT, RESOLVED, BootstrapResult, DnsResult, Report
 from kprobe.net.addresses import format_hostport
 from kprobe.probe.resolve import Resolver, resolve_all
+from kprobe.records import replace
 from kprobe.runs import now_rfc3339, report_id
 
 # The vantage a probe from this machine stands for, by platform.

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from functools import partial
 from itertools import count, repeat
 from typing import NamedTuple
@@ -32,6 +31,7 @@ from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect
 from kprobe.probe.reach import probe_endpoints
+from kprobe.records import record, replace
 
 
 class PartitionView(NamedTuple):
@@ -57,7 +57,7 @@ class PartitionView(NamedTuple):
         return self.run.info(self.row).replicas
 
 
-@dataclass(frozen=True)
+@record
 class Listing:
     """The answer of one bootstrap, and reachability of its advertised brokers if asked.
 

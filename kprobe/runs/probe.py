@@ -7,17 +7,16 @@ does, and reports what it knows by then), one resolver, each bootstrap's securit
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 from kprobe.config import ProbeOptions
 from kprobe.findings.catalogue import ERROR
 from kprobe.findings.diagnose import diagnose
+from kprobe.logs import logger
 from kprobe.models import (
     CLIENTS_CONNECT,
     BootstrapResult,
@@ -36,10 +35,11 @@ from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect
 from kprobe.probe.reach import probe_endpoints
 from kprobe.probe.resolve import Resolver, resolve_all
+from kprobe.records import replace
 from kprobe.redaction import redact
 from kprobe.runs import now_rfc3339, report_id
 
-_LOG = logging.getLogger("kprobe.probe")
+_LOG = logger("kprobe.probe")
 
 
 class ProbeRun:

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 from kprobe.models import EndpointResult, Finding, Report, verdict
+from kprobe.records import record
 
 Change = Literal["same", "changed", "moved", "only_a", "only_b"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Side:
     """One report as the comparison names it."""
 
@@ -48,7 +48,7 @@ class Side:
         return tuple(sorted({br.node_id for b in self.report.bootstraps for br in b.brokers}))
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class EndpointRow:
     """One advertised endpoint (or one node's endpoint that moved) as each side saw it."""
 
@@ -62,7 +62,7 @@ class EndpointRow:
     change: Change = "same"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ReportDiff:
     """Everything that differs between A and B; `differs` is what the exit code says."""
 

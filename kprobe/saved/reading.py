@@ -18,12 +18,12 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from kprobe.errors import BadReport, UsageError
 from kprobe.output.json_load import check_schema
+from kprobe.records import field, record
 
 SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
 # The most a report, or a line of a JSON Lines stream, may take once decompressed. The JSON report of
@@ -38,7 +38,7 @@ _STAMP = re.compile(r"-(\d{8}T\d{6}(?:\.\d+)?Z)-[0-9a-f-]{36}\.json")
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-@dataclass(frozen=True)
+@record
 class Saved:
     """One report as read: where it came from (`path`, `path:LINE`, `-:LINE`) and its JSON object.
 
@@ -51,7 +51,7 @@ class Saved:
     named: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class Filters:
     """`--since`, `--until`, `--vantage`, `--status`: which reports to keep (all when empty)."""
 
@@ -103,7 +103,7 @@ def instant(value: object) -> dt.datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.timezone.utc)
 
 
-@dataclass
+@record(frozen=False)
 class Skips:
     """What was passed over, counted per kind, with the first reason of each to show."""
 

@@ -9,25 +9,24 @@ cluster and vantage, never the directory.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import os
 import shlex
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import IO, Any
 
 from kprobe.errors import BadReport, UsageError
 from kprobe.models import Report
 from kprobe.output.json_load import from_dict, summary_of
 from kprobe.output.sanitize import safe
+from kprobe.records import field, record, replace
 from kprobe.saved.reading import Filters, Reader, Saved, instant
 
 _STATUS_COLOR = {"ok": "32", "gap": "31", "failed": "31", "interrupted": "33"}
 
 
-@dataclass(frozen=True)
+@record
 class ShowOptions:
     """What `kprobe show` prints, checked."""
 
@@ -143,7 +142,7 @@ def cluster_key(data: dict[str, Any]) -> str:
     return "no answer from " + ",".join(str(a) for a in addresses)
 
 
-@dataclass(frozen=True)
+@record
 class DiffSide:
     """One side of `kprobe diff` as given: its label (A or B), a path or `-`, and the vantage asked of it.
 
@@ -207,7 +206,7 @@ def _at(path: str, vantage: str) -> str:
     return shlex.quote(f"{path}@{vantage}")
 
 
-@dataclass
+@record(frozen=False)
 class _Chosen:
     """One side read: the newest report per (cluster, vantage), and what the messages need."""
 
@@ -239,7 +238,7 @@ def _choose(side: DiffSide, filters: Filters, stdin: IO[bytes] | None) -> _Chose
     vantage (`-@vpc`) is still held against it: the user said what that report is.
     """
     is_dir = side.path != "-" and os.path.isdir(side.path)
-    others = dataclasses.replace(filters, vantages=frozenset())
+    others = replace(filters, vantages=frozenset())
     reader = Reader([side.path], others if is_dir else Filters(), stdin=stdin)
     wanted = frozenset([side.vantage]) if side.vantage is not None else filters.vantages
     chosen = _Chosen(side=side, reader=reader)
@@ -294,7 +293,7 @@ def _report(saved: Saved) -> Report:
         raise BadReport(f"{saved.source}: {exc}") from None
 
 
-@dataclass(frozen=True)
+@record
 class Unpaired:
     """A cluster (of a vantage, when both sides hold several) only one side has a report of."""
 

@@ -28,11 +28,11 @@ import ipaddress
 import re
 import socket
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Literal
 
 from kprobe.errors import UsageError
 from kprobe.models import BootstrapAddress
+from kprobe.records import record
 
 PatternKind = Literal["any", "network", "ipv4", "name"]
 _MAX_PATTERN = 300
@@ -43,7 +43,7 @@ _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _Bad = Callable[[str], UsageError]
 
 
-@dataclass(frozen=True)
+@record
 class TargetPattern:
     """One allowed `host:port` pattern, parsed: `matches` compares it with a parsed target."""
 

@@ -22,24 +22,25 @@ each and no thread; the probes those threads run are bounded by --max-concurrent
 from __future__ import annotations
 
 import io
-import logging
 import selectors
 import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
-_LOG = logging.getLogger("kprobe.serve")
+from kprobe.logs import logger
+from kprobe.records import field, record
+
+_LOG = logger("kprobe.serve")
 MAX_HEAD = 64 * 1024 + 8 * 1024  # a request line of 64 KiB (http.server's limit) and some headers
 WRITE_TIMEOUT = 10.0  # for sending an answer: sendall gives up after this in all, not per chunk
 _ACCEPTS_PER_TURN = 64  # a burst of connections does not starve the heads already being read
 LINGER = 1.0  # after a refusal, what the client still sends is read and dropped this long at most
 
 
-@dataclass(eq=False)
+@record(frozen=False, eq=False)
 class _Pending:
     """A connection whose head is still arriving."""
 
@@ -49,7 +50,7 @@ class _Pending:
     head: bytearray = field(default_factory=bytearray)
 
 
-@dataclass(eq=False)
+@record(frozen=False, eq=False)
 class _Closing:
     """A connection answered and half-closed, read until the client closes too (or LINGER passes)."""
 

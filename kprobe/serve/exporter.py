@@ -29,18 +29,19 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from kprobe import __version__
 from kprobe.errors import UsageError
+from kprobe.logs import logger
+from kprobe.records import record
 from kprobe.serve.allow import TargetPattern, target_problem
 from kprobe.serve.connections import HeadFirstHandler, Server
 from kprobe.serve.modules import ServeConfig, target_hostports
 
-_LOG = logging.getLogger("kprobe.serve")
+_LOG = logger("kprobe.serve")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Prometheus tells the exporter how long it will wait; the probe ends this much sooner, so the
 # answer (rendered and sent) arrives in time. blackbox_exporter's default timeout_offset.
@@ -50,7 +51,7 @@ SCRAPE_MARGIN = 0.5
 MAX_BOOTSTRAPS = 16
 
 
-@dataclass(frozen=True)
+@record
 class ServeOptions:
     """The command line of `kprobe serve`, checked."""
 

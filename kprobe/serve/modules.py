@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from kprobe.config import ProbeOptions, parse_duration, probe_options
 from kprobe.errors import UsageError
 from kprobe.models import BootstrapAddress
 from kprobe.net.addresses import format_hostport
+from kprobe.records import field, record
 from kprobe.redaction import is_secret
 from kprobe.serve.allow import TargetPattern, allowed, parse_patterns
 
@@ -33,7 +33,7 @@ _MODULE_KEYS = {"timeout", "deadline", "nameservers", "identity", "tls_expiry_da
 _CHECK_TARGET = "kprobe-config-check.invalid:9092"
 
 
-@dataclass(frozen=True)
+@record
 class SecretRef:
     """Where a secret property's value lives: a file or an environment variable, read per probe."""
 
@@ -62,7 +62,7 @@ class SecretRef:
         return value
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Module:
     """How to probe: everything but the target."""
 
@@ -127,7 +127,7 @@ class Module:
             roundtrip=self.roundtrip, kcat_default=False)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ServeConfig:
     """The modules by name, and the `host:port` patterns a scrape may name as its target (kprobe.serve.allow)."""
 

@@ -7,10 +7,10 @@ message must also say whether clients can still start elsewhere, which depends o
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from observations import KAFKA0_DOCKER_IP, Case, boot, case, check, dead_boot, endpoint, params
+
+from kprobe.records import replace
 
 BOB = "kafka0:29092"  # LISTENER_BOB, for clients inside the Docker network
 FRED = "localhost:9092"  # LISTENER_FRED through the port Docker publishes on the host

@@ -9,13 +9,12 @@ closed. Documentation addresses (192.0.2.0/24) stand for the cluster's network.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from observations import Case, boot, brokers, case, check, endpoint, failed, params
 
 from kprobe.findings.diagnose import diagnose
 from kprobe.models import BootstrapResult, ControllerBootstrapResult, Identity
+from kprobe.records import replace
 
 CONTROLLER_NAME = "controller-0.kraft.internal"
 CONTROLLER_ADDRESS = "192.0.2.40:9093"

@@ -9,8 +9,6 @@ INTERNAL port, with the addresses a real network would have.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from observations import (
     AWS_PRIVATE,
@@ -29,6 +27,7 @@ from observations import (
 )
 
 from kprobe.models import Identity
+from kprobe.records import replace
 
 # The three-broker lab, on documentation addresses: CLIENT on 9092, CROSSED on 9094 (broker 2
 # advertises broker 0's CLIENT endpoint, as a wrong NAT rule would).

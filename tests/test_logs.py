@@ -1,0 +1,57 @@
+"""kprobe.logs: `logging` loads only when a line can be seen, and a warning still reads as before.
+
+Why: a plain probe or listing does not import `logging` (issue 33, tests/test_imports.py), so its
+handler on stderr is installed before the first warning instead of at start. That holds only if
+every logger under `kprobe` is a `kprobe.logs.Log`: a module's own `logging.getLogger("kprobe...")`
+would warn past the setup and print a bare, unescaped line (logging's last resort).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "kprobe"
+
+
+def test_no_module_keeps_a_logging_logger_of_its_own() -> None:
+    found = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                    and value.func.attr == "getLogger"):
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    assert not found, f"module-level loggers must be kprobe.logs.logger(...): {found}"
+
+
+# Run in a fresh interpreter: pytest itself has long imported logging.
+_SCRIPT = r"""
+import sys
+from kprobe import logs
+calls = []
+logs.configure_on_first_use(lambda: calls.append("setup"))
+log = logs.logger("kprobe.test")
+log.debug("not shown %s", 1)
+log.info("not shown either")
+assert "logging" not in sys.modules and calls == [], (sorted(sys.modules), calls)
+import logging
+logging.basicConfig(stream=sys.stdout, level=logging.DEBUG, format="%(levelname)s %(name)s %(message)s")
+log.debug("shown once logging is configured: %s", "debug")
+assert calls == []  # a debug line does not install the warning handler
+log.warning("warned: %s", "yes")
+log.error("an error")
+assert calls == ["setup"], calls
+log.warning("the setup ran once")
+assert calls == ["setup"], calls
+"""
+
+
+def test_lines_below_a_warning_wait_for_logging_and_a_warning_runs_the_setup_first() -> None:
+    done = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["DEBUG kprobe.test shown once logging is configured: debug",
+                                        "WARNING kprobe.test warned: yes", "ERROR kprobe.test an error",
+                                        "WARNING kprobe.test the setup ran once"]
