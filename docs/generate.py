@@ -142,7 +142,7 @@ def _probe(bootstrap: str, nameserver: str, vantage: str) -> str:
 
 def _fixed_timings(report: Any) -> Any:
     """Every duration set to 1 ms, so tables keep their widths from run to run (shown as `…`)."""
-    from dataclasses import replace
+    from kprobe.records import replace
 
     bootstraps = tuple(replace(b, ms=1.0) for b in report.bootstraps)
     endpoints = tuple(

@@ -150,11 +150,12 @@ def setup_logging(verbose: bool, *, lazy: bool = False) -> None:
     verbose) installs the handler before the first warning rather than now: most such runs never
     log, and `logging` is a few milliseconds of their start (kprobe.logs).
     """
+    from kprobe.logs import configure_on_first_use
+
     if verbose or not lazy:
+        configure_on_first_use(None)
         _stderr_handler(verbose=verbose)
     else:
-        from kprobe.logs import configure_on_first_use
-
         configure_on_first_use(lambda: _stderr_handler(verbose=False))
 
 

@@ -20,18 +20,23 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-_pending: list[Callable[[], None]] = []
+_pending: list[Callable[[], None]] = []  # at most one: the setup the command asked for, not run yet
 
 
-def configure_on_first_use(setup: Callable[[], None]) -> None:
-    """Run `setup` (import logging, install a handler) before the first line that must be shown."""
-    _pending.append(setup)
+def configure_on_first_use(setup: Callable[[], None] | None) -> None:
+    """Run `setup` (import logging, install a handler) before the first line that must be shown.
+
+    It replaces any setup still waiting, and None withdraws it (a command that set up its logging
+    at once): where commands run one after another in a process, a setup the last one never needed
+    must not undo the next one's (turn its --verbose off at its first warning).
+    """
+    _pending[:] = [setup] if setup is not None else []
 
 
 def stdlib() -> Any:
     """The `logging` module, after the setup the command asked for (a handler on stderr)."""
-    while _pending:
-        _pending.pop(0)()
+    if _pending:
+        _pending.pop()()
     import logging
     return logging
 

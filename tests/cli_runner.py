@@ -18,7 +18,8 @@ What a fresh process has, and the test process may not (each set for the run, pu
   for real. (pytest's own outcomes, a timeout's failure among them, pass through.)
 - Loggers: the "kprobe" tree and the root without handlers, the root at WARNING (a child has no
   pytest handlers, so a warning nobody handles goes to stderr through logging's last resort);
-  kprobe's own _setup_logging then adds its handler on this run's stderr.
+  kprobe's own setup_logging then adds its handler on this run's stderr (at once, or before the
+  first warning: kprobe.logs), and none a run asked for outlives it.
 - Warnings printed to stderr under the interpreter's default filters (pytest would record them);
   a thread's uncaught exception, or an unraisable one, printed as the interpreter prints them.
 - No OAuth token cached (kprobe.kafka.oauth keeps one per process).
@@ -87,15 +88,19 @@ def _kprobe_loggers() -> list[logging.Logger]:
 @contextlib.contextmanager
 def _fresh_logging() -> Iterator[None]:
     """The kprobe loggers and the root as a new process has them; each put back as it was."""
+    from kprobe.logs import configure_on_first_use
+
     root = logging.getLogger()
     loggers = _kprobe_loggers()
     saved = [(lg, lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in (root, *loggers)]
+    configure_on_first_use(None)  # a handler a run asked for and never needed is not the next run's, nor ours
     try:
         for lg in loggers:
             lg.handlers, lg.level, lg.propagate, lg.disabled = [], logging.NOTSET, True, False
         root.handlers, root.level = [], logging.WARNING
         yield
     finally:
+        configure_on_first_use(None)
         for lg in set(_kprobe_loggers()) - set(loggers):  # the run's own (a per-bootstrap client's): gone with it
             lg.handlers, lg.level, lg.propagate = [], logging.NOTSET, True
         for lg, handlers, level, propagate, disabled in saved:

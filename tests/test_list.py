@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -14,8 +15,6 @@ from cli_runner import run_cli
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import restart_settled, signal_when, topic_on
-
-from kprobe.records import replace
 
 KCAT = shutil.which("kcat")
 # CI installs kcat (.ci/run): there, a missing kcat fails these tests instead of skipping them quietly.
@@ -368,7 +367,7 @@ def test_every_metadata_version_lists_the_same(big_broker):
     listed = {}
     for version in (5, 8, 12):
         with HostileBroker(Script()) as broker:
-            broker.answer_with(replace(big_broker.script, metadata_max=version))
+            broker.answer_with(dataclasses.replace(big_broker.script, metadata_max=version))
             text = cli("list", "-b", broker.address).stdout.replace(broker.address, "ADDR")
             data = cli("list", "-b", broker.address, "-J", "--reachability").stdout.replace(broker.address, "ADDR")
         reach = json.loads(data)

@@ -46,6 +46,13 @@ log.error("an error")
 assert calls == ["setup"], calls
 log.warning("the setup ran once")
 assert calls == ["setup"], calls
+logs.configure_on_first_use(lambda: calls.append("stale"))
+logs.configure_on_first_use(lambda: calls.append("current"))
+log.warning("only the last setup asked for runs")
+logs.configure_on_first_use(lambda: calls.append("withdrawn"))
+logs.configure_on_first_use(None)
+log.warning("a withdrawn setup never runs")
+assert calls == ["setup", "current"], calls
 """
 
 
@@ -54,4 +61,6 @@ def test_lines_below_a_warning_wait_for_logging_and_a_warning_runs_the_setup_fir
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["DEBUG kprobe.test shown once logging is configured: debug",
                                         "WARNING kprobe.test warned: yes", "ERROR kprobe.test an error",
-                                        "WARNING kprobe.test the setup ran once"]
+                                        "WARNING kprobe.test the setup ran once",
+                                        "WARNING kprobe.test only the last setup asked for runs",
+                                        "WARNING kprobe.test a withdrawn setup never runs"]

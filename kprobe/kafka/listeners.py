@@ -3,7 +3,7 @@
 `kprobe check` predicts the gap from the settings themselves: what each listener binds, what it
 advertises, under which protocol, and from which networks a client reaches it. The readers
 (`kprobe.deployments`) turn server.properties files, Compose files, a Strimzi `Kafka` resource and
-Bitnami chart values into these dataclasses; the rules (`kprobe.findings.config`) judge them, and
+Bitnami chart values into these records; the rules (`kprobe.findings.config`) judge them, and
 the formats print them. Kept in the data layer, apart from both, because the lab builds a
 scenario from the same data (`kprobe.lab.from_config`), so a prediction and a real broker share
 one reading of the file.

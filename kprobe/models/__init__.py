@@ -1,4 +1,4 @@
-"""The probe's data: frozen dataclasses that flow from one step to the next.
+"""The probe's data: frozen value classes (kprobe.records) that flow from one step to the next.
 
 Every step of the pipeline (bootstrap -> metadata -> endpoints -> resolve -> connect ->
 diagnose -> report) takes and returns these plain values. A failure is data (a status and
