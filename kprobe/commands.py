@@ -20,10 +20,12 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from kprobe.errors import EXIT_ERROR, EXIT_FAILED, EXIT_GAP, EXIT_INTERRUPTED, EXIT_OK, KprobeError, UsageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # A run's summary status (a report's or a listing's) -> the exit code scripts read.
 STATUS_EXIT = {"ok": EXIT_OK, "gap": EXIT_GAP, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
@@ -122,14 +124,21 @@ def read(options: tuple[Option, ...], words: list[str],
             given.setdefault(param, []).append(value)
         else:
             given[param] = int(value) if kind == INT else float(value) if kind == FLOAT else (
-                Path(value) if kind == PATH else value)
+                _path(value) if kind == PATH else value)
         i += 1
     for param, kind, _, envvar in options:
         if param in given or envvar is None or not environ.get(envvar):
             continue
         value = environ[envvar]
-        given[param] = value.split() if kind == LIST else Path(value) if kind == PATH else value
+        given[param] = value.split() if kind == LIST else _path(value) if kind == PATH else value
     return given
+
+
+def _path(value: str) -> Path:
+    """A file option's value as typer gives it; pathlib loads only when a run names a file (issue 33)."""
+    from pathlib import Path
+
+    return Path(value)
 
 
 def kcat_alias(argv: list[str]) -> list[str]:

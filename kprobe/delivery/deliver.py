@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kprobe.errors import KprobeError, UsageError
@@ -22,7 +21,9 @@ from kprobe.output.formats import choose
 from kprobe.output.sanitize import use_color
 from kprobe.records import field, record
 
-if TYPE_CHECKING:  # the publisher loads only for a run with --publish
+if TYPE_CHECKING:  # the publisher loads only for a run with --publish; pathlib only for a file written
+    from pathlib import Path
+
     from kprobe.delivery.publish import Target
 
 _LOG = logger("kprobe.delivery.deliver")
