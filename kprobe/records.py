@@ -1,4 +1,4 @@
-"""Frozen value classes, declared as dataclasses are and built without `dataclasses`.
+"""Value classes (frozen, or the few holders a run fills), declared as dataclasses are, built without them.
 
 Why: a probe's run is mostly Python starting up (issue 33: within 60 ms of `kcat -L` plus `nc -z`),
 and kprobe's values cost it twice. `import dataclasses` loads `inspect` and with it `ast`, `dis` and

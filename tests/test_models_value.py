@@ -132,6 +132,10 @@ def test_a_record_behaves_as_its_dataclass_twin(cls: type) -> None:
     assert (_error(lambda: cls(**required, surplus=1)) == _error(lambda: twin(**required, surplus=1)))
     too_many = list(range(len(fields(cls)) + 1))
     assert _error(lambda: cls(*too_many)) == _error(lambda: twin(*too_many))
+    positional = [f.name for f in fields(cls) if not f.kw_only]
+    if positional:  # the first field given twice, by position and by name
+        twice = {positional[0]: 1}
+        assert _error(lambda: cls(0, **twice)) == _error(lambda: twin(0, **twice)) != "no error"
 
 
 def _make_named(kind: Any, values: dict[str, object]) -> Any:
