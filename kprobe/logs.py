@@ -17,10 +17,12 @@ botocore's, librdkafka's lines) still import `logging`; they load only where the
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 _pending: list[Callable[[], None]] = []  # at most one: the setup the command asked for, not run yet
+_setting_up = threading.Lock()  # a probe's threads may warn at once: one runs the setup, the others wait for it
 
 
 def configure_on_first_use(setup: Callable[[], None] | None) -> None:
@@ -36,7 +38,10 @@ def configure_on_first_use(setup: Callable[[], None] | None) -> None:
 def stdlib() -> Any:
     """The `logging` module, after the setup the command asked for (a handler on stderr)."""
     if _pending:
-        _pending.pop()()
+        with _setting_up:
+            if _pending:  # withdrawn only once it has run: a thread that finds it still waiting waits too
+                _pending[0]()
+                _pending.clear()
     import logging
     return logging
 

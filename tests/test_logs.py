@@ -56,6 +56,37 @@ assert calls == ["setup", "current"], calls
 """
 
 
+# Threads that warn at once (a probe's endpoint checks): the setup runs once, and no line comes before it ends.
+_THREADS = r"""
+import sys, threading, time
+from kprobe import logs
+events = []
+def setup():
+    events.append("setup started")
+    time.sleep(0.2)
+    import logging
+    logging.basicConfig(stream=sys.stdout, format="%(message)s")
+    events.append("setup done")
+logs.configure_on_first_use(setup)
+log = logs.logger("kprobe.test")
+start = threading.Barrier(8)
+def warn(i):
+    start.wait()
+    log.warning("line %d", i)
+threads = [threading.Thread(target=warn, args=(i,)) for i in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+assert events == ["setup started", "setup done"], events
+"""
+
+
+def test_threads_that_warn_at_once_run_the_setup_once_and_after_it() -> None:
+    done = subprocess.run([sys.executable, "-c", _THREADS], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == [f"line {i}" for i in range(8)]  # each through the handler
+    assert done.stderr == ""  # none by logging's last resort, before the handler was there
+
+
 def test_lines_below_a_warning_wait_for_logging_and_a_warning_runs_the_setup_first() -> None:
     done = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
