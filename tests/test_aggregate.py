@@ -355,7 +355,9 @@ def test_kill_9_then_rerun_counts_once_then_nothing_new_starts_no_jvm(spark, tmp
     noise = tmp_path / "killed.stderr"
     # Started as a user starts it (no PYSPARK_SUBMIT_ARGS, which the suite sets for its own JVMs): a small
     # increment gets the light JVM (kprobe.aggregate.entry.LIGHT_BELOW), seen on the driver's command line.
-    plain = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
+    # Its own cache: no class-data archive yet, so the driver is told to write one as it exits (it never does).
+    plain = {**{k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"},
+             "KPROBE_CACHE_DIR": str(tmp_path / "cache")}
     with noise.open("w") as stderr:
         victim = subprocess.Popen([sys.executable, "-m", "kprobe", "aggregate", "-v", *argv], env=plain,
                                   stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
@@ -372,6 +374,9 @@ def test_kill_9_then_rerun_counts_once_then_nothing_new_starts_no_jvm(spark, tmp
         victim.wait(timeout=60)
     assert written.exists(), "the run ended before its records were written"
     assert "-XX:TieredStopAtLevel=1" in driver and "-XX:+UseSerialGC" in driver, driver
+    dumps = [arg for arg in driver if arg.startswith("-XX:ArchiveClassesAtExit=")]
+    assert len(dumps) == 1 and Path(dumps[0].split("=", 1)[1]).parent == tmp_path / "cache" / "aggregate", driver
+    assert not list((tmp_path / "cache" / "aggregate").glob("driver-*.jsa"))  # killed: no archive, not half of one
     assert state_json(out)["run"] == 1, "killed too late: the run had committed"
     assert [line for line in STARTUP_LINES if line in noise.read_text()], noise.read_text()[-2000:]  # -v
 
@@ -398,7 +403,7 @@ def test_kill_9_then_rerun_counts_once_then_nothing_new_starts_no_jvm(spark, tmp
                        f"{counts['observations']} endpoint observations), 1 duplicates, 0 quarantined")
     # Replaced whole: none of the first output's part files is left, nor a staging or old directory.
     assert first_parts and not first_parts & {p.name for p in (out / "json" / "endpoint_vantage").glob("part-*")}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "killed.stderr", "out"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "in", "killed.stderr", "out"]
 
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
     for entry in (["-m", "kprobe", "aggregate"], ["-m", "kprobe.aggregate"]):
@@ -920,15 +925,51 @@ def test_what_a_run_will_read_is_known_before_spark_starts(tmp_path):
 def test_the_light_jvm_keeps_the_driver_options_of_spark_defaults(tmp_path, monkeypatch):
     """A --conf replaces spark-defaults.conf's value: the light run's flags come after the user's (a proxy, say),
     never instead of them."""
+    from kprobe.aggregate import jvm
     from kprobe.aggregate.jvm import LIGHT_JVM, light_options
 
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
-    assert light_options() == LIGHT_JVM  # no spark-defaults.conf
+    monkeypatch.setenv("KPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    archive = jvm.driver_archive()
+    assert archive is not None and archive.parent == tmp_path / "cache" / "aggregate"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"an archive")  # as a light run leaves it (the class-data archive: below)
+    mapped = f"-XX:SharedArchiveFile={archive}"
+    assert light_options() == f"{LIGHT_JVM} {mapped}"  # no spark-defaults.conf
     (tmp_path / "spark-defaults.conf").write_text(
         "# site settings\nspark.driver.memory 4g\nspark.driver.extraJavaOptions   -Dhttp.proxyHost=p -Dx=y\n")
-    assert light_options() == f"-Dhttp.proxyHost=p -Dx=y {LIGHT_JVM}"
+    assert light_options() == f"-Dhttp.proxyHost=p -Dx=y {LIGHT_JVM} {mapped}"
     (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions=-Dhttps.proxyPort=3128\n")
-    assert light_options() == f"-Dhttps.proxyPort=3128 {LIGHT_JVM}"
+    assert light_options() == f"-Dhttps.proxyPort=3128 {LIGHT_JVM} {mapped}"
     # A value continued on the next line, as java.util.Properties (and so Spark) reads it.
     (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Da=1 \\\n    -Db=2\n")
-    assert light_options() == f"-Da=1 -Db=2 {LIGHT_JVM}"
+    assert light_options() == f"-Da=1 -Db=2 {LIGHT_JVM} {mapped}"
+
+
+def test_a_light_driver_without_an_archive_writes_one_and_it_is_put_in_place_whole(tmp_path, monkeypatch):
+    """The first light run's driver writes its class-data archive as it exits, under a name of its own;
+    `keep_archive` waits for that exit and renames it, so no driver ever maps a file still being written."""
+    import subprocess
+
+    from pyspark import SparkContext
+
+    from kprobe.aggregate import jvm
+
+    monkeypatch.setenv("KPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    archive = jvm.driver_archive()
+    assert archive is not None
+    archive.parent.mkdir(parents=True)
+    stray = archive.parent / ".driver-0123456789abcdef.jsa.999999999"  # a run gone before it could rename its own
+    stray.write_bytes(b"half")
+    option = jvm.archive_option()
+    assert not stray.exists()
+    written = archive.with_name(f".{archive.name}.{os.getpid()}")
+    assert option == f"-XX:ArchiveClassesAtExit={written}" and not archive.exists()
+    # A stand-in for the driver, which writes the file as it exits on its standard input's end.
+    script = f"import sys; sys.stdin.read(); open({str(written)!r}, 'wb').write(b'classes')"
+    driver = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE)
+    monkeypatch.setattr(SparkContext, "_gateway", type("Gateway", (), {"proc": driver}), raising=False)
+    jvm.keep_archive(timeout=30)
+    assert driver.returncode == 0 and archive.read_bytes() == b"classes" and not written.exists()
+    assert jvm.archive_option() == f"-XX:SharedArchiveFile={archive}"
+    jvm.keep_archive()  # nothing asked for: nothing to do

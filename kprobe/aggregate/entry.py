@@ -25,6 +25,7 @@ def command(options: JobOptions, verbose: bool = False, where: bool = False) -> 
     if line is not None:
         return [line]
     from kprobe.aggregate.job import run, session
+    from kprobe.aggregate.jvm import keep_archive
 
     size = new_input_bytes(options)
     spark = session(options.master, kafka=bool(options.kafka), verbose=verbose,
@@ -33,4 +34,5 @@ def command(options: JobOptions, verbose: bool = False, where: bool = False) -> 
         result = run(spark, options)
     finally:
         spark.stop()
+        keep_archive()
     return summary_lines(result) + ([f"outputs in {options.out}"] if where else [])
