@@ -47,7 +47,7 @@ def light_options() -> str:
 
 
 # A light run's driver maps Spark's classes from a class-data archive (AppCDS) instead of loading and
-# verifying them on every start: the +1 % rerun at 1M observations 22.4 -> 18.6 s, 28 -> 24 s of CPU
+# verifying them on every start: the +1 % rerun at 1M observations 23.2 -> 19.2 s, 29 -> 25 s of CPU
 # (docs/performance.md). The first light run without one writes it as its driver exits (`keep_archive`).
 _dump: tuple[Path, Path] | None = None  # (what this process's driver writes as it exits, where it goes)
 

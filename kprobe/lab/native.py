@@ -70,16 +70,19 @@ def class_archive(java: str, classpath: str) -> Path:
     an archive instead, a broker starts on about a fifth less CPU, and `kafka-storage format` on
     half (docs/performance.md). The first lab of a JDK and a Kafka version writes it, from its
     first `format` as that JVM exits (a broker is killed, so never exits by itself). The key
-    names the JDK (its path and modification time) and the class path, so another Kafka version
-    or a JDK upgraded in place gets its own; a JVM that finds an archive that does not match its
-    own still starts, without it (-Xshare:auto, the default).
+    names the JDK (its path and modification time, and its own base archive's: a dynamic archive
+    holds only on the base it was written over, which a package may regenerate in place) and the
+    class path, so another Kafka version or a JDK upgraded in place gets its own; a JVM that finds
+    an archive that does not match its own still starts, without it (-Xshare:auto, the default).
     """
     real = os.path.realpath(java)
-    try:
-        stamp = str(os.stat(real).st_mtime_ns)
-    except OSError:
-        stamp = "?"
-    key = hashlib.sha256("\0".join((real, stamp, classpath)).encode()).hexdigest()[:16]
+    stamps = []
+    for path in (real, os.path.join(os.path.dirname(os.path.dirname(real)), "lib", "server", "classes.jsa")):
+        try:
+            stamps.append(str(os.stat(path).st_mtime_ns))
+        except OSError:
+            stamps.append("?")
+    key = hashlib.sha256("\0".join((real, *stamps, classpath)).encode()).hexdigest()[:16]
     return cache_root() / "lab" / f"classes-{key}.jsa"
 
 
