@@ -7,6 +7,7 @@ find the cache without one importing another.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -22,3 +23,24 @@ def cache_root() -> Path:
         return Path(base)
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "kprobe"
+
+
+def class_archive(folder: str, name: str, java: str, *facts: str) -> Path:
+    """Where a JVM's class-data archive (AppCDS) is kept: `<cache>/<folder>/<name>-<key>.jsa`.
+
+    The key names the JDK, its `java` (path and modification time) and its own base archive
+    (modification time: a dynamic archive holds only over the base it was written on, which a
+    package may regenerate in place), then `facts` (a class path, jars, a version), so another JDK
+    or other jars get an archive of their own. A JVM given one that does not match its own still
+    starts, without it (-Xshare:auto, the default). For the lab's brokers and the aggregation's
+    driver alike.
+    """
+    real = os.path.realpath(java)
+    stamps = []
+    for path in (real, os.path.join(os.path.dirname(os.path.dirname(real)), "lib", "server", "classes.jsa")):
+        try:
+            stamps.append(str(os.stat(path).st_mtime_ns))
+        except OSError:
+            stamps.append("?")
+    key = hashlib.sha256("\0".join((real, *stamps, *facts)).encode()).hexdigest()[:16]
+    return cache_root() / folder / f"{name}-{key}.jsa"

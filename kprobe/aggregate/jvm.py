@@ -7,7 +7,6 @@ PySpark's exceptions into kprobe's one-line errors, for the session's start and 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -24,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from kprobe.errors import KprobeError, UsageError
 from kprobe.output.sanitize import safe
-from kprobe.paths import cache_root
+from kprobe.paths import cache_root, class_archive
 
 # Log files of quiet runs kept under kprobe's cache (see `session`): enough to look back at the
 # last few failures, few enough that scheduled runs do not fill the disk.
@@ -63,32 +62,22 @@ def _java() -> str | None:
 def driver_archive() -> Path | None:
     """Where a light driver's archive is kept for this JDK and these jars; None without a `java` to name.
 
-    The key names the JDK (its `java` and its own base archive, regenerated in place by some packages),
-    PySpark's version and its jars, so another Spark or JDK gets its own archive. A driver whose class
-    path differs from the one the archive was written with (other --jars, a SPARK_CONF_DIR) still
-    starts, without it: -Xshare:auto, the JVM's default.
+    Keyed by the JDK, PySpark's version and its jars (kprobe.paths.class_archive), so another Spark
+    or JDK gets its own archive. A driver whose class path differs from the one the archive was
+    written with (other --jars, a SPARK_CONF_DIR) still starts, without it.
     """
     import pyspark
 
     java = _java()
     if not java:
         return None
-    real = os.path.realpath(java)
-    jdk = os.path.dirname(os.path.dirname(real))
     home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
-    facts = [real, pyspark.__version__, home]
-    for path in (real, os.path.join(jdk, "lib", "server", "classes.jsa")):
-        try:
-            facts.append(f"{os.stat(path).st_mtime_ns}")
-        except OSError:
-            facts.append("?")
     try:
-        with os.scandir(os.path.join(home, "jars")) as jars:
-            facts += sorted(f"{jar.name}:{jar.stat().st_size}" for jar in jars)
+        with os.scandir(os.path.join(home, "jars")) as found:
+            jars = sorted(f"{jar.name}:{jar.stat().st_size}" for jar in found)
     except OSError:
-        facts.append("no jars")
-    key = hashlib.sha256("\0".join(facts).encode()).hexdigest()[:16]
-    return cache_root() / "aggregate" / f"driver-{key}.jsa"
+        jars = ["no jars"]
+    return class_archive("aggregate", "driver", java, pyspark.__version__, home, *jars)
 
 
 def archive_option() -> str:

@@ -10,7 +10,6 @@ Every JVM carries `-Dkprobe.lab=<id>` so tests can count leftovers, and dies wit
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import shutil
 import signal
@@ -22,13 +21,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from kprobe import paths
 from kprobe.errors import LabError
 from kprobe.lab import jars
 from kprobe.lab.base import RunningLab, render, server_properties
 from kprobe.lab.helpers import die_with_parent as _die_with_parent
 from kprobe.lab.helpers import processes_where
 from kprobe.lab.scenarios import Scenario
-from kprobe.paths import cache_root
 
 JVM_OPTS = [
     "-Xms64m", "-Xmx320m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
@@ -69,21 +68,10 @@ def class_archive(java: str, classpath: str) -> Path:
     Why: a broker's start is mostly loading and verifying Kafka's and Scala's classes; mapped from
     an archive instead, a broker starts on about a fifth less CPU, and `kafka-storage format` on
     half (docs/performance.md). The first lab of a JDK and a Kafka version writes it, from its
-    first `format` as that JVM exits (a broker is killed, so never exits by itself). The key
-    names the JDK (its path and modification time, and its own base archive's: a dynamic archive
-    holds only on the base it was written over, which a package may regenerate in place) and the
-    class path, so another Kafka version or a JDK upgraded in place gets its own; a JVM that finds
-    an archive that does not match its own still starts, without it (-Xshare:auto, the default).
+    first `format` as that JVM exits (a broker is killed, so never exits by itself). Keyed by the
+    JDK and the class path (kprobe.paths.class_archive), so another Kafka version gets its own.
     """
-    real = os.path.realpath(java)
-    stamps = []
-    for path in (real, os.path.join(os.path.dirname(os.path.dirname(real)), "lib", "server", "classes.jsa")):
-        try:
-            stamps.append(str(os.stat(path).st_mtime_ns))
-        except OSError:
-            stamps.append("?")
-    key = hashlib.sha256("\0".join((real, *stamps, classpath)).encode()).hexdigest()[:16]
-    return cache_root() / "lab" / f"classes-{key}.jsa"
+    return paths.class_archive("lab", "classes", java, classpath)
 
 
 class NativeLab(RunningLab):
