@@ -121,14 +121,14 @@ def test_a_record_behaves_as_its_dataclass_twin(cls: type) -> None:
     # Defaults, factories and __post_init__, from the fewest arguments the class takes.
     required = {f.name: v for f, v in zip(fields(cls), _values(cls, 3).values(), strict=True)
                 if f.default is records._MISSING and f.default_factory is records._MISSING}
-    least, twin_least = _make_named(cls, required), _make_named(twin, required)
+    least, twin_least = cls(**required), twin(**required)
     for f in fields(cls):
         mine, theirs = getattr(least, f.name), getattr(twin_least, f.name)
         assert type(mine) is type(theirs) and (f.default_factory is not records._MISSING or mine == theirs)
 
     # The same wrong calls, the same errors.
     if required:
-        assert _error(lambda: _make_named(cls, {})) == _error(lambda: _make_named(twin, {}))
+        assert _error(cls) == _error(twin)
     assert (_error(lambda: cls(**required, surplus=1)) == _error(lambda: twin(**required, surplus=1)))
     too_many = list(range(len(fields(cls)) + 1))
     assert _error(lambda: cls(*too_many)) == _error(lambda: twin(*too_many))
@@ -136,11 +136,6 @@ def test_a_record_behaves_as_its_dataclass_twin(cls: type) -> None:
     if positional:  # the first field given twice, by position and by name
         twice = {positional[0]: 1}
         assert _error(lambda: cls(0, **twice)) == _error(lambda: twin(0, **twice)) != "no error"
-
-
-def _make_named(kind: Any, values: dict[str, object]) -> Any:
-    """Positional where the class takes it positionally, as a caller would, by the twin's own reading."""
-    return kind(**values)
 
 
 def test_a_changed_field_is_unequal_and_an_unhashable_field_is_unhashable_as_before() -> None:
