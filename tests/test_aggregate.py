@@ -489,6 +489,20 @@ def test_without_pyspark_one_line_and_exit_2(tmp_path):
     assert done.stderr == "kprobe: error: kprobe aggregate needs PySpark: pip install 'kprobe[spark]'\n"
 
 
+def test_rows_the_driver_holds_become_a_dataframe_of_their_schema(spark):
+    """local.rows: the driver's few rows as a DataFrame of the given names and types, none as well."""
+    from pyspark.sql import types as T
+
+    from kprobe.aggregate import local
+
+    schema = T.StructType([T.StructField("file", T.StringType()), T.StructField("n", T.LongType())])
+    made = local.rows(spark, [("a.bin", 1), ("b.txt", None)], schema)
+    assert [(f.name, f.dataType) for f in made.schema.fields] == [("file", T.StringType()), ("n", T.LongType())]
+    assert sorted(tuple(r) for r in made.collect()) == [("a.bin", 1), ("b.txt", None)]
+    empty = local.rows(spark, [], schema)
+    assert empty.schema.simpleString() == made.schema.simpleString() and empty.count() == 0
+
+
 def test_spark_schema_is_derived_from_the_json_schema():
     from kprobe.aggregate.schema import report_schema
     from kprobe.output.json_report import schema
@@ -759,10 +773,12 @@ COMPARED = ("input_records", "reports", "duplicates", "quarantined", "quarantine
             "reports_in_window")
 
 
-def test_incremental_run_equals_a_full_run(spark, tmp_path):
+def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     """Days 1-2, then day 3 added (with a re-delivered day-1 report, an earlier copy of a day-2 report, and
     lines appended to a file already read): the rerun reads only the new records, and its outputs equal a
     full run's over the same files, row by row; the counts count every record once."""
+    from kprobe.aggregate import ingest
+
     inputs, out = tmp_path / "in", tmp_path / "out"
     inputs.mkdir()
     day1 = [day_reports(1, "v1", ["ok", "refused"], at=h) for h in (1, 2, 3)] + [day_reports(1, "v2", ["nxdomain"])]
@@ -786,6 +802,12 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path):
     # 12 records: 8 reports kept, the re-delivered day-1 report and the later copy of day2[1] are duplicates.
     assert (again["input_records"], again["reports"], again["duplicates"], again["quarantined"]) == (12, 9, 2, 1)
     assert outputs_of(spark, out) == outputs_of(spark, tmp_path / "full")
+    # Inputs this small are rolled up and merged in one task (ingest.ONE_TASK_BELOW); spread over the
+    # shuffle partitions, as larger ones are, the same rows come out.
+    monkeypatch.setattr(ingest, "ONE_TASK_BELOW", 0)
+    run(spark, JobOptions((str(inputs),), str(tmp_path / "spread"), html=False, full=True))
+    assert outputs_of(spark, tmp_path / "spread") == outputs_of(spark, tmp_path / "full")
+    monkeypatch.undo()
     rows = {(r.vantage, r.node_id): r for r in spark.read.parquet(str(out / "parquet" / "endpoint_vantage")).collect()}
     assert rows[("v3", 1)].probes == 1  # the earlier copy is the one kept, under its own vantage
     assert rows[("v1", 1)].probes == 3 + 1 + 2  # day 2's b1 lost the report that moved to v3

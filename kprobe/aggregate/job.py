@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
+from kprobe.aggregate import local
 from kprobe.aggregate import state as st
 from kprobe.aggregate import transforms as tf
 from kprobe.aggregate.checks import check_out, is_local
@@ -28,6 +30,9 @@ from kprobe.aggregate.jvm import session, spark_errors, spark_log
 from kprobe.aggregate.outputs import minutely, rollups, total_of, worst_gaps, write
 from kprobe.aggregate.plan import InputFile, JobOptions, Progress, state_dir, summary_lines, topic_ranges
 from kprobe.errors import KprobeError, UsageError
+
+# The quarantine output's columns: the file, why, and the record's text (its first 10,000 characters).
+QUARANTINE = T.StructType([T.StructField(n, T.StringType()) for n in ("file", "reason", "record")])
 
 __all__ = ["InputFile", "JobOptions", "Progress", "accounting_error", "list_inputs", "read_records", "run",
            "session", "spark_log", "state_dir", "summary_lines", "topic_ranges", "worst_gaps"]
@@ -115,7 +120,7 @@ def _run(spark: SparkSession, options: JobOptions, root: Path, progress: Progres
     q_parts = [(r, k, d) for r, k, d in manifest.records if k == "q"]
     quarantined = read_parts(spark, root, "records", q_parts)
     outputs["quarantine"] = (quarantined.select("file", "reason", "record") if quarantined is not None
-                             else spark.createDataFrame([], "file string, reason string, record string"))
+                             else local.rows(spark, [], QUARANTINE))
     counts["quarantine_reasons"] = dict(sorted(manifest.counts["quarantine_reasons"].items()))
     counts["new_records"] = batch["input_records"]
     try:

@@ -187,6 +187,10 @@ def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = Fal
     builder = (builder.config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", os.environ.get("KPROBE_SPARK_DRIVER_MEMORY", "2g"))
                .config("spark.ui.showConsoleProgress", "false")
+               # PySpark 4 otherwise records the Python call site of every column function in the JVM
+               # (three or four gateway calls each, a few thousand per run) for a failure's context,
+               # which kprobe does not show (see below: its own one line instead).
+               .config("spark.python.sql.dataFrameDebugging.enabled", "false")
                .config("spark.sql.shuffle.partitions", os.environ.get("KPROBE_SHUFFLE_PARTITIONS", "8")))
     global _jvm_log
     log = None if verbose or not _starts_jvm() else _new_log()

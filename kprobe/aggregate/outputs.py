@@ -18,10 +18,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kprobe.aggregate import local
 from kprobe.aggregate import state as st
 from kprobe.aggregate import transforms as tf
 from kprobe.aggregate.checks import MARKER, is_local
-from kprobe.aggregate.ingest import kept, read_parts
+from kprobe.aggregate.ingest import kept, parquet_bytes, read_parts, small
 from kprobe.aggregate.plan import JobOptions, Progress, write_stamp
 
 
@@ -62,8 +63,8 @@ def rollups(spark: SparkSession, root: Path, manifest: st.Manifest, since: str |
         stored = made if stored is None else stored.drop("run").unionByName(made, allowMissingColumns=True)
         return stored.cache()
     if stored is None:
-        return tf.day_rollups(spark.createDataFrame([], tf.FLAT))
-    return stored
+        return tf.day_rollups(local.rows(spark, [], tf.FLAT))
+    return small(stored, parquet_bytes(root, "rollups", whole))
 
 
 # Data spanning at most this much (from the first hour to the last in `hourly`) get a per-minute

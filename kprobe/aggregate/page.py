@@ -19,7 +19,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from kprobe.aggregate import local
 from kprobe.aggregate.transforms import BOOTSTRAP_NODE, FAILURE_CLASSES
 
 # Per cluster, the timeline draws the vantages with the lowest success rate (and the cluster's
@@ -206,6 +208,9 @@ def timeline(points: list[tuple[str, int, int, int]], finest: int = HOUR,
             "vantages": vantages if vantages is not None else len(by_vantage)}
 
 
+PAIR = T.StructType([T.StructField("cluster_id", T.StringType()), T.StructField("vantage", T.StringType())])
+
+
 def _fine_timelines(minutely: DataFrame, coarse: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per cluster, the timeline again per minute, for the vantages the hourly one chose.
 
@@ -215,7 +220,7 @@ def _fine_timelines(minutely: DataFrame, coarse: dict[str, dict[str, Any]]) -> d
     pairs = [(cluster, s["vantage"]) for cluster, t in coarse.items() for s in t["series"]]
     if not pairs:
         return {}
-    chosen = minutely.sparkSession.createDataFrame(pairs, "cluster_id string, vantage string")
+    chosen = local.rows(minutely.sparkSession, pairs, PAIR)
     minute = F.unix_timestamp("minute").alias("minute")
     series = (minutely.join(F.broadcast(chosen), ["cluster_id", "vantage"])
               .select("cluster_id", "vantage", minute, "successes", "probes").collect())
