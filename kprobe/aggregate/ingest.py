@@ -125,11 +125,17 @@ ONE_TASK_BELOW = 8 << 20
 
 
 def parquet_bytes(root: Path, table: str, parts: list[tuple[int, str, str]]) -> int:
-    """The size on disk of these partitions of a state table (known before Spark reads them)."""
+    """The size on disk of these partitions of a state table (known before Spark reads them).
+
+    A partition that cannot be listed counts nothing here: Spark's read of it says what is wrong.
+    """
     total = 0
     for path in _paths(root, table, parts):
-        with os.scandir(path) as found:
-            total += sum(f.stat().st_size for f in found if f.is_file() and f.name.endswith(".parquet"))
+        try:
+            with os.scandir(path) as found:
+                total += sum(f.stat().st_size for f in found if f.is_file() and f.name.endswith(".parquet"))
+        except OSError:
+            continue
     return total
 
 
