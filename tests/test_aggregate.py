@@ -664,6 +664,26 @@ def test_failed_run_leaves_the_previous_output(spark, crafted_run, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]  # no staging directory left
 
 
+def test_an_output_that_fails_leaves_no_staging_and_no_job_running(spark, tmp_path):
+    """The outputs are written two at a time (outputs.OUTPUT_THREADS): when one fails, the error is the
+    caller's, the other's job is stopped, and nothing of the new output is left beside --out."""
+    from pyspark.sql import functions as F
+
+    from kprobe.aggregate.outputs import write
+    from kprobe.aggregate.plan import Progress
+
+    good = spark.range(50).select(F.col("id").alias("n"))
+    bad = spark.range(50).select(F.when(F.col("id") >= 0, F.raise_error(F.lit("boom in the output")))
+                                 .otherwise(F.col("id")).alias("n"))
+    outputs = {"findings": lambda: good, "hourly": lambda: bad, "advertised_changes": lambda: good,
+               "findings_by_endpoint": lambda: good}
+    options = JobOptions((str(tmp_path / "in"),), str(tmp_path / "out"), html=False)
+    with pytest.raises(Exception, match="boom in the output"):
+        write(spark, outputs, {}, options, Progress(False), tmp_path / "out" / ".state")
+    assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_spark_that_cannot_start_is_one_line_naming_its_log(tmp_path):
     """A quiet run keeps the JVM's words in its log; when the JVM dies at once they are the reason, so
     the one line quotes them (PySpark alone only knows that the gateway exited)."""

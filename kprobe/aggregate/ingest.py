@@ -322,8 +322,10 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
                 if k == "r" and (d in whole or (r == run_no and d in segmented))]
         every = small(every, parquet_bytes(root, "records", read))
         # Small after aggregation: one file per day, not one per shuffle partition and rollup kind,
-        # which every later run would open.
-        tf.day_rollups(every).coalesce(1).write.partitionBy("d").parquet(str(target))
+        # which every later run would open. Gathered by a shuffle of the rollups, not by coalescing:
+        # coalesce(1) would run each rollup's last stage (the ordering of a day's observations among
+        # them) in that one task too.
+        tf.day_rollups(every).repartition(1).write.partitionBy("d").parquet(str(target))
     done = {d for _, d in st.written(target)} if target.exists() else set()
     for day in days:
         if day in done:

@@ -15,10 +15,12 @@ incremental state; outputs.py writes. The names below are the ones callers impor
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from kprobe.aggregate import local
@@ -103,29 +105,31 @@ def _commit(spark: SparkSession, root: Path, manifest: st.Manifest, options: Job
     return counts, batch
 
 
+def _quarantine(spark: SparkSession, root: Path, manifest: st.Manifest) -> DataFrame:
+    """The quarantined records of every run, as the `quarantine` output has them."""
+    parts = [(r, k, d) for r, k, d in manifest.records if k == "q"]
+    quarantined = read_parts(spark, root, "records", parts)
+    if quarantined is None:
+        return local.rows(spark, [], QUARANTINE)
+    return quarantined.select("file", "reason", "record")
+
+
 def _run(spark: SparkSession, options: JobOptions, root: Path, progress: Progress) -> dict[str, Any]:
     manifest = st.prepare(root, options.full)
     st.collect_garbage(root, manifest)
     counts, batch = _commit(spark, root, manifest, options, progress)
     st.collect_garbage(root, manifest)
     window = rollups(spark, root, manifest, options.since, options.until)  # small; every output merges it
-    outputs = {
-        "endpoint_vantage": tf.endpoint_vantage(window),
-        "cluster_summary": tf.cluster_summary(window),
-        "findings": tf.findings_by_day(window),
-        "findings_by_endpoint": tf.findings_by_endpoint(window),
-        "advertised_changes": tf.advertised_changes(window),
-        "hourly": tf.hourly(window),
-    }
-    q_parts = [(r, k, d) for r, k, d in manifest.records if k == "q"]
-    quarantined = read_parts(spark, root, "records", q_parts)
-    outputs["quarantine"] = (quarantined.select("file", "reason", "record") if quarantined is not None
-                             else local.rows(spark, [], QUARANTINE))
+    merged = {"endpoint_vantage": tf.endpoint_vantage, "cluster_summary": tf.cluster_summary,
+              "findings": tf.findings_by_day, "findings_by_endpoint": tf.findings_by_endpoint,
+              "advertised_changes": tf.advertised_changes, "hourly": tf.hourly}
+    outputs: dict[str, Callable[[], DataFrame]] = {name: partial(make, window) for name, make in merged.items()}
+    outputs["quarantine"] = partial(_quarantine, spark, root, manifest)
     counts["quarantine_reasons"] = dict(sorted(manifest.counts["quarantine_reasons"].items()))
     counts["new_records"] = batch["input_records"]
     try:
         minutes = minutely(spark, root, manifest, options, window) if options.html else None
-        worst = write(outputs, counts, options, progress, root, minutes)
+        worst = write(spark, outputs, counts, options, progress, root, minutes)
     finally:
         window.unpersist()
     return {"counts": counts, "worst": worst}

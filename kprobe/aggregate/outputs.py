@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -100,13 +102,16 @@ def worst_gaps(endpoint_vantage: DataFrame, limit: int = 10) -> list[dict[str, A
         "success_rate", "cluster_id", "vantage", "node_id", "host", "port").limit(limit).collect()]
 
 
-def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOptions,
-          progress: Progress, state: Path, minutely: DataFrame | None = None) -> list[dict[str, Any]]:
+def write(spark: SparkSession, outputs: dict[str, Callable[[], DataFrame]], counts: dict[str, Any],
+          options: JobOptions, progress: Progress, state: Path,
+          minutely: DataFrame | None = None) -> list[dict[str, Any]]:
     """Parquet and JSON through Spark's commit protocol, into a staging directory swapped in whole.
 
     Each table is computed once, into Parquet; the JSON copy, the worst gaps and the page read
     that small result back instead of computing it again. Returns the worst gaps. `minutely`
-    (see `minutely`) only makes the page's timelines finer; it is not an output.
+    (see `minutely`) only makes the page's timelines finer; it is not an output. Each output is
+    given as the function that plans it, called in the thread that writes it (OUTPUT_THREADS):
+    planning is a new driver's work too, about a second for the seven.
 
     On a local path the previous result is replaced only once the new one is complete (a failed
     write removes the staging directory and leaves the previous result alone); on other file
@@ -116,31 +121,30 @@ def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOpt
     """
     final = Path(options.out.removeprefix("file://")).resolve() if is_local(options.out) else None
     staging = str(final.parent / f".{final.name}.staging-{uuid.uuid4().hex[:8]}") if final else options.out
-    spark = next(iter(outputs.values())).sparkSession
     try:
         written: dict[str, DataFrame] = {}
         totals: dict[str, int] = {}
-        for name, df in outputs.items():
-            df.write.mode("overwrite").parquet(f"{staging}/parquet/{name}")
-            # Read back with the schema it was written with: inferring it again is a Spark job of its own.
-            written[name] = spark.read.schema(df.schema).parquet(f"{staging}/parquet/{name}")
-            if name == "quarantine" or final is None:  # any size, or not on this machine: Spark writes it
-                written[name].coalesce(1).write.mode("overwrite").json(f"{staging}/json/{name}")
-                if progress.enabled:
-                    progress(name, f"{written[name].count():,} rows")
-                continue
-            # The merged outputs are small (rows per endpoint and vantage, per day, per hour): their
-            # JSON is Spark's own (to_json, as its writer makes it), written here in one file: a
-            # Spark job fewer per output.
-            lines = [row[0] for row in written[name].select(F.to_json(F.struct("*"))).collect()]
-            _write_json(Path(staging, "json", name), lines)
-            if name == "endpoint_vantage":
-                rows = [json.loads(line) for line in lines]
-                totals[name] = sum(r["probes"] for r in rows)
-                worst = _worst(rows)
-            if name == "cluster_summary":
-                totals[name] = sum(json.loads(line)["reports"] for line in lines)
-            progress(name, f"{len(lines):,} rows")
+        json_here = final is not None
+        with ThreadPoolExecutor(OUTPUT_THREADS, thread_name_prefix="kprobe-output") as pool:
+            try:
+                made = pool.map(lambda item: _table(spark, staging, item[0], item[1], json_here), outputs.items())
+                for name, (back, lines) in zip(outputs, made, strict=True):
+                    written[name] = back
+                    if lines is None:
+                        if progress.enabled:
+                            progress(name, f"{back.count():,} rows")
+                        continue
+                    _write_json(Path(staging, "json", name), lines)
+                    if name == "endpoint_vantage":
+                        rows = [json.loads(line) for line in lines]
+                        totals[name] = sum(r["probes"] for r in rows)
+                        worst = _worst(rows)
+                    if name == "cluster_summary":
+                        totals[name] = sum(json.loads(line)["reports"] for line in lines)
+                    progress(name, f"{len(lines):,} rows")
+            except BaseException:
+                spark.sparkContext.cancelAllJobs()  # the other thread's job too: the pool waits for it
+                raise
         if "endpoint_vantage" not in totals:
             worst = worst_gaps(written["endpoint_vantage"])
         counts["observations"] = totals.get("endpoint_vantage") or _total(written["endpoint_vantage"], "probes")
@@ -169,6 +173,30 @@ def write(outputs: dict[str, DataFrame], counts: dict[str, Any], options: JobOpt
     os.rename(staging, final)
     shutil.rmtree(old, ignore_errors=True)
     return worst
+
+
+# Outputs written at once: each is a few small Spark jobs (one task each for a few days' rollups: see
+# ingest.ONE_TASK_BELOW) that a new JVM plans and runs slowly, so two keep both cores of a small machine
+# busy. The +1 % rerun's outputs at 1M observations: see docs/performance.md.
+OUTPUT_THREADS = 2
+
+
+def _table(spark: SparkSession, staging: str, name: str, plan: Callable[[], DataFrame],
+           json_here: bool) -> tuple[DataFrame, list[str] | None]:
+    """One output into staging: its Parquet, read back, and its JSON lines (None: Spark wrote its JSON).
+
+    The quarantine (any size) and any output off this machine get Spark's JSON writer; the merged
+    outputs are small (rows per endpoint and vantage, per day, per hour), so their JSON is Spark's own
+    `to_json` collected, written in one file by the caller: a Spark job fewer per output.
+    """
+    df = plan()
+    df.write.mode("overwrite").parquet(f"{staging}/parquet/{name}")
+    # Read back with the schema it was written with: inferring it again is a Spark job of its own.
+    back = spark.read.schema(df.schema).parquet(f"{staging}/parquet/{name}")
+    if name == "quarantine" or not json_here:
+        back.coalesce(1).write.mode("overwrite").json(f"{staging}/json/{name}")
+        return back, None
+    return back, [row[0] for row in back.select(F.to_json(F.struct("*"))).collect()]
 
 
 def _worst(rows: list[dict[str, Any]], limit: int = 10) -> list[dict[str, Any]]:
