@@ -143,7 +143,8 @@ def write(spark: SparkSession, outputs: dict[str, Callable[[], DataFrame]], coun
                         totals[name] = sum(json.loads(line)["reports"] for line in lines)
                     progress(name, f"{len(lines):,} rows")
             except BaseException:
-                spark.sparkContext.cancelAllJobs()  # the other thread's job too: the pool waits for it
+                pool.shutdown(wait=False, cancel_futures=True)  # the outputs not started: none starts now
+                spark.sparkContext.cancelAllJobs()  # and the other thread's job, which the pool waits for
                 raise
         if "endpoint_vantage" not in totals:
             worst = worst_gaps(written["endpoint_vantage"])
