@@ -71,8 +71,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # The Spark JVMs of the tests (in-process sessions and `kprobe aggregate` children) JIT with C1
     # alone and collect with one thread, as the lab's brokers do: tiny inputs, where C2 and G1's
     # threads are mostly start-up cost. Measured on two aggregate tests: 111 s of CPU, 78 s with these.
-    os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
-                          "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell")
+    # The code cache as large as tiered compilation's (kprobe.aggregate.jvm.LIGHT_JVM says why): a
+    # worker's one session for the whole suite filled C1's 48 MB and Spark stopped its context.
+    from kprobe.aggregate.jvm import LIGHT_JVM
+
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-java-options '{LIGHT_JVM}' pyspark-shell")
     fd, log = tempfile.mkstemp(prefix="kprobe-test-fence-", suffix=".log")
     os.close(fd)
     FENCE.install(log)
