@@ -470,6 +470,9 @@ def signal_when(
 def new_topic(lab: NativeLab, prefix: str, partitions: int = 1) -> str:
     """A topic of its own on the lab's CLIENT listener, so tests that publish never share one.
 
+    Returned once the broker's metadata names it with a leader for every partition: KRaft answers
+    CreateTopics when the controller has committed the topic, and a broker's metadata catches up
+    after; a publish in between was told "topic ... does not exist" (a fresh-clone run saw it).
     The admin client is dropped at once: its background connections would log while a test
     stops the broker.
     """
@@ -480,6 +483,15 @@ def new_topic(lab: NativeLab, prefix: str, partitions: int = 1) -> str:
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": lab.bootstrap("CLIENT")})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        found = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+        if found is not None and found.error is None and len(found.partitions) == partitions \
+                and all(p.leader >= 0 for p in found.partitions.values()):
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f"topic {topic} created, but its metadata still lacks it or a leader after 30 s")
+        time.sleep(0.05)
     del admin
     return topic
 
