@@ -71,9 +71,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # The Spark JVMs of the tests (in-process sessions and `kprobe aggregate` children) JIT with C1
     # alone and collect with one thread, as the lab's brokers do: tiny inputs, where C2 and G1's
     # threads are mostly start-up cost. Measured on two aggregate tests: 111 s of CPU, 78 s with these.
-    # The code cache as large as tiered compilation's (kprobe.aggregate.jvm.LIGHT_JVM says why): a
+    # The code cache as large as tiered compilation's (kprobe.aggregate.plan.LIGHT_JVM says why): a
     # worker's one session for the whole suite filled C1's 48 MB and Spark stopped its context.
-    from kprobe.aggregate.jvm import LIGHT_JVM
+    from kprobe.aggregate.plan import LIGHT_JVM  # no PySpark imported
 
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-java-options '{LIGHT_JVM}' pyspark-shell")
     fd, log = tempfile.mkstemp(prefix="kprobe-test-fence-", suffix=".log")
@@ -470,9 +470,9 @@ def signal_when(
 def new_topic(lab: NativeLab, prefix: str, partitions: int = 1) -> str:
     """A topic of its own on the lab's CLIENT listener, so tests that publish never share one.
 
-    Returned once the broker's metadata names it with a leader for every partition: KRaft answers
-    CreateTopics when the controller has committed the topic, and a broker's metadata catches up
-    after; a publish in between was told "topic ... does not exist" (a fresh-clone run saw it).
+    Returned once every broker's metadata names it with a leader for each partition
+    (`_until_every_broker_knows`): a publish before was told "topic ... does not exist" (a
+    fresh-clone run saw it).
     The admin client is dropped at once: its background connections would log while a test
     stops the broker.
     """
@@ -483,16 +483,8 @@ def new_topic(lab: NativeLab, prefix: str, partitions: int = 1) -> str:
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": lab.bootstrap("CLIENT")})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while True:
-        found = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
-        if found is not None and found.error is None and len(found.partitions) == partitions \
-                and all(p.leader >= 0 for p in found.partitions.values()):
-            break
-        if time.monotonic() > deadline:
-            raise AssertionError(f"topic {topic} created, but its metadata still lacks it or a leader after 30 s")
-        time.sleep(0.05)
     del admin
+    _until_every_broker_knows(lab, topic, partitions)
     return topic
 
 
@@ -509,12 +501,13 @@ def topic_on(lab: NativeLab, prefix: str, assignment: list[list[int]]) -> str:
     admin = AdminClient({"bootstrap.servers": lab.bootstrap("CLIENT")})
     admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)])[name].result(30)
     del admin
-    _until_every_broker_knows(lab, name, [replicas[0] for replicas in assignment])
+    _until_every_broker_knows(lab, name, len(assignment), [replicas[0] for replicas in assignment])
     return name
 
 
-def _until_every_broker_knows(lab: NativeLab, topic: str, leaders: list[int], timeout: float = 30) -> None:
-    """Wait until each broker's own metadata has the topic with these leaders.
+def _until_every_broker_knows(lab: NativeLab, topic: str, partitions: int, leaders: list[int] | None = None,
+                              timeout: float = 30) -> None:
+    """Wait until each broker's own metadata has the topic's partitions led (by these leaders, if given).
 
     CreateTopics returns once the controller has the topic; each broker learns it a moment later. A
     probe that comes sooner (in-process, with no interpreter start-up in between) asks a broker that
@@ -531,7 +524,8 @@ def _until_every_broker_knows(lab: NativeLab, topic: str, leaders: list[int], ti
                 conn.connect()
                 conn.negotiate()
                 known = {t.name: [p.leader for p in t.partitions] for t in conn.metadata([topic]).topics}
-            if known.get(topic) == leaders:
+            led = known.get(topic, [])
+            if len(led) == partitions and all(leader >= 0 for leader in led) and leaders in (None, led):
                 break
             if time.monotonic() > deadline:
                 raise AssertionError(f"broker {node.node_id} still answers {known} for {topic} after {timeout} s")

@@ -968,7 +968,8 @@ def test_the_light_jvm_keeps_the_driver_options_of_spark_defaults(tmp_path, monk
     """A --conf replaces spark-defaults.conf's value: the light run's flags come after the user's (a proxy, say),
     never instead of them."""
     from kprobe.aggregate import jvm
-    from kprobe.aggregate.jvm import LIGHT_JVM, light_options
+    from kprobe.aggregate.jvm import light_options
+    from kprobe.aggregate.plan import LIGHT_JVM
 
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
     monkeypatch.setenv("KPROBE_CACHE_DIR", str(tmp_path / "cache"))

@@ -21,6 +21,7 @@ from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
+from kprobe.aggregate.plan import LIGHT_JVM
 from kprobe.errors import KprobeError, UsageError
 from kprobe.output.sanitize import safe
 from kprobe.paths import cache_root, class_archive
@@ -31,13 +32,6 @@ LOGS_KEPT = 20
 _jvm_log: Path | None = None
 
 
-# The driver JVM's options for a run whose work is small (kprobe.aggregate.entry.LIGHT_BELOW): a run of
-# kprobe aggregate is a short-lived process, and C2's compiler threads and G1's collector threads are
-# mostly start-up cost for it, competing with the work for a few cores. C1 alone gets a code cache of
-# 48 MB where tiered compilation gets 240 MB; a light run compiles some 23,000 methods (about 35 MB),
-# and a full cache stops the compiler and then fails the JVM's next adapter ("Out of space in
-# CodeCache for adapters"), which stops Spark's context: hence the tiered size, reserved, not committed.
-LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 
 
 EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"

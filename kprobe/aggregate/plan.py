@@ -34,6 +34,16 @@ from kprobe.records import field, record
 STAMP = ".kprobe-aggregate-built.json"
 
 
+# The driver JVM's options for a run whose work is small (entry.LIGHT_BELOW), kept here rather than in jvm.py so
+# that the suite's Spark JVMs take them too (tests/conftest.py) without importing PySpark: a run of
+# kprobe aggregate is a short-lived process, and C2's compiler threads and G1's collector threads are
+# mostly start-up cost for it, competing with the work for a few cores. C1 alone gets a code cache of
+# 48 MB where tiered compilation gets 240 MB; a light run compiles some 23,000 methods (about 35 MB),
+# and a full cache stops the compiler and then fails the JVM's next adapter ("Out of space in
+# CodeCache for adapters"), which stops Spark's context: hence the tiered size, reserved, not committed.
+LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+
+
 @record
 class JobOptions:
     """What to read, where to write, which window."""
