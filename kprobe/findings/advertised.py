@@ -6,6 +6,7 @@ the user stands. Fixes propose concrete listener lines only where the evidence s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
@@ -311,6 +312,12 @@ def _port_together(src: str, fix: str) -> Callable[[Sequence[Repeat]], tuple[str
     return together
 
 
+def _odds(failing: int, total: int) -> str:
+    """A draw's chance of a failing address, as people say it ("1 in 2", "2 in 3"): what a wait costs on average."""
+    common = math.gcd(failing, total)
+    return f"{failing // common} in {total // common}"
+
+
 def _one_family(result: EndpointResult, split: FamilySplit, listener: str) -> tuple[str, str]:
     """Message and fix when one address family fails: which real clients fail or slow down, and by which setting.
 
@@ -322,14 +329,20 @@ def _one_family(result: EndpointResult, split: FamilySplit, listener: str) -> tu
     bad = ", ".join(t.address for t in split.failed)
     head = (f"{ep.host} resolves to {split.working} {working}, which connect{'s' if ',' not in working else ''}, "
             f"and {split.failing} {failing}, which fail{'s' if len(split.failed) == 1 else ''}.")
+    # Measured (docs/dual-stack.md): librdkafka resolves the name afresh for nearly every attempt (its address
+    # list lives broker.address.ttl, 1 s; with no broker left up, 2.10 and later re-bootstrap and drop the
+    # connection they were making), so each attempt is a new draw from the shuffled addresses.
+    odds = _odds(len(split.failed), len(result.tcp))
+    draws = (f"librdkafka draws an address at random for every connection attempt (it resolves the name afresh "
+             f"each time), and draws an {split.failing} one {odds} times")
     if split.slow:
-        librdkafka = (f"librdkafka tries the addresses in random order and waits out {LIBRDKAFKA_SETUP_TIMEOUT} "
-                      f"each time it dials an {split.failing} one first, then connects over {split.working}: slow "
-                      "connections, not failures")
+        librdkafka = (f"{draws}; each such draw waits out {LIBRDKAFKA_SETUP_TIMEOUT}, then it draws again: a "
+                      f"connection over {split.working} after no wait, one or several; slow connections, not "
+                      "failures")
     else:
-        librdkafka = ("librdkafka tries the addresses in random order and, after a failing one, the next: a "
-                      "retry after its reconnect back-off (reconnect.backoff.ms), which added up to a few seconds "
-                      f"when measured, then it connects over {split.working}")
+        librdkafka = (f"{draws}; after each such draw it draws again, a second or so later (its reconnect back-off, "
+                      "or a re-bootstrap when no broker is left up), which added up to a few seconds when "
+                      f"measured, then it connects over {split.working}")
     if split.default_clients_work:
         message = (
             f"{head} Clients with default settings still work: the Java client uses IPv4 addresses only (Java "

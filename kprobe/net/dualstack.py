@@ -10,10 +10,11 @@ with an A and an AAAA record.
   is `true` (IPv6 first) or `system` (the resolver's order, which puts IPv6 first by RFC 6724's
   default policy). So with default settings it uses IPv4 only: a failing IPv6 family costs it
   nothing, and a failing IPv4 family makes it fail outright, however well IPv6 works.
-- librdkafka resolves with getaddrinfo, shuffles the addresses and tries the next one after a
-  failure: a refused address costs one fast retry, one that drops packets costs
-  `socket.connection.setup.timeout.ms` (30 s by default) each time it comes first. Pinned with
-  `broker.address.family=v4|v6` it never tries the other family.
+- librdkafka resolves with getaddrinfo and shuffles the addresses, and nearly every connection
+  attempt draws afresh (the list lives `broker.address.ttl`, 1 s; a re-bootstrap, when no broker is
+  left up, makes the broker's handle anew): a drawn address that refuses costs a second or so, one
+  that drops packets `socket.connection.setup.timeout.ms` (30 s by default), each time it is drawn.
+  Pinned with `broker.address.family=v4|v6` it never tries the other family.
 
 Hence the verdict: a name whose IPv4 addresses all connect and IPv6 ones all fail works for
 clients with default settings (slowed, for librdkafka, when IPv6 times out), and fails for clients
