@@ -28,6 +28,7 @@ from conftest import new_topic  # noqa: E402
 
 from kprobe.aggregate import transforms as tf  # noqa: E402
 from kprobe.aggregate.checks import MARKER, validate  # noqa: E402
+from kprobe.aggregate.entry import LIGHT_BELOW  # noqa: E402
 from kprobe.aggregate.job import (  # noqa: E402
     JobOptions,
     accounting_error,
@@ -35,7 +36,7 @@ from kprobe.aggregate.job import (  # noqa: E402
     spark_log,
     summary_lines,
 )
-from kprobe.aggregate.plan import current  # noqa: E402
+from kprobe.aggregate.plan import MESSAGE_BYTES, current, new_input_bytes  # noqa: E402
 from kprobe.errors import KprobeError, UsageError  # noqa: E402
 from kprobe.models import CLIENTS_CONNECT  # noqa: E402
 
@@ -450,6 +451,9 @@ def test_reading_a_topic_gives_what_reading_the_files_gives(spark, collector_lab
 
     cache = tmp_path / "cache"  # where the quiet run's Spark log goes
     argv = ["-m", "kprobe", "aggregate", "--kafka", f"{collector}/{topic}", "--out", str(tmp_path / "agg-topic")]
+    # Six new messages, counted before Spark starts (end offsets asked of the broker): a light JVM's work.
+    on_topic = JobOptions((), str(tmp_path / "agg-topic"), kafka=((collector, topic),))
+    assert new_input_bytes(on_topic) == 6 * MESSAGE_BYTES < LIGHT_BELOW
     done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=600, check=False,
                           env={**os.environ, "KPROBE_CACHE_DIR": str(cache)})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -476,9 +480,10 @@ def test_reading_a_topic_gives_what_reading_the_files_gives(spark, collector_lab
     assert stdout == f"nothing new: 0 input files and 1 topic as run 1 left them; the outputs in " \
                      f"{tmp_path / 'agg-topic'} are current\n"
     assert "java" not in children, children
+    assert new_input_bytes(on_topic) == 0  # where the run left the topic
     producer.produce(topic, sorted(recorded.rglob("*.json"))[0].read_bytes())  # one more message: work again
     assert producer.flush(30) == 0
-    assert current(JobOptions((), str(tmp_path / "agg-topic"), kafka=((collector, topic),))) is None
+    assert current(on_topic) is None and new_input_bytes(on_topic) == MESSAGE_BYTES
 
 
 def test_without_pyspark_one_line_and_exit_2(tmp_path):
@@ -941,9 +946,9 @@ def test_a_days_rollups_in_the_manifest_read_or_refused(tmp_path, stored, expect
 
 def test_what_a_run_will_read_is_known_before_spark_starts(tmp_path):
     """The size of the new input (kprobe.aggregate.plan.new_input_bytes) chooses the JVM: the files no run has
-    read, or read at another size or time; nothing for inputs whose size the plan cannot see (topics)."""
+    read, or read at another size or time (a topic's new messages: the topic test); nothing for inputs the
+    plan cannot list (s3a)."""
     from kprobe.aggregate import state as st
-    from kprobe.aggregate.plan import new_input_bytes
 
     inputs, out = tmp_path / "in", tmp_path / "out"
     inputs.mkdir()
@@ -961,7 +966,7 @@ def test_what_a_run_will_read_is_known_before_spark_starts(tmp_path):
     (inputs / "c.jsonl").write_text("w" * 7)
     assert new_input_bytes(options) == 50 + 7  # the grown file whole, and the new one
     assert new_input_bytes(JobOptions((str(inputs),), str(out), html=False, full=True)) == 157
-    assert new_input_bytes(JobOptions((), str(out), html=False, kafka=(("127.0.0.1:9", "t"),))) is None
+    assert new_input_bytes(JobOptions(("s3a://bucket/reports",), str(out), html=False)) is None
 
 
 def test_the_light_jvm_keeps_the_driver_options_of_spark_defaults(tmp_path, monkeypatch):
