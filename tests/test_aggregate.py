@@ -484,6 +484,12 @@ def test_reading_a_topic_gives_what_reading_the_files_gives(spark, collector_lab
     producer.produce(topic, sorted(recorded.rglob("*.json"))[0].read_bytes())  # one more message: work again
     assert producer.flush(30) == 0
     assert current(on_topic) is None and new_input_bytes(on_topic) == MESSAGE_BYTES
+    # A topic the broker does not have: librdkafka's words and where to look, before any JVM starts.
+    missing = JobOptions((), str(tmp_path / "agg-missing"), kafka=((collector, "kprobe-no-such-topic"),))
+    with pytest.raises(KprobeError) as refused:
+        new_input_bytes(missing)
+    assert str(refused.value) == (f"cannot read the topic 'kprobe-no-such-topic' at {collector}: Broker: Unknown "
+                                  f"topic or partition (`kprobe list -b {collector}` lists the topics there)")
 
 
 def test_without_pyspark_one_line_and_exit_2(tmp_path):

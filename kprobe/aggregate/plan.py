@@ -143,7 +143,9 @@ def topic_ranges(bootstrap: str, topic: str, done: dict[str, int]) -> dict[int, 
         meta = consumer.list_topics(topic, timeout=15)
         info = meta.topics.get(topic)
         if info is None or info.error is not None:
-            raise KprobeError(f"cannot read the topic {topic!r} at {bootstrap}: {info.error if info else 'not found'}")
+            reason = info.error.str() if info is not None and info.error is not None else "not found"
+            raise KprobeError(f"cannot read the topic {topic!r} at {bootstrap}: {reason} (`kprobe list -b {bootstrap}` "
+                              "lists the topics there)")
         ranges = {}
         for partition in sorted(info.partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
@@ -152,7 +154,10 @@ def topic_ranges(bootstrap: str, topic: str, done: dict[str, int]) -> dict[int, 
                 ranges[partition] = (start, high)
         return ranges
     except KafkaException as exc:
-        raise KprobeError(f"cannot read the topic {topic!r} at {bootstrap}: {exc.args[0]}") from None
+        error = exc.args[0]
+        reason = error.str() if hasattr(error, "str") else str(error)  # librdkafka's words, not KafkaError{...}
+        raise KprobeError(f"cannot read the topic {topic!r} at {bootstrap}: {reason}; check that a broker answers "
+                          f"there (`kprobe probe -b {bootstrap}` says why not)") from None
     finally:
         consumer.close()
 
