@@ -36,7 +36,7 @@ from kprobe.aggregate.job import (  # noqa: E402
     spark_log,
     summary_lines,
 )
-from kprobe.aggregate.plan import MESSAGE_BYTES, current, new_input_bytes  # noqa: E402
+from kprobe.aggregate.plan import MESSAGE_BYTES, current, new_input_bytes, survey  # noqa: E402
 from kprobe.errors import KprobeError, UsageError  # noqa: E402
 from kprobe.models import CLIENTS_CONNECT  # noqa: E402
 
@@ -484,6 +484,8 @@ def test_reading_a_topic_gives_what_reading_the_files_gives(spark, collector_lab
     producer.produce(topic, sorted(recorded.rglob("*.json"))[0].read_bytes())  # one more message: work again
     assert producer.flush(30) == 0
     assert current(on_topic) is None and new_input_bytes(on_topic) == MESSAGE_BYTES
+    line, found = survey(on_topic)  # as the entry points size a run: from what the nothing-new check found
+    assert line is None and found is not None and new_input_bytes(on_topic, found) == MESSAGE_BYTES
     # A topic the broker does not have: librdkafka's words and where to look, before any JVM starts.
     missing = JobOptions((), str(tmp_path / "agg-missing"), kafka=((collector, "kprobe-no-such-topic"),))
     with pytest.raises(KprobeError) as refused:

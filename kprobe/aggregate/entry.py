@@ -7,7 +7,7 @@ goes one way, entry -> plan, entry -> job -> plan, and Spark is imported only pa
 
 from __future__ import annotations
 
-from kprobe.aggregate.plan import JobOptions, current, new_input_bytes, summary_lines
+from kprobe.aggregate.plan import JobOptions, new_input_bytes, summary_lines, survey
 
 # New input up to this size starts a light JVM (plan.LIGHT_JVM: C1 alone, the serial collector). At 1M
 # observations (602 MB, 2 cores) a first run took as long either way (56.5 s light, 57.4 s not) on 18% less
@@ -21,13 +21,13 @@ def command(options: JobOptions, verbose: bool = False, where: bool = False) -> 
 
     `where`: the summary ends with the line naming the output (the line of `current` names it already).
     """
-    line = current(options)
+    line, found = survey(options)
     if line is not None:
         return [line]
     from kprobe.aggregate.job import run, session
     from kprobe.aggregate.jvm import keep_archive
 
-    size = new_input_bytes(options)
+    size = new_input_bytes(options, found)  # what `survey` found, not listed and asked again
     spark = session(options.master, kafka=bool(options.kafka), verbose=verbose,
                     light=size is not None and size < LIGHT_BELOW)
     try:

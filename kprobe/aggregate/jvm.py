@@ -32,8 +32,6 @@ LOGS_KEPT = 20
 _jvm_log: Path | None = None
 
 
-
-
 EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 

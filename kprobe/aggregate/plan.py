@@ -232,21 +232,31 @@ def current(options: JobOptions) -> str | None:
     the output is intact (`_intact`). Inputs elsewhere (s3a, hdfs) are listed through Hadoop,
     in the JVM: such a run always starts Spark.
     """
+    return survey(options)[0]
+
+
+def survey(options: JobOptions) -> tuple[str | None, News | None]:
+    """`current`'s line, or None and the news it found against the committed state (None if it did not look).
+
+    Why both: a run with work sizes it next (`new_input_bytes`), and the news in hand spares it a
+    second listing of the inputs and a second ask of each topic's end offsets.
+    """
     if options.full or not is_local(options.out) or not all(is_local(i) for i in options.inputs):
-        return None
+        return None, None
     root, out = local_path(state_dir(options)), local_path(options.out)
     if not (root / st.MANIFEST).exists() or not (out / STAMP).exists():
-        return None
+        return None, None
     with st.locked(root):
         manifest = st.load(root)
         if not manifest.run or not _intact(out, options, root):
-            return None
+            return None, None
         listed = [f for item in options.inputs for f in list_local(item)]
-        if news(listed, manifest, options.kafka).any:
-            return None
+        found = news(listed, manifest, options.kafka)
+        if found.any:
+            return None, found
     topics = f" and {len(options.kafka)} topic{'s' if len(options.kafka) != 1 else ''}" if options.kafka else ""
     return (f"nothing new: {len(listed)} input files{topics} as run {manifest.run} left them; "
-            f"the outputs in {safe(options.out, 300)} are current")
+            f"the outputs in {safe(options.out, 300)} are current"), None
 
 
 # What a topic message is counted as in `new_input_bytes`, where no message has a size until Spark reads it:
@@ -255,19 +265,21 @@ def current(options: JobOptions) -> str | None:
 MESSAGE_BYTES = 64 * 1024
 
 
-def new_input_bytes(options: JobOptions) -> int | None:
+def new_input_bytes(options: JobOptions, found: News | None = None) -> int | None:
     """The bytes of input this run will read (new and changed files; each new topic message as MESSAGE_BYTES),
     or None when that is not known before Spark starts: inputs or a state off this machine.
 
-    Why: the size of the work decides how the JVM is started (kprobe.aggregate.entry). A topic's end
-    offsets are asked with librdkafka, as `current` asks them; a topic that cannot be read fails here
-    in one line, as the run itself would.
+    Why: the size of the work decides how the JVM is started (kprobe.aggregate.entry). `found`: what
+    `survey` found against the same committed state; without it the inputs are listed and each topic's
+    end offsets asked with librdkafka here (a topic that cannot be read fails in one line, as the run
+    itself would).
     """
     if not all(is_local(i) for i in options.inputs) or not is_local(state_dir(options)):
         return None
-    root = local_path(state_dir(options))
-    manifest = st.Manifest() if options.full or not (root / st.MANIFEST).exists() else st.load(root)
-    found = news([f for item in options.inputs for f in list_local(item)], manifest, options.kafka)
+    if found is None:
+        root = local_path(state_dir(options))
+        manifest = st.Manifest() if options.full or not (root / st.MANIFEST).exists() else st.load(root)
+        found = news([f for item in options.inputs for f in list_local(item)], manifest, options.kafka)
     return sum(f.size for f in (*found.new, *found.changed)) + found.messages * MESSAGE_BYTES
 
 
