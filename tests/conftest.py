@@ -340,7 +340,10 @@ def spark() -> Iterator[object]:
     """
     from kprobe.aggregate.job import session
 
-    s = session("local[2]", app="kprobe-tests")
+    # With the Kafka source's jars (resolved once, cached), so a test reads a topic with the job in this
+    # JVM rather than a `kprobe aggregate --kafka` child's (test_aggregate.py's topic test; the CLI
+    # reading a topic in its own JVM is test_netns_lab.py's pipeline test).
+    s = session("local[2]", app="kprobe-tests", kafka=True)
     # Interpreted, not generated code: the tests' inputs are a few rows, and compiling each plan's
     # Java (whole-stage and per-expression, Janino and then the JIT) was most of a run's CPU: 13 to 20 s
     # per warm run of the job over the recorded reports, 8 to 9 s without (docs/performance.md). How

@@ -431,9 +431,11 @@ def test_kill_9_then_rerun_counts_once_then_nothing_new_starts_no_jvm(spark, tmp
 def test_reading_a_topic_gives_what_reading_the_files_gives(spark, collector_lab, recorded, tmp_path):
     """The recorded reports published to a topic of a real broker, and the same reports as files.
 
-    The topic is read by the real CLI (its own JVM, with the Kafka source's jars), quiet; the files
-    by the job in this session, which is the same `run` the CLI calls. A second CLI run finds the
-    topic's offsets where the first left them (asked with librdkafka): one line, no JVM.
+    Both are read by the job in this session (its JVM has the Kafka source's jars: conftest's
+    `spark`), which is the same `run` the CLI calls. Then, by the real CLI: a run that finds the
+    topic's offsets where that run left them (asked with librdkafka) is one line, no JVM. The CLI
+    reading a topic in a JVM of its own, quiet, with its log kept, is test_netns_lab.py's pipeline
+    test (`kprobe aggregate --kafka` on the monitoring network).
     """
     from confluent_kafka import Producer
 
@@ -449,20 +451,13 @@ def test_reading_a_topic_gives_what_reading_the_files_gives(spark, collector_lab
                 for line in f.read_text().splitlines()]
         return sorted(rows, key=lambda r: (r["vantage"], r["node_id"]))
 
-    cache = tmp_path / "cache"  # where the quiet run's Spark log goes
     argv = ["-m", "kprobe", "aggregate", "--kafka", f"{collector}/{topic}", "--out", str(tmp_path / "agg-topic")]
-    # Six new messages, counted before Spark starts (end offsets asked of the broker): a light JVM's work.
+    # The CLI's options for that command line (the nothing-new run below checks they are).
     on_topic = JobOptions((), str(tmp_path / "agg-topic"), kafka=((collector, topic),))
+    # Six new messages, counted before Spark starts (end offsets asked of the broker): a light JVM's work.
     assert new_input_bytes(on_topic) == 6 * MESSAGE_BYTES < LIGHT_BELOW
-    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=600, check=False,
-                          env={**os.environ, "KPROBE_CACHE_DIR": str(cache)})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("6 records: 6 reports aggregated")
-    # Quiet by default (defect 6): not a line on the terminal from a run that worked, not even the
-    # JVM's start-up lines, which are in the run's log, not lost (-v shows them: the kill test).
-    assert done.stderr == ""
-    [log] = (cache / "aggregate").glob("spark-*.log")
-    assert [line for line in STARTUP_LINES if line in log.read_text()]
+    counts = run(spark, on_topic)["counts"]
+    assert (counts["input_records"], counts["reports"], counts["quarantined"]) == (6, 6, 0)
     page = (tmp_path / "agg-topic" / "report.html").read_text()
     # The page carries the topic run's own data (tests/test_aggregate_page.py draws it in Chromium).
     data = json.loads(page.split('<script type="application/json" id="kprobe-data">', 1)[1].split("</script>", 1)[0])
