@@ -99,13 +99,22 @@ def test_three_brokers_each_on_its_own_address_and_rf3_topic(three_lab):
 
 def test_brokers_map_their_classes_from_the_archive_the_first_format_left(three_lab):
     """The lab's class-data archive (AppCDS): written by a `kafka-storage format` as it exited, named for this JDK
-    and these jars, given to every broker; and usable: with -Xshare:on a JVM refuses to start on an archive it
-    cannot map, and here it loads a thousand classes and more (Scala's, Kafka's) from it."""
-    from kprobe.lab.native import JVM_OPTS, class_archive
+    and these jars, given to every format and to the brokers until they have their own (written by one broker as
+    its lab stops: test_teardown_leaves_no_jvm_and_no_port); and usable: with -Xshare:on a JVM refuses to start on
+    an archive it cannot map, and here it loads a thousand classes and more (Scala's, Kafka's) from it."""
+    from kprobe.lab.native import JVM_OPTS, broker_archive, class_archive
 
     archive = three_lab.archive
     assert archive == class_archive(three_lab.java, three_lab.classpath) and archive.is_file()
-    assert all(f"-XX:SharedArchiveFile={archive}" in proc.args for proc in three_lab.processes.values())
+    assert three_lab.broker_archive == broker_archive(three_lab.java, three_lab.classpath)
+    shared = {n: [a for a in proc.args if a.startswith(("-XX:SharedArchiveFile=", "-XX:ArchiveClassesAtExit="))]
+              for n, proc in three_lab.processes.items()}
+    if three_lab._dump is None:  # the brokers' own archive was there when the lab started
+        assert shared == {n: [f"-XX:SharedArchiveFile={three_lab.broker_archive}"] for n in shared}
+    else:  # one broker writes it when the lab stops, on the JDK's base archive; the others map the format's
+        writer, written = three_lab._dump
+        assert shared == {n: [f"-XX:ArchiveClassesAtExit={written}"] if n == writer else
+                          [f"-XX:SharedArchiveFile={archive}"] for n in shared}
     done = subprocess.run([three_lab.java, *JVM_OPTS, f"-XX:SharedArchiveFile={archive}", "-Xshare:on",
                            "-Xlog:class+load=info", "-cp", three_lab.classpath, "kafka.tools.StorageTool", "version"],
                           capture_output=True, text=True, timeout=60, check=False)
@@ -138,8 +147,15 @@ def test_blackholed_listener_advertises_a_dead_endpoint(three_lab):
     probe.close()
 
 
-def test_teardown_leaves_no_jvm_and_no_port():
+def test_teardown_leaves_no_jvm_and_no_port(tmp_path, monkeypatch):
+    """Killed, all of it; but the broker writing the brokers' class-data archive (none here: a path of
+    this test's own) is shut down first and leaves it whole, an archive of the broker's own classes."""
+    from kprobe.lab import native
+
+    archive = tmp_path / "broker.jsa"
+    monkeypatch.setattr(native, "broker_archive", lambda java, classpath: archive)
     lab = NativeLab(get_scenario("listeners")).start()
+    assert lab._dump is not None and f"-XX:ArchiveClassesAtExit={lab._dump[1]}" in lab.processes[0].args
     node = lab.nodes[0]
     ports = [(rl.bind_ip, rl.port) for rl in node.listeners.values()]
     ports.append((node.spec.address, node.controller_port))  # the KRaft controller listener too
@@ -157,6 +173,19 @@ def test_teardown_leaves_no_jvm_and_no_port():
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection((ip, port), timeout=2).close()
     assert not lab.workdir.exists()
+    # The archive, whole and in place, and what the next lab's brokers map; it holds what a broker loads
+    # and `kafka-storage format` does not (the network layer, raft), which is what it is for.
+    assert [p.name for p in tmp_path.iterdir()] == ["broker.jsa"]
+    assert f"-XX:SharedArchiveFile={archive}" in lab._java_cmd(0, ["kafka.Kafka", "server.properties"])
+    listed = {}
+    for name in (archive, lab.archive):
+        done = subprocess.run([lab.java, f"-XX:SharedArchiveFile={name}", "-Xshare:on", "-XX:+PrintSharedArchiveAndExit",
+                               "-cp", lab.classpath, "kafka.Kafka"], capture_output=True, text=True, timeout=60,
+                              check=False)
+        assert done.returncode == 0 and "archive is valid" in done.stdout, done.stdout[-2000:]
+        listed[name] = done.stdout
+    for broker_only in (" org.apache.kafka.raft.KafkaRaftClient ", " kafka.network.SocketServer "):
+        assert broker_only in listed[archive] and broker_only not in listed[lab.archive]
 
 
 def test_jars_are_cached_for_offline_starts(tmp_path, monkeypatch):
