@@ -38,12 +38,6 @@ from kprobe.lab.scenarios import get_scenario
 
 FENCE_DIR = Path(__file__).resolve().parent / "fence"
 UNITS_ENV = "KPROBE_TEST_UNITS"  # where xdist workers leave the suite's units for the controller
-# Modules whose tests mostly wait (a broker's restart, a run's deadline, a producer's retries, watch's
-# schedule): collected just before test_agreement.py, so one worker runs them while the other runs the
-# Spark tests, instead of both workers waiting at the end (alphabetically last, they left the last 50 s
-# of a fresh-clone run at 0.3 to 1.0 cores busy; docs/performance.md, session 26).
-WAITING = ("test_watch.py", "test_tls_deadline.py", "test_serve.py", "test_serve_hardening.py", "test_oauth.py",
-           "test_roundtrip.py", "test_probe.py", "test_list.py", "test_faults.py")
 
 
 def _role(config: pytest.Config) -> str:
@@ -212,10 +206,7 @@ def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytes
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
         units.setdefault(root(keys[item][0]) if keys[item] else item.nodeid, []).append(item)
-    waiting = [unit for unit in units.values() if Path(unit[0].path).name in WAITING]
-    rest = [unit for unit in units.values() if Path(unit[0].path).name not in WAITING]
-    at = next((i for i, unit in enumerate(rest) if Path(unit[0].path).name == "test_agreement.py"), len(rest))
-    items[:] = [item for unit in (*rest[:at], *waiting, *rest[at:]) for item in unit]
+    items[:] = [item for unit in units.values() for item in unit]
     if _role(config) == "worker":  # the controller reads them in _UnitScheduling
         grouped = {item.nodeid: unit for unit, members in units.items() if len(members) > 1 for item in members}
         holds = {}  # keyed by the scope the scheduler gives the unit: _split_scope's own lookup in `grouped`
