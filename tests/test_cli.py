@@ -195,13 +195,18 @@ def test_a_bug_exits_3_with_one_line_and_no_traceback(monkeypatch, capsys):
     monkeypatch.delenv("KPROBE_DEBUG", raising=False)
     monkeypatch.setattr(sys, "argv", ["kprobe", "probe", "-b", f"127.0.0.1:{_closed_port()}", "--timeout", "1",
                                       "--no-identity"])
+    from kprobe.logs import configure_on_first_use
+
     logger = logging.getLogger("kprobe")
-    handlers = list(logger.handlers)
+    saved = list(logger.handlers), logger.propagate, logger.level
     try:
         with pytest.raises(SystemExit) as info:
             cli.main()
     finally:
-        logger.handlers = handlers  # the run's handler wrote to this test's captured stderr
+        # The run's handler wrote to this test's captured stderr; the setup it left waiting for a first
+        # warning would install one in a later test of this process (conftest's _logging_left_as_found).
+        configure_on_first_use(None)
+        logger.handlers, logger.propagate, logger.level = saved
     assert info.value.code == 3
     out, err = capsys.readouterr()
     assert out == ""
