@@ -44,3 +44,16 @@ def class_archive(folder: str, name: str, java: str, *facts: str) -> Path:
             stamps.append("?")
     key = hashlib.sha256("\0".join((real, *stamps, *facts)).encode()).hexdigest()[:16]
     return cache_root() / folder / f"{name}-{key}.jsa"
+
+
+def remove_stray_dumps(folder: Path, pattern: str) -> None:
+    """Remove class-data archives that a JVM was writing for a process now gone (`<pattern>` ending `.<pid>[-...]`).
+
+    Why: an archive is written under a name of its own, with the pid of the process that will rename
+    it into place; a process killed first leaves it there, half-written or whole, and never renames it.
+    For the lab's brokers and the aggregation's driver alike.
+    """
+    for stray in folder.glob(pattern):
+        pid = stray.name.rsplit(".", 1)[1].split("-", 1)[0]
+        if not pid.isdigit() or not os.path.exists(f"/proc/{pid}"):
+            stray.unlink(missing_ok=True)

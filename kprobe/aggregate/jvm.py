@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 from kprobe.aggregate.plan import LIGHT_JVM
 from kprobe.errors import KprobeError, UsageError
 from kprobe.output.sanitize import safe
-from kprobe.paths import cache_root, class_archive
+from kprobe.paths import cache_root, class_archive, remove_stray_dumps
 
 # Log files of quiet runs kept under kprobe's cache (see `session`): enough to look back at the
 # last few failures, few enough that scheduled runs do not fill the disk.
@@ -84,10 +84,7 @@ def archive_option() -> str:
     if archive.is_file():
         return f"-XX:SharedArchiveFile={archive}"
     archive.parent.mkdir(parents=True, exist_ok=True)
-    for stray in archive.parent.glob(".driver-*.jsa.*"):  # of a run whose session never started, say
-        pid = stray.name.rsplit(".", 1)[1]
-        if not pid.isdigit() or not os.path.exists(f"/proc/{pid}"):
-            stray.unlink(missing_ok=True)
+    remove_stray_dumps(archive.parent, ".driver-*.jsa.*")  # of a run whose session never started, say
     written = archive.with_name(f".{archive.name}.{os.getpid()}")  # renamed whole, never mapped half-written
     _dump = (written, archive)
     return f"-XX:ArchiveClassesAtExit={written}"

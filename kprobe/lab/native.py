@@ -135,10 +135,7 @@ class NativeLab(RunningLab):
             self.broker_archive = broker_archive(self.java, self.classpath)
             writer = next((n for n, node in self.nodes.items() if node.spec.role != "controller"), None)
             if not self.broker_archive.exists() and writer is not None:
-                for stray in self.broker_archive.parent.glob(f".{self.broker_archive.name}.*"):
-                    pid = stray.name.rsplit(".", 1)[1].split("-", 1)[0]  # of a lab whose process was killed
-                    if not pid.isdigit() or not os.path.exists(f"/proc/{pid}"):
-                        stray.unlink(missing_ok=True)
+                paths.remove_stray_dumps(self.broker_archive.parent, f".{self.broker_archive.name}.*")
                 name = f".{self.broker_archive.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
                 self._dump = (writer, self.broker_archive.with_name(name))
             for node_id in self.nodes:
@@ -301,7 +298,7 @@ class NativeLab(RunningLab):
         if self._dump is not None:
             if self.broker_archive is not None and not self.broker_archive.exists():  # not since written by another lab
                 self._keep_broker_archive(*self._dump)
-            self._dump[1].unlink(missing_ok=True)
+            self._dump[1].unlink(missing_ok=True)  # what a broker killed, or too slow, left of it
             self._dump = None
         for proc in self.processes.values():
             if proc.poll() is None:
@@ -323,8 +320,6 @@ class NativeLab(RunningLab):
                     os.replace(written, self.broker_archive)  # a JVM never maps a half-written one
         except (OSError, subprocess.TimeoutExpired):
             pass  # killed below with the others
-        finally:
-            written.unlink(missing_ok=True)
 
     @property
     def pids(self) -> dict[int, int]:
