@@ -36,7 +36,7 @@ from kprobe.aggregate.job import (  # noqa: E402
     spark_log,
     summary_lines,
 )
-from kprobe.aggregate.plan import MESSAGE_BYTES, current, new_input_bytes, survey  # noqa: E402
+from kprobe.aggregate.plan import MESSAGE_BYTES, Progress, current, new_input_bytes, survey  # noqa: E402
 from kprobe.errors import KprobeError, UsageError  # noqa: E402
 from kprobe.models import CLIENTS_CONNECT  # noqa: E402
 
@@ -411,6 +411,27 @@ def test_kill_9_then_rerun_counts_once_then_nothing_new_starts_no_jvm(spark, tmp
     assert current(options) is None
     (inputs / "a" / "reports-00000.jsonl").touch()  # an input touched: read again (its lines counted once)
     assert current(options) is None
+
+
+def test_progress_lines_by_default_on_a_terminal_only(monkeypatch):
+    """A run's progress lines (the kill -9 test's rerun shows them) go to stderr when it is a terminal, else nowhere."""
+    import io
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        with os.fdopen(follower, "w") as terminal:
+            monkeypatch.setattr(sys, "stderr", terminal)
+            shown = Progress()
+            shown("reading", "1 new and 0 changed files of 1")
+        assert shown.enabled and os.read(leader, 4096).decode().endswith("] reading: 1 new and 0 changed files of 1\r\n")
+    finally:
+        os.close(leader)
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", piped)
+    quiet = Progress()
+    quiet("reading", "1 new and 0 changed files of 1")
+    assert not quiet.enabled and piped.getvalue() == ""
 
 
 def test_reading_a_topic_gives_what_reading_the_files_gives(spark, collector_lab, recorded, tmp_path):
