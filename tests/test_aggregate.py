@@ -2,7 +2,7 @@
 
 Built for speed without losing a guarantee: the in-session tests share one Spark session and a
 few module-wide runs; the separate processes are the ones that prove something of a process (the
-entry points, quiet and verbose output, kill -9, a run with nothing new that starts no JVM).
+entry points, verbose output, kill -9, a run with nothing new that starts no JVM).
 """
 
 from __future__ import annotations
@@ -317,7 +317,7 @@ def state_json(out: Path) -> dict:
 
 
 def test_kill_9_then_rerun_counts_once_then_nothing_new_starts_no_jvm(spark, tmp_path, capsys):
-    """The life of a scheduled job, one process per run as cron runs it.
+    """The life of a scheduled job: runs killed, rerun and found current, on the state they leave on disk.
 
     1. A run (`kprobe aggregate -v`: the JVM's start-up lines on the terminal) is killed (SIGKILL,
        JVM and all) after writing its records but before committing.
@@ -374,6 +374,7 @@ def test_kill_9_then_rerun_counts_once_then_nothing_new_starts_no_jvm(spark, tmp
     capsys.readouterr()
     result = run(spark, JobOptions((str(inputs),), str(out), html=False, progress=True))
     lines = capsys.readouterr().err.splitlines()
+    assert lines and all(line.startswith("[") for line in lines), lines  # its progress lines, nothing else
     stages = [line.split("] ", 1)[1].split(":", 1)[0] for line in lines]
     assert stages[:3] == ["reading", "observations", "rollups"] and set(OUTPUTS) <= set(stages[3:]), lines
     lines += summary_lines(result)

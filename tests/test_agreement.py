@@ -378,4 +378,3 @@ def test_verdict_agrees_with_real_clients(scenario: str, lab_factory, tmp_path: 
 def _lost(outcome: Outcome, brokers: list[int]) -> list[int]:
     """The brokers whose partition's record did not come back (partition i is led by brokers[i])."""
     return [b for i, b in enumerate(brokers) if i not in outcome.ok_partitions]
-
