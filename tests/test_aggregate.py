@@ -324,9 +324,9 @@ def test_kill_9_then_rerun_counts_once_then_nothing_new_starts_no_jvm(spark, tmp
     2. The next run reads those files again, counts each record once, and replaces the output whole.
        It is the job in this session's JVM, with the progress lines a terminal gets: what it proves is
        on disk (the killed process's files, its lock released by the kernel), and a second driver of
-       its own cost 25 s here. A whole run in a JVM of its own, quiet on the terminal, is test_netns_lab's
-       pipeline test's (`kprobe aggregate --kafka`) and test_aggregate_cluster's (spark-submit of
-       `kprobe/aggregate/__main__.py`).
+       its own cost 25 s here. A whole run in a JVM of its own is test_netns_lab's pipeline test's
+       (`kprobe aggregate --kafka`, quiet on the terminal, the JVM's lines in its log) and
+       test_aggregate_cluster's (spark-submit of `kprobe/aggregate/__main__.py`).
     3. The run after it, by either entry point, finds nothing new: one line, no JVM started (no
        `java` child seen; JAVA_HOME points nowhere), PySpark never imported.
     4. A damaged output, or other options, is work again (checked without a process: `current`).
