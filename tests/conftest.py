@@ -415,69 +415,20 @@ class _SessionLab:
         return getattr(start_once(self._labs, self._name), attr)
 
 
-@pytest.fixture(scope="session")
-def listeners_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "listeners")
+def _session_lab_fixture(fixture: str, name: str) -> object:
+    """A session fixture named `fixture` that hands out the `name` lab, as a _SessionLab."""
+
+    def lab(lab_factory: dict[str, NativeLab]) -> _SessionLab:
+        return _SessionLab(lab_factory, name)
+
+    lab.__name__ = fixture
+    return pytest.fixture(scope="session", name=fixture)(lab)
 
 
-@pytest.fixture(scope="session")
-def cloud_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "cloud")
-
-
-@pytest.fixture(scope="session")
-def three_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "three-brokers")
-
-
-@pytest.fixture(scope="session")
-def controllers_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "controllers")
-
-
-@pytest.fixture(scope="session")
-def tls_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "tls")
-
-
-@pytest.fixture(scope="session")
-def sasl_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "sasl")
-
-
-@pytest.fixture(scope="session")
-def sni_ingress_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "sni-ingress")
-
-
-@pytest.fixture(scope="session")
-def oauth_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "oauth")
-
-
-@pytest.fixture(scope="session")
-def scram_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "scram")
-
-
-@pytest.fixture(scope="session")
-def collector_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "collector")
-
-
-@pytest.fixture(scope="session")
-def dual_stack_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "dual-stack")
-
-
-@pytest.fixture(scope="session")
-def port_forward_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "port-forward")
-
-
-@pytest.fixture(scope="session")
-def nodeport_lab(lab_factory: dict[str, NativeLab]) -> NativeLab:
-    return _SessionLab(lab_factory, "nodeport")
+# listeners_lab, three_lab, ...: one fixture per entry of LAB_FIXTURES, so the table that tells which
+# tests need which lab (_labs_of) and the fixtures that start them cannot disagree.
+for _fixture, _scenario in LAB_FIXTURES.items():
+    globals()[_fixture] = _session_lab_fixture(_fixture, _scenario)
 
 
 def signal_when(
