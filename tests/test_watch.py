@@ -263,8 +263,9 @@ def test_publish_spools_while_the_collector_is_down_and_loses_nothing(listeners_
     # The run's deadline is the publish's budget too: a collector broker just started (its lab started
     # for this test) took over 2 s for its first produce on a loaded machine, and the reports stayed
     # spooled. What the test proves does not hang on that deadline; refused connections come at once.
-    args = ["probe", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "--publish", f"{collector}/{topic}",
-            "--spool", str(spool), "--json", "--timeout", "10", "--vantage", "office"]
+    base = ["probe", "-b", listeners_lab.bootstrap("LISTENER_FRED"), "--publish", f"{collector}/{topic}",
+            "--spool", str(spool), "--json", "--vantage", "office"]
+    args = [*base, "--timeout", "10"]
     sent_ids, said = [], []
     for _ in range(2):
         done = kprobe(*args)
@@ -277,7 +278,7 @@ def test_publish_spools_while_the_collector_is_down_and_loses_nothing(listeners_
     try:
         # The collector is down: runs go on, reports wait in the spool. Refused, the producer retries to the
         # run's deadline (a restarting collector takes the report in time), so these two runs get 4 s, not 10.
-        down = [*args[:-4], "--timeout", "4", "--vantage", "office"]
+        down = [*base, "--timeout", "4"]
         for _ in range(2):
             done = kprobe(*down)
             assert done.returncode == 0
@@ -285,8 +286,8 @@ def test_publish_spools_while_the_collector_is_down_and_loses_nothing(listeners_
             sent_ids.append(json.loads(done.stdout)["id"])
         assert len(list(spool.glob("*.json"))) == 2
         # a crash between spooling and sending: kill -9 while it waits for the collector
-        proc = subprocess.Popen([sys.executable, "-m", "kprobe", *args[:-4], "--timeout", "20",
-                                 "--vantage", "office"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen([sys.executable, "-m", "kprobe", *base, "--timeout", "20"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
         while len(list(spool.glob("*.json"))) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
