@@ -180,36 +180,22 @@ def test_list_accepts_no_color(command):
 
 # -- an internal error is "the run failed" (issue 13) --------------------------------------------
 
-def test_a_bug_exits_3_with_one_line_and_no_traceback(monkeypatch, capsys):
+def test_a_bug_exits_3_with_one_line_and_no_traceback(monkeypatch):
     """A genuine bug deep in the pipeline (the findings step looking up what is not there), in a
-    real run against a closed loopback port: exit 3, never 1 (a gap), one line, no traceback."""
-    import logging
+    real run against a closed loopback port: exit 3, never 1 (a gap), one line, no traceback.
 
+    In this process (tests/cli_runner.py, which also puts logging back), for the patched rule to apply."""
     import kprobe.runs.probe
-    from kprobe import cli
 
     def buggy_diagnose(bootstraps, results, *controllers):
         return {}[bootstraps[0].address]  # KeyError: a bug, not a network condition
 
     monkeypatch.setattr(kprobe.runs.probe, "diagnose", buggy_diagnose)
     monkeypatch.delenv("KPROBE_DEBUG", raising=False)
-    monkeypatch.setattr(sys, "argv", ["kprobe", "probe", "-b", f"127.0.0.1:{_closed_port()}", "--timeout", "1",
-                                      "--no-identity"])
-    from kprobe.logs import configure_on_first_use
-
-    logger = logging.getLogger("kprobe")
-    saved = list(logger.handlers), logger.propagate, logger.level
-    try:
-        with pytest.raises(SystemExit) as info:
-            cli.main()
-    finally:
-        # The run's handler wrote to this test's captured stderr; the setup it left waiting for a first
-        # warning would install one in a later test of this process (conftest's _logging_left_as_found).
-        configure_on_first_use(None)
-        logger.handlers, logger.propagate, logger.level = saved
-    assert info.value.code == 3
-    out, err = capsys.readouterr()
-    assert out == ""
+    done = run_cli(["probe", "-b", f"127.0.0.1:{_closed_port()}", "--timeout", "1", "--no-identity"])
+    assert done.returncode == 3
+    assert done.stdout == ""
+    err = done.stderr
     assert err.count("\n") == 1 and err.startswith("kprobe: internal error: KeyError: "), err
     assert "KPROBE_DEBUG=1" in err and "Traceback" not in err
 
