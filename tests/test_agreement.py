@@ -286,7 +286,7 @@ SCENARIOS = ["listeners", "cloud", "three-brokers", "tls", "sasl", "scram", "oau
 # One unit, on one worker: the scenarios that bind fixed ports already join tests/test_docs_site.py's unit
 # (conftest: a fixed-port lab's tests go together), and that test runs the stagings of every scenario here
 # but scram. Split over two workers, the docs test started a copy of each lab the other worker had (seven
-# labs, 36 s), and that worker's later tests of those labs started them once more.
+# labs, 36 s), and its own worker's later tests of those labs started them once more.
 @pytest.mark.serial("agreement")
 @pytest.mark.parametrize("scenario", [pytest.param(s, marks=pytest.mark.labs(s)) for s in SCENARIOS])
 def test_verdict_agrees_with_real_clients(scenario: str, lab_factory, tmp_path: Path) -> None:
