@@ -226,7 +226,7 @@ def java_round_trip(prefix: Sequence[str], classpath: str, workdir: Path, bootst
            *archive, *jvm, "-cp", full, "RoundTrip", bootstrap, topic, str(partitions), str(budget_ms), *args]
     outcome = Outcome("java", False, "start", 0.0)
     try:
-        outcome = _run("java", cmd, budget_ms)
+        outcome = _run("java", cmd, budget_ms, JAVA_STARTS)
         return outcome
     finally:
         if dump is not None:
@@ -315,21 +315,69 @@ def librdkafka_round_trip(prefix: Sequence[str], bootstrap: str, topic: str, par
     return _run("librdkafka", cmd, budget_ms)
 
 
-def _run(client: str, cmd: list[str], budget_ms: int) -> Outcome:
+# How many Java clients start at once. A client's CPU is mostly its start: the JVM, kafka-clients' classes,
+# the first metadata (and TLS handshake); then it waits, for its records or, failing, for its budget. A start
+# is held from launch until the client reports its records sent (the first metadata came back), or for
+# START_SECONDS at most (a client whose bootstrap fails waits in send() for its whole budget), so that a
+# scenario's clients wait together while never more than these few start together: nine TLS clients
+# starting at once on two CPUs took 9 to 10 s of a 15 s budget to produce (docs/performance.md, session 29).
+JAVA_STARTS = threading.BoundedSemaphore(4)
+START_SECONDS = 3.0
+_STARTED = ("stage acks", "stage close producer", "stage done")
+
+
+def _run(client: str, cmd: list[str], budget_ms: int, starts: threading.BoundedSemaphore | None = None) -> Outcome:
     started = time.monotonic()
     # Produce and consume each get the budget, plus JVM start-up: the process can never outlive this.
+    limit = 2 * budget_ms / 1000 + 30
+    held = threading.Lock()  # taken when the start slot is given back: exactly once
+    if starts is not None:
+        starts.acquire()
+
+    def started_up() -> None:
+        if starts is not None and held.acquire(blocking=False):
+            starts.release()
+
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=2 * budget_ms / 1000 + 30, check=False,
-                              env={**os.environ, "JAVA_TOOL_OPTIONS": ""})
-    except subprocess.TimeoutExpired as exc:
-        # A hung client is a result to report with where it stood (its stage lines), not a test crash.
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        return Outcome(client, False, "hung", time.monotonic() - started,
-                       error=f"still running after {exc.timeout:.0f} s; last lines: {err.strip().splitlines()[-6:]}")
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "JAVA_TOOL_OPTIONS": ""})
+    except BaseException:
+        started_up()
+        raise
+    err: list[str] = []
+    killed = threading.Event()
+
+    def read_err() -> None:
+        for line in proc.stderr:
+            err.append(line)
+            if line.startswith(_STARTED):
+                started_up()
+
+    def kill() -> None:
+        killed.set()
+        proc.kill()
+
+    reader = threading.Thread(target=read_err, daemon=True)
+    reader.start()
+    timers = [threading.Timer(START_SECONDS, started_up), threading.Timer(limit, kill)]
+    for timer in timers:
+        timer.start()
+    try:
+        out = proc.stdout.read()
+        proc.wait()
+        reader.join()
+    finally:
+        for timer in timers:
+            timer.cancel()
+        started_up()  # ended (or the wait failed) before its records were sent
     seconds = time.monotonic() - started
-    last = next((line for line in reversed(done.stdout.splitlines()) if line.startswith("{")), None)
+    if killed.is_set():
+        # A hung client is a result to report with where it stood (its stage lines), not a test crash.
+        return Outcome(client, False, "hung", seconds,
+                       error=f"still running after {limit:.0f} s; last lines: {''.join(err).strip().splitlines()[-6:]}")
+    last = next((line for line in reversed(out.splitlines()) if line.startswith("{")), None)
     if last is None:
-        return Outcome(client, False, "start", seconds, error=(done.stderr.strip().splitlines() or ["no output"])[-1])
+        return Outcome(client, False, "start", seconds, error=(''.join(err).strip().splitlines() or ["no output"])[-1])
     data = json.loads(last)
     return Outcome(client, bool(data["ok"]), data["step"], float(data.get("total_s", seconds)),
                    produce_seconds=float(data.get("produce_s", 0.0)), error=data.get("error", ""),
