@@ -292,12 +292,7 @@ SCENARIOS = ["listeners", "cloud", "three-brokers", "tls", "sasl", "scram", "oau
 @pytest.mark.parametrize("scenario", [pytest.param(s, marks=pytest.mark.labs(s)) for s in SCENARIOS])
 def test_verdict_agrees_with_real_clients(scenario: str, lab_factory, tmp_path: Path, request) -> None:
     lab = start_once(lab_factory, scenario)
-    ahead: list[Future] = []
-    try:
-        _agree(scenario, lab, tmp_path, lambda: ahead.append(_start_next_lab(request, lab_factory)))
-    finally:
-        for started in ahead:
-            started.exception()  # waited for before the teardown, which reads the session's labs
+    _agree(scenario, lab, tmp_path, lambda: _start_next_lab(request, lab_factory))
 
 
 # The thread that starts labs ahead lives as long as the process: a broker dies with the thread that
@@ -322,7 +317,7 @@ def _start_next_lab(request: pytest.FixtureRequest, labs: dict) -> Future:
     return _AHEAD.submit(start_once, labs, following.callspec.params["scenario"])
 
 
-def _agree(scenario: str, lab: Any, tmp_path: Path, when_started: Callable[[], object]) -> None:
+def _agree(scenario: str, lab: Any, tmp_path: Path, start_next: Callable[[], Future]) -> None:
     brokers = sorted(n.node_id for n in lab.nodes.values() if n.spec.role != "controller")
     cases = cases_for(scenario, lab)
     views = {view: _hosts(dict(records)) for view, records in lab.scenario.views.items()}
@@ -365,9 +360,14 @@ def _agree(scenario: str, lab: Any, tmp_path: Path, when_started: Callable[[], o
             # What comes next (the next lab's start) overlaps the failing clients' waiting, once the working
             # ones, which start their JVMs at the same time, are done or half their budget has passed.
             wait([java for _, _, _, java, _ in runs], timeout=min(case.budget_ms for case in cases) / 2000)
-            when_started()
-            results = [(case, saved, verdict.result(), java.result(), rd.result())
-                       for case, saved, verdict, java, rd in runs]
+            ahead = start_next()
+            try:
+                results = [(case, saved, verdict.result(), java.result(), rd.result())
+                           for case, saved, verdict, java, rd in runs]
+            finally:
+                # Started before anything else here: the checks below run kprobe in this process, which
+                # waits for the threads that appear meanwhile, and the teardown reads the session's labs.
+                ahead.exception()
     problems = []
     table = []
     for case, saved, done, java, rd in results:
