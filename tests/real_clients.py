@@ -319,8 +319,9 @@ def librdkafka_round_trip(prefix: Sequence[str], bootstrap: str, topic: str, par
 # the first metadata (and TLS handshake); then it waits, for its records or, failing, for its budget. A start
 # is held from launch until the client reports its records sent (the first metadata came back), or for
 # START_SECONDS at most (a client whose bootstrap fails waits in send() for its whole budget), so that a
-# scenario's clients wait together while never more than these few start together: nine TLS clients
-# starting at once on two CPUs took 9 to 10 s of a 15 s budget to produce (docs/performance.md, session 29).
+# scenario's clients wait together while never more than these few start together: eight or nine TLS
+# clients starting at once on two CPUs took 9 to 10 s of a 15 s budget to produce, four at a time 3 to 7 s
+# (docs/performance.md, session 29).
 JAVA_STARTS = threading.BoundedSemaphore(4)
 START_SECONDS = 3.0
 _STARTED = ("stage acks", "stage close producer", "stage done")
