@@ -34,7 +34,7 @@ def system_network(
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
     if probe.returncode != 0:
         pytest.skip(f"no mount namespaces here: {probe.stderr.decode().strip()}")
-    address = f"127.0.53.{(worker_number() or 0) + 1}"  # this process's own: two workers' would collide
+    address = f"127.0.53.{(worker_number() or 0) + 1}"  # this process's own: workers' would collide
     try:
         server = DnsServer(records, address, 53, name="system").start()
     except OSError as exc:
