@@ -267,14 +267,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     scope scheduling, which gives the next unit to whichever worker asks, started most labs once
     per worker: 60 broker JVMs a suite for about 25 brokers' worth of scenarios, at some 4 s of CPU
     each with its format, and a Spark session per worker. Here the first worker to take a unit
-    that needs a lab or Spark owns it; the other takes the next unit it can run without starting
+    that needs a lab or Spark owns it; the others take the next unit they can run without starting
     a copy, and the owner runs the ones it skipped. A worker left with nothing it can run without a
     copy takes the first unit left rather than idle, starting the copy, as before.
 
     A worker still takes its units in increasing collection order, what its labs' stops rely on
-    (pytest_runtest_teardown), but for two cases: a unit that needs labs owned by both workers, and
-    a unit taken rather than idle. Going back in the collection only keeps labs up longer (a lab
-    stops once the next test's place is past its last use), so neither stops a lab too early.
+    (pytest_runtest_teardown), but for two cases: a unit that needs labs owned by two workers, and
+    a unit taken rather than idle. Going back in the collection can find a lab the worker already
+    stopped (it went past the lab's last use, then came back to a unit skipped for it before): with
+    three workers, three-brokers started twice in 20 s on one worker. So a lab its owner has been
+    sent past counts as no one's, and a unit that needs it as a copy for that worker (`_stopped`).
     """
     from xdist.scheduler import LoadScopeScheduling
 
@@ -285,6 +287,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             self.holds: dict[str, list[str]] = {}  # unit -> what it needs running
             self.owners: dict[str, object] = {}  # a lab or "spark" -> the worker that runs its units
             self.started: dict[object, set[str]] = {}  # worker -> every lab (or "spark") it has had a unit of
+            self.last: dict[str, int] = {}  # a lab -> the collection index of the last test that needs it
+            self.furthest: dict[object, int] = {}  # worker -> the highest collection index sent to it
 
         def _split_scope(self, nodeid: str) -> str:
             if self.units is None:
@@ -295,6 +299,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
                     self.holds.update(data["holds"])
             return self.units.get(nodeid, nodeid)
 
+        def _stopped(self, node: object, held: str) -> bool:
+            """Whether `node` has stopped the lab `held`, or will: it was sent a test past the lab's last use.
+
+            A worker stops a lab once its next test stands past the lab's last use (pytest_runtest_teardown).
+            A unit skipped for it earlier (it needed what another worker held) can still need the lab: sent
+            to that worker, it would start the lab again (three-brokers twice in 20 s on one worker, 16 s of
+            CPU), so it counts as a copy there, and the lab as no one's.
+            """
+            if not held.startswith("lab:"):
+                return False  # the Spark session lives as long as its worker
+            if not self.last:
+                for index, nodeid in enumerate(self.collection or ()):
+                    for name in self.holds.get(self._split_scope(nodeid), ()):
+                        self.last[name] = index
+            return self.furthest.get(node, -1) > self.last.get(held, -1)
+
         def _choose(self, node: object) -> str:
             """The first unit `node` can run without a copy of what another worker holds, else the first left.
 
@@ -302,22 +322,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             every unit after it).
             """
             for scope in self.workqueue:
-                owners = {self.owners[h] for h in self.holds.get(scope, ()) if h in self.owners}
+                held = self.holds.get(scope, ())
+                owners = {self.owners[h] for h in held if h in self.owners and not self._stopped(self.owners[h], h)}
                 # Held by two workers already: no worker can run it without a copy, so whoever comes first.
-                if owners <= {node} or len(owners) > 1:
+                if (owners <= {node} and not any(self._stopped(node, h) for h in held)) or len(owners) > 1:
                     return scope
-            mine = self.started.get(node, set())
+            mine = {h for h in self.started.get(node, set()) if not self._stopped(node, h)}
             return next((s for s in self.workqueue if mine.issuperset(self.holds.get(s, ()))), next(iter(self.workqueue)))
 
         def _assign_work_unit(self, node: object) -> None:
             scope = self._choose(node)
             work_unit = self.workqueue.pop(scope)
             for held in self.holds.get(scope, ()):
-                self.owners.setdefault(held, node)
+                if held not in self.owners or self._stopped(self.owners[held], held):
+                    self.owners[held] = node
                 self.started.setdefault(node, set()).add(held)
             self.assigned_work.setdefault(node, {})[scope] = work_unit
             collection = self.registered_collections[node]
-            node.send_runtest_some([collection.index(nodeid) for nodeid, done in work_unit.items() if not done])
+            indices = [collection.index(nodeid) for nodeid, done in work_unit.items() if not done]
+            self.furthest[node] = max([self.furthest.get(node, -1), *indices])
+            node.send_runtest_some(indices)
 
     return _UnitScheduling(config, log)
 
