@@ -6,15 +6,15 @@ sends packets to loopback only (tests/fence/loopback_fence.py): a test that trie
 
 The suite runs on three pytest-xdist workers (pyproject.toml's addopts), on a machine of two CPUs:
 in one process a test spends much of its time waiting (on a broker, a JVM starting, a timeout it
-provokes, a client's budget) while a CPU idles. With two workers both CPUs were busy while the
-Spark tests ran, and half idle for the last three and a half minutes, when both workers were on
-such waiting tests; a third took `bash .ci/run` from 9:16 to 9:30 down to 8:01 to 8:39 for the
-same work (docs/performance.md, session 30). Each worker closes its own DNS namespace, fences itself and keeps its own labs and Spark
-session; the scheduler gives each lab, and the Spark session, to one worker, which runs the tests
-that need it. Scenarios that bind fixed ports (443, 9092, node ports) would get other ports beside
-a copy of themselves, so all the tests of those run as one unit, on one worker; so do the tests
-that share a module-scoped fixture (a module's recorded reports, its OAuth server), which is then
-built once, and the tests of one `serial` mark. Every other test is a unit of its own
+provokes, a client's budget) while a CPU idles. With two workers both CPUs were busy while the Spark
+tests ran, and half idle for the last three and a half minutes, when both workers were on such
+waiting tests; a third took `bash .ci/run` from 9:16 to 9:30 down to 8:01 to 8:39 for the same work
+(docs/performance.md, session 30). Each worker closes its own DNS namespace, fences itself and keeps
+its own labs and Spark session; the scheduler gives each lab, and the Spark session, to one worker,
+which runs the tests that need it. Scenarios that bind fixed ports (443, 9092, node ports) would get
+other ports beside a copy of themselves, so all the tests of those run as one unit, on one worker;
+so do the tests that share a module-scoped fixture (a module's recorded reports, its OAuth server),
+which is then built once, and the tests of one `serial` mark. Every other test is a unit of its own
 (pytest_xdist_make_scheduler says how).
 """
 
