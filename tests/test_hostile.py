@@ -171,7 +171,11 @@ def test_an_identity_check_cut_by_the_deadline_is_unchecked_not_silent():
 
 
 def measured(command: str, address: str, *args: str) -> dict:
-    """Run kprobe in a child of a child, so RUSAGE_CHILDREN is kprobe's own peak RSS."""
+    """Run kprobe in a child of a child, so RUSAGE_CHILDREN is kprobe's own peak RSS and CPU.
+
+    Its time is bounded as the CPU it used: the wall clock is the machine's (three xdist workers on two
+    CPUs stretched the 100,000-partition listing from 2.7 to 14 s), and a hang is caught by the timeout.
+    """
     code = (
         "import json, resource, subprocess, sys, time\n"
         "t = time.monotonic()\n"
@@ -179,6 +183,7 @@ def measured(command: str, address: str, *args: str) -> dict:
         "capture_output=True)\n"
         "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
         "print(json.dumps({'rc': p.returncode, 'rss_mb': r.ru_maxrss / 1024, 's': time.monotonic() - t, "
+        "'cpu': r.ru_utime + r.ru_stime, "
         "'out': json.loads(p.stdout), 'tb': b'Traceback' in p.stderr}))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
@@ -197,19 +202,20 @@ def test_ten_thousand_brokers_in_bounded_memory_and_time(identity):
     flags = () if identity else ("--no-identity",)
     with HostileBroker(Script(brokers=brokers)) as broker:
         result = measured("probe", broker.address, "--json", "--timeout", "2", *flags)
-    print(f"10,000 brokers, identity {identity}: {result['s']:.1f} s, peak RSS {result['rss_mb']:.0f} MB")
+    print(f"10,000 brokers, identity {identity}: {result['s']:.1f} s ({result['cpu']:.1f} s of CPU), "
+          f"peak RSS {result['rss_mb']:.0f} MB")
     assert result["rc"] == 1 and not result["tb"]
     assert result["out"]["summary"]["endpoints"] == 10_000
     assert result["rss_mb"] < 200
-    assert result["s"] < 30
+    assert result["cpu"] < 30
 
 
 def test_hundred_thousand_partitions_in_bounded_memory_and_time():
     topics = [Topic(f"t{t}".encode(), [Partition(p, 0, [0], [0]) for p in range(1000)]) for t in range(100)]
     with HostileBroker(Script(brokers=[Broker(0, b"127.0.3.1", 9)], topics=topics)) as broker:
         result = measured("list", broker.address, "-J", "--timeout", "5")
-    print(f"100,000 partitions: {result['s']:.1f} s, peak RSS {result['rss_mb']:.0f} MB")
+    print(f"100,000 partitions: {result['s']:.1f} s ({result['cpu']:.1f} s of CPU), peak RSS {result['rss_mb']:.0f} MB")
     assert result["rc"] == 0 and not result["tb"]
     assert result["out"]["summary"]["partitions"] == 100_000
     assert result["rss_mb"] < 300
-    assert result["s"] < 30
+    assert result["cpu"] < 30
