@@ -75,11 +75,17 @@ def topics_of(bootstrap: str, props: dict | None = None) -> dict:
     return AdminClient({"bootstrap.servers": bootstrap, **(props or {})}).list_topics(timeout=10).topics
 
 
-def probe_publishing(collector: str, target: str, spool: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str],
-                                                                                    float]:
+# The --timeout of a run whose time is asserted: a publishing failure said "at once" must come well inside
+# it, and the run's own start-up (an interpreter, the probe of the collector) must too, on a machine whose
+# three xdist workers share two CPUs. 2 s left 0.5 s of that.
+ASKED_AT_ONCE = 6
+
+
+def probe_publishing(collector: str, target: str, spool: Path, *extra: str,
+                     timeout: int = 2) -> tuple[subprocess.CompletedProcess[str], float]:
     """One probe of the collector itself (a quick, healthy report) that publishes to `target`."""
     started = time.monotonic()
-    done = kprobe("probe", "-b", collector, "--no-identity", "--json", "--timeout", "2", "--publish", target,
+    done = kprobe("probe", "-b", collector, "--no-identity", "--json", "--timeout", str(timeout), "--publish", target,
                   "--spool", str(spool), *extra)
     return done, time.monotonic() - started
 
@@ -88,7 +94,7 @@ def test_a_missing_topic_says_how_to_create_it_and_publish_create_makes_it(colle
     collector = collector_lab.bootstrap("CLIENT")
     topic = f"kprobe-missing-{uuid.uuid4().hex[:8]}"
     spool = tmp_path / "spool"
-    done, took = probe_publishing(collector, f"{collector}/{topic}", spool)
+    done, took = probe_publishing(collector, f"{collector}/{topic}", spool, timeout=ASKED_AT_ONCE)
     assert done.returncode == 0, done.stderr  # the probe's verdict: publishing trouble never fails the run
     first = json.loads(done.stdout)["id"]
     assert done.stderr == (
@@ -96,7 +102,7 @@ def test_a_missing_topic_says_how_to_create_it_and_publish_create_makes_it(colle
         f"(auto.create.topics.enable=false): create it with `kafka-topics.sh --bootstrap-server {collector} --create "
         f"--topic {topic} --partitions 6 --replication-factor 1`, or add --publish-create; 1 report stays spooled\n")
     assert [json.loads(p.read_text())["id"] for p in spool.glob("*.json")] == [first]
-    assert took < 2  # told by the collector's metadata at once, not after the producer's 2 s timeout
+    assert took < ASKED_AT_ONCE  # told by the collector's metadata at once, not after the producer's timeout
     assert topic not in topics_of(collector)  # asking as a producer asks created nothing
 
     made, _ = probe_publishing(collector, f"{collector}/{topic}", spool, "--publish-create")
@@ -139,11 +145,11 @@ def test_a_report_larger_than_the_topic_takes_and_an_unknown_collector(collector
         "compression.type=zstd; 1 report stays spooled\n")
 
     # A collector whose name does not resolve: said at once, in the resolver's words, never "timed out".
-    nowhere, took = probe_publishing(collector, "collector.invalid:9092/kprobe-reports", spool)
+    nowhere, took = probe_publishing(collector, "collector.invalid:9092/kprobe-reports", spool, timeout=ASKED_AT_ONCE)
     assert nowhere.returncode == 0
     assert re.fullmatch(r"kprobe: collector collector\.invalid:9092 not reachable \(collector\.invalid: [^\n]+\); "
                         r"2 reports stay spooled\n", nowhere.stderr), nowhere.stderr
-    assert took < 2 and len(list(spool.glob("*.json"))) == 2
+    assert took < ASKED_AT_ONCE and len(list(spool.glob("*.json"))) == 2
 
 
 @pytest.mark.labs("sasl")
