@@ -239,4 +239,8 @@ def test_many_blackholed_bootstraps_end_by_the_deadline():
     assert data["summary"]["status"] == "failed"
     assert {b["status"] for b in data["bootstraps"]} == {"timeout"}
     assert len(data["bootstraps"]) == 20
-    assert elapsed < 2 + 2.5
+    # The run ends at its deadline (its own clock, from its start), and the process with it: not after the
+    # 30 s connects still waiting. The wall clock also holds the interpreter's start and exit, which three
+    # xdist workers on two CPUs stretch (2.6 to 3.5 s in all, against 4.5 s allowed before).
+    assert data["duration_ms"] < 2000 + 1500, data["duration_ms"]
+    assert elapsed < 2 + 6, elapsed

@@ -301,7 +301,10 @@ def test_deadline_ends_the_run_and_reports_what_is_known(three_lab):
     assert [f["code"] for f in data["findings"]] == ["RUN_INCOMPLETE"]
     text = cli("probe", "-b", three_lab.real_endpoint("DARK", 0), "--timeout", "10", "--deadline", "1.5").stdout
     assert text.rstrip().endswith(", deadline reached)"), text
-    assert elapsed < 1.5 + 2.5  # the deadline plus interpreter start-up, not the 10 s timeout
+    # The deadline on the run's own clock; the wall clock adds the interpreter's start and exit, and must stay
+    # short of the 10 s timeout the connects were given.
+    assert data["duration_ms"] < 1500 + 1500, data["duration_ms"]
+    assert elapsed < 1.5 + 6, elapsed
 
 
 def test_ctrl_c_prints_the_partial_report_and_exits_130(three_lab):
