@@ -173,8 +173,8 @@ def test_an_identity_check_cut_by_the_deadline_is_unchecked_not_silent():
 def measured(command: str, address: str, *args: str) -> dict:
     """Run kprobe in a child of a child, so RUSAGE_CHILDREN is kprobe's own peak RSS and CPU.
 
-    Its time is bounded as the CPU it used: the wall clock is the machine's (three xdist workers on two
-    CPUs stretched the 100,000-partition listing from 2.7 to 14 s), and a hang is caught by the timeout.
+    Its time is bounded as the CPU it used: the wall clock is the machine's (the 100,000-partition test took
+    2.7 s beside two xdist workers and 14 s beside three, on two CPUs), and a hang is caught by the timeout.
     """
     code = (
         "import json, resource, subprocess, sys, time\n"
