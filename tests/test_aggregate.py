@@ -978,12 +978,12 @@ def test_what_a_run_will_read_is_known_before_spark_starts(tmp_path):
     assert new_input_bytes(JobOptions(("s3a://bucket/reports",), str(out), html=False)) is None
 
 
-def test_the_light_jvm_keeps_the_driver_options_of_spark_defaults(tmp_path, monkeypatch):
-    """A --conf replaces spark-defaults.conf's value: the light run's flags come after the user's (a proxy, say),
-    never instead of them."""
+def test_the_light_and_heavy_jvms_keep_the_driver_options_of_spark_defaults(tmp_path, monkeypatch):
+    """A --conf replaces spark-defaults.conf's value: a light or heavy run's flags come after the user's (a proxy,
+    say), never instead of them."""
     from kprobe.aggregate import jvm
-    from kprobe.aggregate.jvm import light_options
-    from kprobe.aggregate.plan import LIGHT_JVM
+    from kprobe.aggregate.jvm import heavy_options, light_options
+    from kprobe.aggregate.plan import HEAVY_JVM, LIGHT_JVM
 
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
     monkeypatch.setenv("KPROBE_CACHE_DIR", str(tmp_path / "cache"))
@@ -1001,6 +1001,25 @@ def test_the_light_jvm_keeps_the_driver_options_of_spark_defaults(tmp_path, monk
     # A value continued on the next line, as java.util.Properties (and so Spark) reads it.
     (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Da=1 \\\n    -Db=2\n")
     assert light_options() == f"-Da=1 -Db=2 {LIGHT_JVM} {mapped}"
+    assert heavy_options() == f"-Da=1 -Db=2 {HEAVY_JVM}"  # a heavy run's: no archive
+
+
+def test_the_driver_options_are_ones_this_java_starts_with():
+    """A flag this JVM does not know stops it before Spark starts (`Unrecognized VM option`), and no Spark JVM
+    of the suite starts with HEAVY_JVM (its sessions take LIGHT_JVM): so each set is started here, for a moment."""
+    from kprobe.aggregate.jvm import _java
+    from kprobe.aggregate.plan import HEAVY_JVM, LIGHT_JVM
+
+    java = _java()
+    assert java is not None
+
+    def starts(options: str) -> subprocess.CompletedProcess:
+        return subprocess.run([java, *options.split(), "-version"], capture_output=True, text=True, timeout=60)
+
+    assert starts("-XX:Tier4InvocationThreshhold=1").returncode != 0  # a misspelt flag is caught so
+    for options in (LIGHT_JVM, HEAVY_JVM):
+        done = starts(options)
+        assert done.returncode == 0, f"{options}: {done.stderr.strip()}"
 
 
 def test_a_light_driver_without_an_archive_writes_one_and_it_is_put_in_place_whole(tmp_path, monkeypatch):

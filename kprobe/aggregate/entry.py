@@ -12,7 +12,8 @@ from kprobe.aggregate.plan import JobOptions, new_input_bytes, summary_lines, su
 # New input up to this size starts a light JVM (plan.LIGHT_JVM: C1 alone, the serial collector). At 1M
 # observations (602 MB, 2 cores) a first run took as long either way (56.5 s light, 57.4 s not) on 18% less
 # CPU, and the rerun with 1% new (6.8 MB) 30 s instead of 36 s on 42% less CPU (docs/performance.md);
-# far bigger inputs are where C2's code and a parallel collector may pay for themselves, so they keep them.
+# far bigger inputs are where C2's code and a parallel collector may pay for themselves, so they keep them
+# (plan.HEAVY_JVM: C2 for the methods that stay hot), and so does new input of a size not known.
 LIGHT_BELOW = 256 * 1024 * 1024
 
 

@@ -21,7 +21,7 @@ from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from kprobe.aggregate.plan import LIGHT_JVM
+from kprobe.aggregate.plan import HEAVY_JVM, LIGHT_JVM
 from kprobe.errors import KprobeError, UsageError
 from kprobe.output.sanitize import safe
 from kprobe.paths import cache_root, class_archive, remove_stray_dumps
@@ -38,6 +38,15 @@ EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 def light_options() -> str:
     """The driver's extraJavaOptions for a light run: the user's own (spark-defaults.conf), LIGHT_JVM, its archive."""
     return f"{_defaults().get(EXTRA_JAVA_OPTIONS, '')} {LIGHT_JVM} {archive_option()}".strip()
+
+
+def heavy_options() -> str:
+    """The driver's extraJavaOptions for a heavy run: the user's own (spark-defaults.conf), then HEAVY_JVM.
+
+    No class-data archive: it would be a second one, written by a heavy run's JVM, for a start-up
+    that is a small part of such a run.
+    """
+    return f"{_defaults().get(EXTRA_JAVA_OPTIONS, '')} {HEAVY_JVM}".strip()
 
 
 # A light run's driver maps Spark's classes from a class-data archive (AppCDS) instead of loading and
@@ -138,11 +147,12 @@ def _defaults() -> dict[str, str]:
 
 
 def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = False,
-            verbose: bool = False, light: bool = False) -> SparkSession:
+            verbose: bool = False, light: bool | None = None) -> SparkSession:
     """A session; under spark-submit the master is already set and `master` is None.
 
-    With `kafka`, the Kafka source's jars are resolved (cached) and put on the session. With `light`,
-    a local driver JVM this call starts gets LIGHT_JVM, unless PYSPARK_SUBMIT_ARGS says how to start it.
+    With `kafka`, the Kafka source's jars are resolved (cached) and put on the session. A local
+    driver JVM this call starts gets LIGHT_JVM when `light` is True, HEAVY_JVM when it is False, and
+    the JVM's defaults when it is None, or when PYSPARK_SUBMIT_ARGS says how to start it.
 
     Quiet unless `verbose`. The JVM that PySpark starts inherits the terminal, and writes its own
     start-up lines (`WARNING: Using incubator modules`, log4j's profile and default-level notes,
@@ -172,10 +182,10 @@ def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = Fal
             # A scheduled run is a process of its own each time: the web UI (a Jetty server and its
             # listeners, started with the context) is start-up cost that no one looks at.
             builder = builder.config("spark.ui.enabled", "false")
-        if light and "PYSPARK_SUBMIT_ARGS" not in os.environ and _starts_jvm():
+        if light is not None and "PYSPARK_SUBMIT_ARGS" not in os.environ and _starts_jvm():
             # spark-submit's launcher builds the driver's command line from this in client mode; a
             # --conf replaces spark-defaults.conf's value, so the user's options are kept in it.
-            builder = builder.config(EXTRA_JAVA_OPTIONS, light_options())
+            builder = builder.config(EXTRA_JAVA_OPTIONS, light_options() if light else heavy_options())
     builder = (builder.config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", os.environ.get("KPROBE_SPARK_DRIVER_MEMORY", "2g"))
                .config("spark.ui.showConsoleProgress", "false")
