@@ -46,7 +46,7 @@ LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=
 # The driver JVM's options for a run whose new input is large (entry.LIGHT_BELOW and over), where C2's code
 # pays for itself: tiered compilation, with C2 kept for the methods that stay hot. At its defaults a first run
 # over 1M observations (2 cores) spent 68.6 s of its 117 s of CPU compiling, 55 s of it in C2's one thread
-# (-XX:+CITime): a core for the whole run, on the long generated methods of Spark's plans, most of them hot
+# (-XX:+CITime): a core for most of the run, on the long generated methods of Spark's plans, most of them hot
 # only for a while. With four times C2's thresholds, nine rounds alternating with the defaults: faster in eight,
 # by 3.0 s at the median of the differences (median 62.3 s against 65.5 s; docs/performance.md, "C2 for the
 # methods that stay hot"). Spark's own parsing scan, the peer, keeps the JVM's defaults.
