@@ -6,11 +6,7 @@
 - A gzip bomb for `kprobe show`: refused in one line after a bounded number of bytes; the other reports
   in the same command still show.
 
-Peak memory is the child's own: VmHWM of its own address space (Linux), written by an atexit hook of a wrapper.
-(`ru_maxrss` is not: Linux carries it across fork and exec, so a child of a 70 MB pytest starts at 70 MB.)
-Its time is its own too, the CPU it used (user and system, every thread), written by the same hook: that is
-the work a bound on reading limits. The wall clock is the machine's: three xdist workers on two CPUs once
-stretched a 0.5 s refusal of a gzip bomb to 5.8 s. A hang is still caught, by the run's own 30 s timeout.
+Peak memory and CPU are the child's own (tests/measured_run.py says how, and why not the wall clock).
 So every test that bounds memory runs a real `python -m kprobe`-like child; the tests of file modes, which
 measure nothing, run kprobe's entry point in this process (tests/cli_runner.py), with the umask they name.
 """
@@ -20,39 +16,20 @@ from __future__ import annotations
 import gzip
 import io
 import os
-import re
 import shutil
 import socket
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from cli_runner import run_cli
+from measured_run import measured
 
 from kprobe.net.addresses import host_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = sorted((ROOT / "tests" / "data" / "reports").glob("*.json"))
-# kprobe's own entry point, with the child's peak RSS (KiB) and CPU seconds written last on stderr.
-MEASURED = ("import atexit, os, re, sys\n"
-            "atexit.register(lambda: sys.stderr.write('maxrss=' + re.search(r'VmHWM:\\s*(\\d+)', "
-            "open('/proc/self/status').read()).group(1) + ' cpu=' + str(os.times().user + os.times().system) "
-            "+ '\\n'))\n"
-            "sys.argv = ['kprobe', *sys.argv[1:]]\nfrom kprobe.cli import main\nmain()\n")
-
-
-def measured(*args: str, umask: int | None = None, stdin: int | None = None,
-             timeout: float = 30) -> tuple[subprocess.CompletedProcess[str], float, float]:
-    """Run kprobe; (the run with the measurement taken out of stderr, its CPU seconds, its peak RSS in MiB)."""
-    done = subprocess.run([sys.executable, "-c", MEASURED, *args], capture_output=True, text=True, timeout=timeout,
-                          check=False, cwd=ROOT, stdin=stdin, env={**os.environ, "NO_COLOR": "1"},
-                          preexec_fn=(lambda: os.umask(umask)) if umask is not None else None)
-    match = re.search(r"maxrss=(\d+) cpu=([\d.]+)\n\Z", done.stderr)
-    assert match, done.stderr[-2000:]
-    done.stderr = done.stderr[: match.start()]
-    return done, float(match.group(2)), int(match.group(1)) / 1024
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
