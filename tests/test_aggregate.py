@@ -1001,14 +1001,14 @@ def test_the_light_and_heavy_jvms_keep_the_driver_options_of_spark_defaults(tmp_
     # A value continued on the next line, as java.util.Properties (and so Spark) reads it.
     (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Da=1 \\\n    -Db=2\n")
     assert light_options() == f"-Da=1 -Db=2 {LIGHT_JVM} {mapped}"
-    assert heavy_options() == f"-Da=1 -Db=2 {HEAVY_JVM}"  # a heavy run's: no archive
+    assert heavy_options() == f"-Da=1 -Db=2 {HEAVY_JVM} {mapped}"  # a heavy run maps the same archive
 
 
 def test_the_driver_options_are_ones_this_java_starts_with():
     """A flag this JVM does not know stops it before Spark starts (`Unrecognized VM option`), and no Spark JVM
     of the suite starts with HEAVY_JVM (its sessions take LIGHT_JVM): so each set is started here, for a moment."""
     from kprobe.aggregate.jvm import _java
-    from kprobe.aggregate.plan import HEAVY_JVM, LIGHT_JVM
+    from kprobe.aggregate.plan import GENERATED_CLASSES, HEAVY_JVM, LIGHT_JVM
 
     java = _java()
     assert java is not None
@@ -1020,6 +1020,37 @@ def test_the_driver_options_are_ones_this_java_starts_with():
     for options in (LIGHT_JVM, HEAVY_JVM):
         done = starts(options)
         assert done.returncode == 0, f"{options}: {done.stderr.strip()}"
+    # A compile command the JVM cannot parse is only a line on its output, and `quiet` silences it: without
+    # `quiet`, each one the JVM took is echoed, and a misspelt one is not.
+    loud = HEAVY_JVM.replace("-XX:CompileCommand=quiet", "")
+    assert "-XX:CompileCommand=quiet" in HEAVY_JVM and "CompileCommand=" in loud
+    echoed = starts(loud).stdout
+    assert f"CompileCommand: MaxNodeLimit {GENERATED_CLASSES} intx MaxNodeLimit = 2000" in echoed, echoed
+    assert "error" not in echoed.lower(), echoed
+    assert "error" in starts("-XX:CompileCommand=MaxNodeLimt,a/B.*,2000").stdout.lower()
+
+
+def test_the_compile_command_names_the_classes_spark_generates(spark):
+    """HEAVY_JVM keeps C2 off the classes Spark generates by their name (`plan.GENERATED_CLASSES`): the class of
+    this Spark's whole-stage code, compiled as a query's is, has to be one of them."""
+    from fnmatch import fnmatchcase
+
+    from kprobe.aggregate.plan import GENERATED_CLASSES
+
+    codegen = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+    kept = {key: spark.conf.get(key) for key in codegen}  # off in the test session (conftest), on in a run
+    try:
+        for key, value in codegen.items():
+            spark.conf.set(key, value)
+        plan = spark.range(3).selectExpr("id * 2 AS x")._jdf.queryExecution().executedPlan()
+    finally:
+        for key, value in kept.items():
+            spark.conf.set(key, value)
+    assert plan.getClass().getSimpleName() == "WholeStageCodegenExec"
+    compiled = spark._jvm.org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator.compile(plan.doCodeGen()._2())
+    name = compiled._1().getClass().getName().replace(".", "/")
+    assert fnmatchcase(f"{name}.processNext", GENERATED_CLASSES), name
+    assert fnmatchcase(f"{name}$GeneratedIteratorForCodegenStage1.processNext", GENERATED_CLASSES)
 
 
 def test_a_light_driver_without_an_archive_writes_one_and_it_is_put_in_place_whole(tmp_path, monkeypatch):

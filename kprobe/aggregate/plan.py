@@ -50,8 +50,18 @@ LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=
 # only for a while. With four times C2's thresholds, nine rounds alternating with the defaults: faster in eight,
 # by 3.0 s at the median of the differences (median 62.3 s against 65.5 s; docs/performance.md, "C2 for the
 # methods that stay hot"). Spark's own parsing scan, the peer, keeps the JVM's defaults.
+#
+# Spark's generated classes (Janino's, new in every process) get C1's code and never C2's: C2 gave up on
+# them (a node limit of 2,000 is passed at once, for 0.03 s in all), and the JVM compiles a method C2 cannot
+# take at C1's level without profiling. C2 had spent 13 s of a first run compiling methods that each ran
+# over one run's data, while those methods ran in C1's slower, profiling code waiting for it; four pairs
+# alternating, 57.3 s against 60.5 s at the median (docs/performance.md, "Spark's generated code in C1").
+# Methods over 8,000 bytes of byte code are compiled too: the JVM otherwise interprets them whatever runs
+# them, and the parse's projection of every report (flat_records) is one.
+GENERATED_CLASSES = "org/apache/spark/sql/catalyst/expressions/GeneratedClass*.*"
 HEAVY_JVM = ("-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
-             "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000")
+             "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000 -XX:-DontCompileHugeMethods "
+             f"-XX:CompileCommand=quiet -XX:CompileCommand=MaxNodeLimit,{GENERATED_CLASSES},2000")
 
 
 @record
