@@ -982,7 +982,7 @@ def test_the_light_and_heavy_jvms_keep_the_driver_options_of_spark_defaults(tmp_
     """A --conf replaces spark-defaults.conf's value: a light or heavy run's flags come after the user's (a proxy,
     say), never instead of them."""
     from kprobe.aggregate import jvm
-    from kprobe.aggregate.jvm import heavy_options, light_options
+    from kprobe.aggregate.jvm import driver_options
     from kprobe.aggregate.plan import HEAVY_JVM, LIGHT_JVM
 
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
@@ -992,16 +992,16 @@ def test_the_light_and_heavy_jvms_keep_the_driver_options_of_spark_defaults(tmp_
     archive.parent.mkdir(parents=True)
     archive.write_bytes(b"an archive")  # as a light run leaves it (the class-data archive: below)
     mapped = f"-XX:SharedArchiveFile={archive}"
-    assert light_options() == f"{LIGHT_JVM} {mapped}"  # no spark-defaults.conf
+    assert driver_options(light=True) == f"{LIGHT_JVM} {mapped}"  # no spark-defaults.conf
     (tmp_path / "spark-defaults.conf").write_text(
         "# site settings\nspark.driver.memory 4g\nspark.driver.extraJavaOptions   -Dhttp.proxyHost=p -Dx=y\n")
-    assert light_options() == f"-Dhttp.proxyHost=p -Dx=y {LIGHT_JVM} {mapped}"
+    assert driver_options(light=True) == f"-Dhttp.proxyHost=p -Dx=y {LIGHT_JVM} {mapped}"
     (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions=-Dhttps.proxyPort=3128\n")
-    assert light_options() == f"-Dhttps.proxyPort=3128 {LIGHT_JVM} {mapped}"
+    assert driver_options(light=True) == f"-Dhttps.proxyPort=3128 {LIGHT_JVM} {mapped}"
     # A value continued on the next line, as java.util.Properties (and so Spark) reads it.
     (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Da=1 \\\n    -Db=2\n")
-    assert light_options() == f"-Da=1 -Db=2 {LIGHT_JVM} {mapped}"
-    assert heavy_options() == f"-Da=1 -Db=2 {HEAVY_JVM} {mapped}"  # a heavy run maps the same archive
+    assert driver_options(light=True) == f"-Da=1 -Db=2 {LIGHT_JVM} {mapped}"
+    assert driver_options(light=False) == f"-Da=1 -Db=2 {HEAVY_JVM} {mapped}"  # a heavy run maps the same archive
 
 
 def test_the_driver_options_are_ones_this_java_starts_with():

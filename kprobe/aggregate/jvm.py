@@ -35,25 +35,20 @@ _jvm_log: Path | None = None
 EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
-def light_options() -> str:
-    """The driver's extraJavaOptions for a light run: the user's own (spark-defaults.conf), LIGHT_JVM, its archive."""
-    return f"{_defaults().get(EXTRA_JAVA_OPTIONS, '')} {LIGHT_JVM} {archive_option()}".strip()
+def driver_options(light: bool) -> str:
+    """The driver's extraJavaOptions: the user's own (spark-defaults.conf), LIGHT_JVM or HEAVY_JVM, the archive.
 
-
-def heavy_options() -> str:
-    """The driver's extraJavaOptions for a heavy run: the user's own (spark-defaults.conf), HEAVY_JVM, the archive.
-
-    The light runs' archive, the same file: a heavy run loads the same classes, and not only at start-up
-    (the first run at 1M observations mapped 15,571 of the 25,901 classes it loaded from it, and took
-    45.7 s instead of 52.7 s at the median of three pairs). A heavy run with no archive yet writes it, as a
-    light one does: once per JDK and Spark on a machine, about 20 s as its driver exits.
+    One archive for both: a heavy run loads the same classes, and not only at start-up (the first run at
+    1M observations mapped 15,571 of the 25,901 classes it loaded from it, and took 45.7 s instead of
+    52.7 s at the median of three pairs). Whichever run finds none writes it: once per JDK and Spark on a
+    machine, about 20 s as its driver exits.
     """
-    return f"{_defaults().get(EXTRA_JAVA_OPTIONS, '')} {HEAVY_JVM} {archive_option()}".strip()
+    return f"{_defaults().get(EXTRA_JAVA_OPTIONS, '')} {LIGHT_JVM if light else HEAVY_JVM} {archive_option()}".strip()
 
 
 # The driver maps Spark's classes from a class-data archive (AppCDS) instead of loading and verifying them
 # in every process: the +1 % rerun at 1M observations 23.2 -> 19.2 s, 29 -> 25 s of CPU (docs/performance.md),
-# and a heavy run too (heavy_options). The first run without one writes it as its driver exits (`keep_archive`).
+# a heavy run's too (driver_options). The first run without one writes it as its driver exits (`keep_archive`).
 _dump: tuple[Path, Path] | None = None  # (what this process's driver writes as it exits, where it goes)
 
 
@@ -187,7 +182,7 @@ def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = Fal
         if light is not None and "PYSPARK_SUBMIT_ARGS" not in os.environ and _starts_jvm():
             # spark-submit's launcher builds the driver's command line from this in client mode; a
             # --conf replaces spark-defaults.conf's value, so the user's options are kept in it.
-            builder = builder.config(EXTRA_JAVA_OPTIONS, light_options() if light else heavy_options())
+            builder = builder.config(EXTRA_JAVA_OPTIONS, driver_options(light))
     builder = (builder.config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", os.environ.get("KPROBE_SPARK_DRIVER_MEMORY", "2g"))
                .config("spark.ui.showConsoleProgress", "false")
