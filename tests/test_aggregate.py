@@ -11,6 +11,7 @@ import datetime as dt
 import gzip
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -1020,6 +1021,16 @@ def test_the_driver_options_are_ones_this_java_starts_with():
     for options in (LIGHT_JVM, HEAVY_JVM):
         done = starts(options)
         assert done.returncode == 0, f"{options}: {done.stderr.strip()}"
+    # And each flag is what the JVM runs with: one that a later option or the JVM's own choices overrode would
+    # start as well and change nothing.
+    given = {}
+    for option in HEAVY_JVM.split():
+        flag = re.fullmatch(r"-XX:(?:([+-])(\w+)|(\w+)=(\d+))", option)
+        if flag:
+            given[flag[2] or flag[3]] = ("true" if flag[1] == "+" else "false") if flag[2] else flag[4]
+    final = starts(f"{HEAVY_JVM} -XX:+PrintFlagsFinal").stdout
+    running = {m[1]: m[2] for m in re.finditer(r"^\s*\S+ (\w+)\s+= (\S+).*\{command line\}", final, re.M)}
+    assert given and {name: running.get(name) for name in given} == given, final
     # A compile command the JVM cannot parse is only a line on its output, and `quiet` silences it: without
     # `quiet`, each one the JVM took is echoed, and a misspelt one is not.
     loud = HEAVY_JVM.replace("-XX:CompileCommand=quiet", "")
