@@ -63,7 +63,7 @@ LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=
 # to more than 1,000 bytes of machine code, not 2,500): C2's time grows faster than the code it compiles, and
 # even with the above it took 34 to 39 s of a first run (-XX:+CITime), the compiler thread on one of two cores
 # for most of the run. Inlining less, 18 to 22 s, and the run is faster for it: first runs at 1M observations,
-# seven pairs alternating, faster in every one, median 47.9 -> 40.7 s (docs/performance.md, "C2 inlines less").
+# seven pairs alternating, faster in every one, median 47.9 -> 41.6 s (docs/performance.md, "C2 inlines less").
 GENERATED_CLASSES = "org/apache/spark/sql/catalyst/expressions/GeneratedClass*.*"
 HEAVY_JVM = ("-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
              "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000 -XX:-DontCompileHugeMethods "
