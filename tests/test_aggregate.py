@@ -1003,12 +1003,22 @@ def test_the_light_and_heavy_jvms_keep_the_driver_options_of_spark_defaults(tmp_
     (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Da=1 \\\n    -Db=2\n")
     assert driver_options(light=True) == f"-Da=1 -Db=2 {LIGHT_JVM} {mapped}"
     assert driver_options(light=False) == f"-Da=1 -Db=2 {HEAVY_JVM} {mapped}"  # a heavy run maps the same archive
+    # The user's own flags win over kprobe's, and their collector replaces kprobe's (two stop the JVM: below).
+    (tmp_path / "spark-defaults.conf").write_text(
+        "spark.driver.extraJavaOptions -XX:+UseG1GC -XX:FreqInlineSize=200 -XX:-DontCompileHugeMethods\n")
+    heavy = driver_options(light=False).split()
+    assert heavy[:3] == ["-XX:+UseG1GC", "-XX:FreqInlineSize=200", "-XX:-DontCompileHugeMethods"]
+    assert heavy[3:] == [o for o in HEAVY_JVM.split() if not o.startswith(("-XX:+UseParallelGC", "-XX:FreqInlineSize",
+                                                                         "-XX:-DontCompileHugeMethods"))] + [mapped]
+    assert driver_options(light=True).split() == ["-XX:+UseG1GC", "-XX:FreqInlineSize=200",
+                                                  "-XX:-DontCompileHugeMethods", "-XX:TieredStopAtLevel=1",
+                                                  "-XX:ReservedCodeCacheSize=240m", mapped]
 
 
 def test_the_driver_options_are_ones_this_java_starts_with():
     """A flag this JVM does not know stops it before Spark starts (`Unrecognized VM option`), and no Spark JVM
     of the suite starts with HEAVY_JVM (its sessions take LIGHT_JVM): so each set is started here, for a moment."""
-    from kprobe.aggregate.jvm import _java
+    from kprobe.aggregate.jvm import _java, leaving_theirs
     from kprobe.aggregate.plan import GENERATED_CLASSES, HEAVY_JVM, LIGHT_JVM
 
     java = _java()
@@ -1039,6 +1049,11 @@ def test_the_driver_options_are_ones_this_java_starts_with():
     assert f"CompileCommand: MaxNodeLimit {GENERATED_CLASSES} intx MaxNodeLimit = 2000" in echoed, echoed
     assert "error" not in echoed.lower(), echoed
     assert "error" in starts("-XX:CompileCommand=MaxNodeLimt,a/B.*,2000").stdout.lower()
+    # A collector of the user's own (spark-defaults.conf) beside kprobe's would stop the JVM: it replaces kprobe's.
+    assert starts(f"-XX:+UseG1GC {HEAVY_JVM}").returncode != 0
+    for options in (LIGHT_JVM, HEAVY_JVM):
+        done = starts(f"-XX:+UseG1GC {leaving_theirs(options, '-XX:+UseG1GC')}")
+        assert done.returncode == 0, done.stderr
 
 
 def test_the_compile_command_names_the_classes_spark_generates(spark):

@@ -43,7 +43,31 @@ def driver_options(light: bool) -> str:
     52.7 s at the median of three pairs). Whichever run finds none writes it: once per JDK and Spark on a
     machine, about 20 s as its driver exits.
     """
-    return f"{_defaults().get(EXTRA_JAVA_OPTIONS, '')} {LIGHT_JVM if light else HEAVY_JVM} {archive_option()}".strip()
+    own = _defaults().get(EXTRA_JAVA_OPTIONS, "")
+    return f"{own} {leaving_theirs(LIGHT_JVM if light else HEAVY_JVM, own)} {archive_option()}".strip()
+
+
+_XX_FLAG = re.compile(r"-XX:[+-]?(\w+)(=.*)?")
+_COLLECTOR = re.compile(r"-XX:\+Use\w+GC")
+
+
+def leaving_theirs(ours: str, theirs: str) -> str:
+    """The JVM flags of kprobe less those the user's own options set: theirs are the site's choice, and win.
+
+    Of a flag given twice the JVM takes the last, which would be kprobe's; and a collector of ours beside
+    one of theirs (`-XX:+UseG1GC` with `-XX:+UseParallelGC`) stops the JVM before Spark starts ("Multiple
+    garbage collectors selected"). Compile commands add up, so those of both are kept.
+    """
+    words = theirs.split()
+    named = {m[1] for m in map(_XX_FLAG.fullmatch, words) if m}
+    collector = any(_COLLECTOR.fullmatch(w) for w in words)
+    kept = []
+    for option in ours.split():
+        flag = _XX_FLAG.fullmatch(option)
+        if flag and flag[1] != "CompileCommand" and (flag[1] in named or (collector and _COLLECTOR.fullmatch(option))):
+            continue
+        kept.append(option)
+    return " ".join(kept)
 
 
 # The driver maps Spark's classes from a class-data archive (AppCDS) instead of loading and verifying them
