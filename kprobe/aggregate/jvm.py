@@ -36,7 +36,8 @@ EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def driver_options(light: bool) -> str:
-    """The driver's extraJavaOptions: the user's own (spark-defaults.conf), LIGHT_JVM or HEAVY_JVM, the archive.
+    """The driver's extraJavaOptions: the user's own (spark-defaults.conf), LIGHT_JVM or HEAVY_JVM less the flags
+    theirs set (`leaving_theirs`), the archive.
 
     One archive for both: a heavy run loads the same classes, and not only at start-up (the first run at
     1M observations mapped 15,571 of the 25,901 classes it loaded from it, and took 45.7 s instead of
