@@ -1013,6 +1013,9 @@ def test_the_light_and_heavy_jvms_keep_the_driver_options_of_spark_defaults(tmp_
     light = driver_options(light=True).split()
     assert light == heavy[:3] + [o for o in LIGHT_JVM.split() if o != "-XX:+UseSerialGC"] + [mapped]
     assert "-XX:+UseSerialGC" in LIGHT_JVM.split() and "-XX:+UseParallelGC" in HEAVY_JVM.split()
+    # A flag that only ends in GC chooses no collector: kprobe's stays.
+    (tmp_path / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -XX:+UseMaximumCompactionOnSystemGC\n")
+    assert driver_options(light=False) == f"-XX:+UseMaximumCompactionOnSystemGC {HEAVY_JVM} {mapped}"
 
 
 def test_the_driver_options_are_ones_this_java_starts_with():

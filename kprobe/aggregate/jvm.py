@@ -49,7 +49,8 @@ def driver_options(light: bool) -> str:
 
 
 _XX_FLAG = re.compile(r"-XX:[+-]?(\w+)(=.*)?")
-_COLLECTOR = re.compile(r"-XX:\+Use\w+GC")
+# The collectors by name: other flags end in GC too (UseAdaptiveSizePolicyWithSystemGC, ...).
+_COLLECTOR = re.compile(r"-XX:\+Use(?:Serial|Parallel|G1|Z|Shenandoah|Epsilon)GC")
 
 
 def leaving_theirs(ours: str, theirs: str) -> str:
