@@ -903,6 +903,17 @@ def test_a_day_rolled_up_in_segments_equals_a_full_run(spark, tmp_path, monkeypa
     assert ev[("v1", 0)].probes == 3 * 5 + 1 and ev[("v1", 0)].status_changes > 5
     changes = spark.read.parquet(str(out / "parquet" / "advertised_changes")).collect()
     assert {(c.previous, c.current) for c in changes} == {("b1.c1:9092", "b1.moved:9092"), ("b1.moved:9092", "b1.c1:9092")}
+    # A small increment's rows are rolled up in one task without the broadcast lookups (`one_task`): over this
+    # day's rows (ties, mixed outcomes, moved addresses) every kind of rollup row is the same as spread.
+    from kprobe.aggregate import state as st
+    from kprobe.aggregate import transforms as tf
+
+    root = out / st.STATE_NAME
+    rows = ingest.kept(spark, root, st.load(root), {"2026-11-01"})
+    one, spread = tf.day_rollups(rows.coalesce(1), one_task=True), tf.day_rollups(rows)
+    one_rows, spread_rows = (sorted((tuple(r) for r in df.collect()), key=repr) for df in (one, spread))
+    assert one.schema == spread.schema and one_rows == spread_rows
+    assert {r.t for r in one.select("t").collect()} == {"ev", "h", "hr", "cs", "f", "fe", "adv", "chg"}
 
 
 @pytest.mark.parametrize("case", ["foreign", "corrupt", "missing", "other format"])

@@ -119,7 +119,8 @@ def _read(spark: SparkSession, table: str, *paths: str, base: str | None = None)
 # a small increment's segment (10,200 observations: 350 kB) or a few days of rollups. Spread over the
 # shuffle partitions, each of the nine aggregations of `tf.day_rollups` is a stage of its own (25 Spark
 # jobs for a segment, each a fixed cost in a new JVM); in one partition every grouping is already in
-# place and none needs a shuffle. Past a few MB the cores do more than that costs (a day of 150,000
+# place and none needs a shuffle, and the rollups need none of their broadcast lookups either (`one_task`
+# there: 2 jobs instead of 9). Past a few MB the cores do more than that costs (a day of 150,000
 # observations, 3.9 MB: 6.3 s in one task against 7.2 s spread; 860,000, 24 MB: 21 s against 16 s).
 ONE_TASK_BELOW = 8 << 20
 
@@ -320,12 +321,13 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
         every = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
         read = [(r, k, d) for r, k, d in manifest.records
                 if k == "r" and (d in whole or (r == run_no and d in segmented))]
-        every = small(every, parquet_bytes(root, "records", read))
+        one_task = parquet_bytes(root, "records", read) < ONE_TASK_BELOW
+        every = every.coalesce(1) if one_task else every
         # Small after aggregation: one file per day, not one per shuffle partition and rollup kind,
         # which every later run would open. Gathered by a shuffle of the rollups, not by coalescing:
         # coalesce(1) would run each rollup's last stage (the ordering of a day's observations among
         # them) in that one task too.
-        tf.day_rollups(every).repartition(1).write.partitionBy("d").parquet(str(target))
+        tf.day_rollups(every, one_task).repartition(1).write.partitionBy("d").parquet(str(target))
     done = {d for _, d in st.written(target)} if target.exists() else set()
     for day in days:
         if day in done:

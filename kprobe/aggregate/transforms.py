@@ -302,7 +302,7 @@ def _bucket(ms: Column) -> Column:
     return F.when(ms <= 0, F.lit(ZERO_BUCKET)).otherwise(F.ceil(F.log(ms) * BUCKETS_PER_E).cast("int"))
 
 
-def day_rollups(rows: DataFrame) -> DataFrame:
+def day_rollups(rows: DataFrame, one_task: bool = False) -> DataFrame:
     """Kept FLAT rows -> per-day partial aggregates, one table, `t` telling them apart.
 
     t = ev (per endpoint and vantage: counts, failure classes, maxima, first and last
@@ -311,29 +311,40 @@ def day_rollups(rows: DataFrame) -> DataFrame:
     f (findings), fe (findings per endpoint, in their words), adv (a bootstrap's first and last
     advertised address of a node) and chg (changes of it within the day). Each merges across days
     in the functions below.
+
+    `one_task`: the rows are in one partition (a small increment: ingest.ONE_TASK_BELOW). Over many
+    rows, the status changes, the latest report and the advertised addresses are each found by a
+    small aggregation first and a broadcast lookup into the rows, which spares sorting every row (or
+    aggregating a struct, which Spark does by sorting); in one task each of those lookups is a Spark
+    job of its own, a fixed cost in a new driver, and sorting a few thousand rows costs nothing. There
+    the rows are aggregated directly: the same rows come out (tests/test_aggregate.py compares them).
     """
     day = ("d", "day")
     reps = rows.where("rep")
     obs = rows.where("o")
     ob = obs.select(*KEYS, *day, "ts", "rid", "failure", "dns_ms", "tcp_ms", _success().alias("ok"))
-    ev = ob.groupBy(*KEYS, *day).agg(
+    counts = [
         F.count(F.lit(1)).alias("probes"), F.sum(F.col("ok").cast("long")).alias("successes"),
         *[F.sum(F.when(F.col("failure") == name, 1).otherwise(0).cast("long")).alias(f"fail_{name}")
           for name in FAILURE_CLASSES],
         F.max("dns_ms").alias("dns_max_ms"), F.max("tcp_ms").alias("tcp_max_ms"),
         F.min(_status_key()).alias("first_key"), F.max(_status_key()).alias("last_key"),
-    )
-    # Status changes need the day's observations in order, but only where both outcomes occur:
-    # an endpoint always reachable (or never) that day changed 0 times, and is not sorted.
-    mixed = ev.where((F.col("successes") > 0) & (F.col("successes") < F.col("probes"))).select(*KEYS, *day)
+    ]
     # Ordered as first_key and last_key order them (a tie in time: successes first), so that a day
     # rolled up in segments (see `endpoint_vantage`) counts the same changes as the whole day.
     w = Window.partitionBy(*KEYS, *day).orderBy(_status_key(), "rid")
-    flips = (ob.join(F.broadcast(mixed), [*KEYS, *day], "semi").withColumn("prev", F.lag("ok").over(w))
-             .groupBy(*KEYS, *day).agg(F.sum((F.col("prev").isNotNull() & (F.col("prev") != F.col("ok")))
-                                             .cast("long")).alias("changes")))
-    ev = (ev.join(flips, [*KEYS, *day], "left").withColumn("changes", F.coalesce("changes", F.lit(0)))
-          .withColumn("first_ts", _key_ts("first_key")).withColumn("last_ts", _key_ts("last_key"))
+    flips = F.sum((F.col("prev").isNotNull() & (F.col("prev") != F.col("ok"))).cast("long")).alias("changes")
+    if one_task:
+        ev = ob.withColumn("prev", F.lag("ok").over(w)).groupBy(*KEYS, *day).agg(*counts, flips)
+    else:
+        # Status changes need the day's observations in order, but only where both outcomes occur:
+        # an endpoint always reachable (or never) that day changed 0 times, and is not sorted.
+        ev = ob.groupBy(*KEYS, *day).agg(*counts)
+        mixed = ev.where((F.col("successes") > 0) & (F.col("successes") < F.col("probes"))).select(*KEYS, *day)
+        changed = (ob.join(F.broadcast(mixed), [*KEYS, *day], "semi").withColumn("prev", F.lag("ok").over(w))
+                   .groupBy(*KEYS, *day).agg(flips))
+        ev = ev.join(changed, [*KEYS, *day], "left").withColumn("changes", F.coalesce("changes", F.lit(0)))
+    ev = (ev.withColumn("first_ts", _key_ts("first_key")).withColumn("last_ts", _key_ts("last_key"))
           .withColumn("t", F.lit("ev")))
     lat = ob.select(*KEYS, *day, F.explode(F.array(
         F.struct(F.lit("dns").alias("metric"), F.col("dns_ms").alias("ms")),
@@ -344,18 +355,24 @@ def day_rollups(rows: DataFrame) -> DataFrame:
               .agg(F.count(F.lit(1)).alias("probes"), F.sum(F.col("ok").cast("long")).alias("successes"))
               .withColumn("t", F.lit("hr")))
     pair = ["cluster_id", "vantage", *day]
-    cs = reps.groupBy(*pair).agg(
-        F.count(F.lit(1)).alias("reports"),
-        F.max(F.when(F.col("status") == "ok", F.col("ts"))).alias("last_good"),
-        F.max(F.when(F.col("status") != "ok", F.col("ts"))).alias("last_bad"),
-        F.max("ts").alias("last_ts"))
-    # The latest report's picture: the reports at the latest time (one, but for a tie), looked up.
-    latest = (reps.join(F.broadcast(cs.select(*pair, F.col("last_ts").alias("ts"))), [*pair, "ts"], "semi")
-              .groupBy(*pair).agg(F.max(F.struct("rid", "n_adv", "n_reach", "status")).alias("l")))
-    cs = (cs.join(latest, pair, "left")
-          .select("*", F.col("l.rid").alias("last_rid"), F.col("l.n_adv").alias("n_adv"),
-                  F.col("l.n_reach").alias("n_reach"), F.col("l.status").alias("last_report_status"))
-          .drop("l").withColumn("t", F.lit("cs")))
+    reports = [F.count(F.lit(1)).alias("reports"),
+               F.max(F.when(F.col("status") == "ok", F.col("ts"))).alias("last_good"),
+               F.max(F.when(F.col("status") != "ok", F.col("ts"))).alias("last_bad")]
+    # The latest report's picture: of the reports at the latest time (one, but for a tie), the largest hash.
+    if one_task:
+        cs = (reps.groupBy(*pair).agg(*reports, F.max(F.struct("ts", "rid", "n_adv", "n_reach", "status")).alias("l"))
+              .select(*pair, "reports", "last_good", "last_bad", F.col("l.ts").alias("last_ts"),
+                      F.col("l.rid").alias("last_rid"), F.col("l.n_adv").alias("n_adv"),
+                      F.col("l.n_reach").alias("n_reach"), F.col("l.status").alias("last_report_status")))
+    else:
+        cs = reps.groupBy(*pair).agg(*reports, F.max("ts").alias("last_ts"))
+        latest = (reps.join(F.broadcast(cs.select(*pair, F.col("last_ts").alias("ts"))), [*pair, "ts"], "semi")
+                  .groupBy(*pair).agg(F.max(F.struct("rid", "n_adv", "n_reach", "status")).alias("l")))
+        cs = (cs.join(latest, pair, "left")
+              .select("*", F.col("l.rid").alias("last_rid"), F.col("l.n_adv").alias("n_adv"),
+                      F.col("l.n_reach").alias("n_reach"), F.col("l.status").alias("last_report_status"))
+              .drop("l"))
+    cs = cs.withColumn("t", F.lit("cs"))
     # A finding stands for every endpoint it concerns (findings[].endpoints, since findings were
     # merged across endpoints): `occurrences` counts one per endpoint (at least one per finding),
     # comparable with reports that wrote one finding per endpoint; `findings` counts them as written.
@@ -381,29 +398,39 @@ def day_rollups(rows: DataFrame) -> DataFrame:
                            F.col("b.address").alias("bootstrap"), F.explode("b.brokers").alias("x")).select(
         "cluster_id", "vantage", *day, "ts", "rid", "report_id", "bootstrap", F.col("x.node_id").alias("node_id"),
         F.concat_ws(":", "x.host", F.col("x.port").cast("string")).alias("advertised"))
-    # Per address seen: when first and last. One address a day (the rule) has no change inside the
-    # day, and needs no ordering of its reports; only days with several are ordered.
-    spans = brokers.groupBy(*ADV_KEYS, *day, "advertised").agg(F.min("ts").alias("a_ts"), F.max("ts").alias("z_ts"))
-    ends = spans.groupBy(*ADV_KEYS, *day).agg(  # small: one row per address seen
-        F.min(F.struct("a_ts", "advertised")).alias("a"), F.max(F.struct("z_ts", "advertised")).alias("z"),
-        F.count(F.lit(1)).alias("addresses"))
-    moved = ends.where(F.col("addresses") > 1).select(*ADV_KEYS, *day)
     # Ordered as `ends` orders them (a tie in time by address), so that segments of a day meet as the whole day does.
     order = Window.partitionBy(*ADV_KEYS, *day).orderBy("ts", "advertised", "report_id")
-    changes = (brokers.join(F.broadcast(moved), [*ADV_KEYS, *day], "semi")
-               .withColumn("previous", F.lag("advertised").over(order))
+    if one_task:
+        # The first address with the first report that gave it (named if a change is found where this
+        # rollup meets the one before it: across midnight, or a segment of the same day), and the last.
+        ends = (brokers.groupBy(*ADV_KEYS, *day).agg(F.min(F.struct("ts", "advertised", "report_id")).alias("a"),
+                                                      F.max(F.struct("ts", "advertised")).alias("z"))
+                .select(*ADV_KEYS, *day, F.col("a.ts").alias("first_ts"), F.col("a.advertised").alias("first_adv"),
+                        F.col("z.ts").alias("last_ts"), F.col("z.advertised").alias("last_adv"),
+                        F.col("a.report_id").alias("report_id")))
+        moving = brokers  # a node with one address that day has no change: none is found
+    else:
+        # Per address seen: when first and last. One address a day (the rule) has no change inside the
+        # day, and needs no ordering of its reports; only days with several are ordered.
+        spans = brokers.groupBy(*ADV_KEYS, *day, "advertised").agg(F.min("ts").alias("a_ts"), F.max("ts").alias("z_ts"))
+        ends = spans.groupBy(*ADV_KEYS, *day).agg(  # small: one row per address seen
+            F.min(F.struct("a_ts", "advertised")).alias("a"), F.max(F.struct("z_ts", "advertised")).alias("z"),
+            F.count(F.lit(1)).alias("addresses"))
+        moved = ends.where(F.col("addresses") > 1).select(*ADV_KEYS, *day)
+        moving = brokers.join(F.broadcast(moved), [*ADV_KEYS, *day], "semi")
+        ends = ends.select(*ADV_KEYS, *day, F.col("a.a_ts").alias("first_ts"), F.col("a.advertised").alias("first_adv"),
+                           F.col("z.z_ts").alias("last_ts"), F.col("z.advertised").alias("last_adv"))
+        # The first report with the first address, first as `order` has it.
+        firsts = (brokers.join(F.broadcast(ends.select(*ADV_KEYS, *day, F.col("first_ts").alias("ts"),
+                                                       F.col("first_adv").alias("advertised"))),
+                               [*ADV_KEYS, *day, "ts", "advertised"], "semi")
+                  .groupBy(*ADV_KEYS, *day).agg(F.min("report_id").alias("report_id")))
+        ends = ends.join(firsts, [*ADV_KEYS, *day], "left")
+    ends = ends.withColumn("t", F.lit("adv"))
+    changes = (moving.withColumn("previous", F.lag("advertised").over(order))
                .where(F.col("previous").isNotNull() & (F.col("previous") != F.col("advertised")))
                .select(*ADV_KEYS, *day, "previous", F.col("advertised").alias("current"),
                        F.col("ts").alias("changed_at"), "report_id").withColumn("t", F.lit("chg")))
-    ends = ends.select(*ADV_KEYS, *day, F.col("a.a_ts").alias("first_ts"), F.col("a.advertised").alias("first_adv"),
-                       F.col("z.z_ts").alias("last_ts"), F.col("z.advertised").alias("last_adv"))
-    # The first report with the first address (named if a change is found where this rollup meets
-    # the one before it: across midnight, or a segment of the same day), first as `order` has it.
-    firsts = (brokers.join(F.broadcast(ends.select(*ADV_KEYS, *day, F.col("first_ts").alias("ts"),
-                                                   F.col("first_adv").alias("advertised"))),
-                           [*ADV_KEYS, *day, "ts", "advertised"], "semi")
-              .groupBy(*ADV_KEYS, *day).agg(F.min("report_id").alias("report_id")))
-    ends = ends.join(firsts, [*ADV_KEYS, *day], "left").withColumn("t", F.lit("adv"))
     out = ev
     for part in (hist, hourly, cs, found, own, changes, ends):
         out = out.unionByName(part, allowMissingColumns=True)
