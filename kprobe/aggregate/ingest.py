@@ -248,24 +248,25 @@ def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int,
     older = [(r, k, d) for r, k, d in manifest.records if r != run_no and k == "r"]
     now = read_parts(spark, root, "records", mine)
     assert now is not None
-    ids = now.where("rep").groupBy("rid", "report_id").agg(F.count(F.lit(1)).alias("n"))
+    mine_ids = now.where("rep").select("rid", "report_id")
+    both = mine_ids.withColumn("old", F.lit(False))
     before = read_parts(spark, root, "records", older)
     if before is not None:
-        mine_ids = ids.select("rid", "report_id")
-        # An increment's ids are few: broadcast, so history is scanned once and never shuffled.
+        # An increment's ids are few: broadcast, so history is scanned once and never shuffled; history's
+        # rows of this run's ids join them in one aggregation (no distinct, and no join of its result).
         probe = F.broadcast(mine_ids) if batch["usable"] < 2_000_000 else mine_ids
-        known = (before.where("rep").select("rid", "report_id").join(probe, ["rid", "report_id"], "semi")
-                 .distinct().withColumn("known", F.lit(1)))
-        ids = ids.join(known, ["rid", "report_id"], "left")
-    else:
-        ids = ids.withColumn("known", F.lit(None).cast("int"))
-    tally = ids.agg(F.count(F.lit(1)).alias("ids"), F.count("known").alias("known"),
-                    F.count(F.when((F.col("n") > 1) | F.col("known").isNotNull(), 1)).alias("again")).first()
+        both = both.unionByName(before.where("rep").select("rid", "report_id").join(probe, ["rid", "report_id"], "semi")
+                                .withColumn("old", F.lit(True)))
+    ids = both.groupBy("rid", "report_id").agg(F.count(F.when(~F.col("old"), 1)).alias("n"),
+                                               F.max("old").alias("known"))
+    repeated = (F.col("n") > 1) | F.col("known")
+    tally = ids.agg(F.count(F.lit(1)).alias("ids"), F.count(F.when(F.col("known"), 1)).alias("known"),
+                    F.count(F.when(repeated, 1)).alias("again")).first()
     assert tally is not None
     manifest.counts["ids"] += tally["ids"] - tally["known"]
     if not tally["again"]:
         return set()
-    again = ids.where((F.col("n") > 1) | F.col("known").isNotNull()).select("rid", "report_id")
+    again = ids.where(repeated).select("rid", "report_id")
     every = read_parts(spark, root, "records", [*older, *mine])
     assert every is not None
     copies = every.where("rep").join(F.broadcast(again), ["rid", "report_id"], "semi")
@@ -346,9 +347,11 @@ def _interleaved(spark: SparkSession, root: Path, manifest: st.Manifest, mine: D
     before = read_parts(spark, root, "rollups", [(r, "", d) for d in sorted(days) for r in manifest.rollups[d]])
     assert before is not None
     pair = ["cluster_id", "vantage", "d"]
-    first = mine.where("rep").groupBy(*pair).agg(F.min("ts").alias("first"))
-    last = before.where(F.col("t") == "cs").groupBy(*pair).agg(F.max("last_ts").alias("last"))
-    late = first.join(last, pair).where(F.col("first") <= F.col("last")).select("d").distinct()
-    return {row["d"] for row in late.collect()}
+    # One aggregation of both sides (no join of two): a pair with no report rolled up before has no `last`.
+    mine = mine.where("rep").select(*pair, F.col("ts").alias("first"), F.lit(None).cast("timestamp").alias("last"))
+    rolled = before.where(F.col("t") == "cs").select(*pair, F.lit(None).cast("timestamp").alias("first"),
+                                                     F.col("last_ts").alias("last"))
+    ends = mine.unionByName(rolled).groupBy(*pair).agg(F.min("first").alias("first"), F.max("last").alias("last"))
+    return {row["d"] for row in ends.where(F.col("first") <= F.col("last")).select("d").collect()}
 
 
