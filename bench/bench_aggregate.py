@@ -26,6 +26,7 @@ With `--processes`, every figure is a whole process, as a scheduler runs the job
 - the parsing scan: a process that starts a Spark session and does the scan above;
 - the first `kprobe aggregate` (html off) into a new --out;
 - the rerun with 1% new reports (a separate process, the state kept in --out);
+- its peer, a bare Spark process doing that rerun's reading and writing (`bare_process`);
 - the run after it, with nothing new (no JVM: kprobe.aggregate.plan);
 
 side by side in each round, medians of the rounds.
@@ -46,6 +47,7 @@ from typing import Any
 
 from kprobe.aggregate.generate import START, reports, write_jsonl
 from kprobe.aggregate.schema import report_schema
+from kprobe.aggregate.state import STATE_NAME
 
 VANTAGES, CLUSTERS = 20, 10
 
@@ -160,6 +162,39 @@ def scan_process(path: Path) -> None:
     spark.stop()
 
 
+def bare_process(more: Path, state: Path) -> None:
+    """The +1% rerun's peer, as its own process: what any Spark job doing that rerun's I/O pays in a new driver.
+
+    The same light driver JVM (kprobe.aggregate.entry.LIGHT_BELOW) parses the new reports, writes their
+    endpoints as Parquet, reads them back and aggregates them once into Parquet, then makes six small
+    tables from the stored rollups, each written as Parquet and collected as JSON. The rerun does all of
+    that and kprobe's own work besides: the ids against history, the order against the day's rollups,
+    nine kinds of rollup, the merges of the outputs. What the rerun takes over this peer is that work.
+    """
+    import tempfile
+
+    from pyspark.sql import functions as F
+
+    from kprobe.aggregate.job import session
+
+    spark = session("local[*]", app="kprobe-bench-bare", light=True)
+    out = Path(tempfile.mkdtemp(prefix="kprobe-bench-bare-"))
+    try:
+        new = spark.read.schema(report_schema()).json(str(more))
+        (new.select("id", F.col("vantage.name").alias("vantage"), "started_at", F.explode("endpoints").alias("e"))
+         .select("id", "vantage", "started_at", "e.*").write.parquet(str(out / "records")))
+        records = spark.read.parquet(str(out / "records"))
+        records.groupBy("host", "port").agg(F.count(F.lit(1)).alias("n")).coalesce(1).write.parquet(str(out / "rollup"))
+        rollups = spark.read.parquet(str(state / "rollups")).coalesce(1)
+        for kind in ("ev", "h", "hr", "cs", "f", "fe"):
+            table = rollups.where(F.col("t") == kind).groupBy("cluster_id", "vantage").agg(F.count(F.lit(1)).alias("n"))
+            table.write.parquet(str(out / kind))
+            spark.read.schema(table.schema).parquet(str(out / kind)).select(F.to_json(F.struct("*"))).collect()
+    finally:
+        spark.stop()
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def processes(args: argparse.Namespace) -> None:
     """Scan, first run, +1%, nothing new: each a separate process, side by side per round; medians."""
     aggregate = [sys.executable, "-m", "kprobe", "aggregate", "--no-html"]
@@ -175,20 +210,23 @@ def processes(args: argparse.Namespace) -> None:
             first, text = timed([*aggregate, str(base), "--out", str(out)])
             observations = int(text.split(" endpoint observations")[0].rsplit("(", 1)[1].split()[-1])
             more_s, text = timed([*aggregate, str(base), str(more), "--out", str(out)])
+            bare = timed([sys.executable, __file__, "--bare", str(more), str(out / STATE_NAME)])[0]
             nothing, quiet = timed([*aggregate, str(base), str(more), "--out", str(out)])
             assert quiet.startswith("nothing new"), quiet
-            runs.append({"scan": scan, "first": first, "more": more_s, "nothing": nothing})
+            runs.append({"scan": scan, "first": first, "more": more_s, "bare": bare, "nothing": nothing})
             print(f"{observations:,} observations: scan {scan:.1f} s, first run {first:.1f} s "
-                  f"({first / scan:.2f} x scan), +1% {more_s:.1f} s ({more_s / first:.2f} of the first), "
-                  f"nothing new {nothing:.2f} s", flush=True)
+                  f"({first / scan:.2f} x scan), +1% {more_s:.1f} s ({more_s / first:.2f} of the first; "
+                  f"its bare peer {bare:.1f} s), nothing new {nothing:.2f} s", flush=True)
         table.append((observations, _medians(runs)))
         _clean_up(args, out, base, more)
     print(f"\nmedians of {args.repeat} rounds, every figure a whole process:")
-    print("| observations | parsing scan | first run | first / scan | +1% new | +1% / first | nothing new |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| observations | parsing scan | first run | first / scan | +1% new | +1% / first | bare +1% | "
+          "+1% / bare | nothing new |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for obs, m in table:
         print(f"| {obs:,} | {m['scan']:.1f} s | {m['first']:.1f} s | {m['first'] / m['scan']:.2f} "
-              f"| {m['more']:.1f} s | {m['more'] / m['first']:.2f} | {m['nothing']:.2f} s |")
+              f"| {m['more']:.1f} s | {m['more'] / m['first']:.2f} | {m['bare']:.1f} s | {m['more'] / m['bare']:.2f} "
+              f"| {m['nothing']:.2f} s |")
 
 
 def main() -> None:
@@ -200,9 +238,13 @@ def main() -> None:
     parser.add_argument("--no-duckdb", action="store_true")
     parser.add_argument("--processes", action="store_true", help="every figure a whole process (issue 32)")
     parser.add_argument("--scan", type=Path, help=argparse.SUPPRESS)  # one parsing scan, as its own process
+    parser.add_argument("--bare", type=Path, nargs=2, help=argparse.SUPPRESS)  # the +1% peer: NEW_INPUT STATE
     args = parser.parse_args()
     if args.scan:
         scan_process(args.scan)
+        return
+    if args.bare:
+        bare_process(*args.bare)
         return
     if args.processes:
         processes(args)
