@@ -348,10 +348,10 @@ def _interleaved(spark: SparkSession, root: Path, manifest: st.Manifest, mine: D
     assert before is not None
     pair = ["cluster_id", "vantage", "d"]
     # One aggregation of both sides (no join of two): a pair with no report rolled up before has no `last`.
-    mine = mine.where("rep").select(*pair, F.col("ts").alias("first"), F.lit(None).cast("timestamp").alias("last"))
+    reported = mine.where("rep").select(*pair, F.col("ts").alias("first"), F.lit(None).cast("timestamp").alias("last"))
     rolled = before.where(F.col("t") == "cs").select(*pair, F.lit(None).cast("timestamp").alias("first"),
                                                      F.col("last_ts").alias("last"))
-    ends = mine.unionByName(rolled).groupBy(*pair).agg(F.min("first").alias("first"), F.max("last").alias("last"))
+    ends = reported.unionByName(rolled).groupBy(*pair).agg(F.min("first").alias("first"), F.max("last").alias("last"))
     return {row["d"] for row in ends.where(F.col("first") <= F.col("last")).select("d").collect()}
 
 
