@@ -67,10 +67,14 @@ def test_work_fed_while_earlier_work_runs_starts_at_once():
     t0 = time.monotonic()
     pool.submit(0, 0, t0 + 5)
     time.sleep(0.2)  # the first worker finished and left: a new submit must start a new one
+    fed = time.monotonic()
     pool.submit(1, 1, t0 + 5)
     results = pool.results(t0 + 5)
     assert results == {0: 0, 1: 1}
-    assert began[1] - t0 < 0.4
+    # Started when fed, not when something else woke the pool (the deadline, 4.8 s later). Timed from the
+    # submit, not from t0: the sleep above is part of t0's figure, and on two busy cores (a fresh clone's
+    # suite) the start once came 0.415 s after t0, past the 0.4 s this test allowed from there.
+    assert began[1] - fed < 1.5
 
 
 def test_an_item_past_its_own_deadline_is_not_started():
