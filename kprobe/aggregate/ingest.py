@@ -322,13 +322,13 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
         every = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
         read = [(r, k, d) for r, k, d in manifest.records
                 if k == "r" and (d in whole or (r == run_no and d in segmented))]
-        one_task = parquet_bytes(root, "records", read) < ONE_TASK_BELOW
-        every = every.coalesce(1) if one_task else every
+        size = parquet_bytes(root, "records", read)
+        every = small(every, size)
         # Small after aggregation: one file per day, not one per shuffle partition and rollup kind,
         # which every later run would open. Gathered by a shuffle of the rollups, not by coalescing:
         # coalesce(1) would run each rollup's last stage (the ordering of a day's observations among
         # them) in that one task too.
-        tf.day_rollups(every, one_task).repartition(1).write.partitionBy("d").parquet(str(target))
+        tf.day_rollups(every, one_task=size < ONE_TASK_BELOW).repartition(1).write.partitionBy("d").parquet(str(target))
     done = {d for _, d in st.written(target)} if target.exists() else set()
     for day in days:
         if day in done:
