@@ -842,6 +842,8 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(ingest, "ONE_TASK_BELOW", 0)
     run(spark, JobOptions((str(inputs),), str(tmp_path / "spread"), html=False, full=True))
     assert outputs_of(spark, tmp_path / "spread") == outputs_of(spark, tmp_path / "full")
+    # The aggregations the spread rollup cached, to compute each once (tf.day_rollups' `held`), are released.
+    assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
     monkeypatch.undo()
     rows = {(r.vantage, r.node_id): r for r in spark.read.parquet(str(out / "parquet" / "endpoint_vantage")).collect()}
     assert rows[("v3", 1)].probes == 1  # the earlier copy is the one kept, under its own vantage
@@ -910,9 +912,14 @@ def test_a_day_rolled_up_in_segments_equals_a_full_run(spark, tmp_path, monkeypa
 
     root = out / st.STATE_NAME
     rows = ingest.kept(spark, root, st.load(root), {"2026-11-01"})
+    held: list = []
     one, spread = tf.day_rollups(rows.coalesce(1), one_task=True), tf.day_rollups(rows)
-    one_rows, spread_rows = (sorted((tuple(r) for r in df.collect()), key=repr) for df in (one, spread))
-    assert one.schema == spread.schema and one_rows == spread_rows
+    cached = tf.day_rollups(rows, held=held)  # spread, its lookups' aggregations each computed once
+    one_rows, spread_rows, cached_rows = (sorted((tuple(r) for r in df.collect()), key=repr)
+                                          for df in (one, spread, cached))
+    for df in held:
+        df.unpersist()
+    assert one.schema == spread.schema == cached.schema and one_rows == spread_rows == cached_rows and len(held) == 3
     kind = one.schema.names.index("t")
     assert {row[kind] for row in one_rows} == {"ev", "h", "hr", "cs", "f", "fe", "adv", "chg"}
 

@@ -325,10 +325,17 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
         size = parquet_bytes(root, "records", read)
         every = small(every, size)
         # Small after aggregation: one file per day, not one per shuffle partition and rollup kind,
-        # which every later run would open. Gathered by a shuffle of the rollups, not by coalescing:
-        # coalesce(1) would run each rollup's last stage (the ordering of a day's observations among
-        # them) in that one task too.
-        tf.day_rollups(every, one_task=size < ONE_TASK_BELOW).repartition(1).write.partitionBy("d").parquet(str(target))
+        # which every later run would open. Gathered by a shuffle of the rollups on the day, not by
+        # coalescing: coalesce(1) would run each rollup's last stage (the ordering of a day's
+        # observations among them) in that one task too; and by day, not into one partition, so
+        # that the days of a first run are written on every core (each day in one task: one file).
+        held: list[DataFrame] = []
+        try:
+            (tf.day_rollups(every, one_task=size < ONE_TASK_BELOW, held=held)
+             .repartition("d").write.partitionBy("d").parquet(str(target)))
+        finally:
+            for df in held:
+                df.unpersist()
     done = {d for _, d in st.written(target)} if target.exists() else set()
     for day in days:
         if day in done:
