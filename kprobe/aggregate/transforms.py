@@ -362,8 +362,7 @@ def day_rollups(rows: DataFrame, one_task: bool = False, held: list[DataFrame] |
     ev = (ev.withColumn("first_ts", _key_ts("first_key")).withColumn("last_ts", _key_ts("last_key"))
           .withColumn("t", F.lit("ev")))
     # One aggregation per metric, not one of the rows exploded into a (metric, ms) pair each: the
-    # same groups, without building and hashing twice as many rows (the largest rollup: about
-    # 140 buckets per endpoint and day).
+    # same groups (the largest rollup, a bucket per 2 % of latency), without building twice the rows.
     hist = [ob.where(F.col(f"{m}_ms").isNotNull()).groupBy(*KEYS, *day, _bucket(F.col(f"{m}_ms")).alias("b"))
             .agg(F.count(F.lit(1)).alias("n"), F.max(f"{m}_ms").alias("hi"))
             .select(*KEYS, *day, F.lit(m).alias("metric"), "b", "n", "hi", F.lit("h").alias("t"))
