@@ -330,9 +330,9 @@ def day_rollups(rows: DataFrame, one_task: bool = False, held: list[DataFrame] |
     `held`: spread, the aggregations those lookups are made from (per endpoint, per cluster and
     vantage, per address seen) are read by two or three parts each, and Spark computes each again for
     every reader (it keeps only the columns that reader needs, so their plans differ and no shuffle is
-    reused): the rows of a first run at 10M observations were read and aggregated four more times.
-    With a list, they are cached and appended to it, computed once; the caller unpersists them once the
-    rollups are written (the rollup of 10M observations 36 s instead of 48 s, docs/performance.md).
+    reused), reading and aggregating every row again. With a list, they are cached and appended to it,
+    computed once; the caller unpersists them once the rollups are written (with the histograms made
+    per metric, the rollup of 10M observations 36 s instead of 48 s, docs/performance.md).
     """
     day = ("d", "day")
     reps = rows.where("rep")
