@@ -915,10 +915,12 @@ def test_a_day_rolled_up_in_segments_equals_a_full_run(spark, tmp_path, monkeypa
     held: list = []
     one, spread = tf.day_rollups(rows.coalesce(1), one_task=True), tf.day_rollups(rows)
     cached = tf.day_rollups(rows, held=held)  # spread, its lookups' aggregations each computed once
-    one_rows, spread_rows, cached_rows = (sorted((tuple(r) for r in df.collect()), key=repr)
-                                          for df in (one, spread, cached))
-    for df in held:
-        df.unpersist()
+    try:  # released even if a collect fails: a later test checks that nothing stays cached
+        one_rows, spread_rows, cached_rows = (sorted((tuple(r) for r in df.collect()), key=repr)
+                                              for df in (one, spread, cached))
+    finally:
+        for df in held:
+            df.unpersist()
     assert one.schema == spread.schema == cached.schema and one_rows == spread_rows == cached_rows and len(held) == 3
     kind = one.schema.names.index("t")
     assert {row[kind] for row in one_rows} == {"ev", "h", "hr", "cs", "f", "fe", "adv", "chg"}
