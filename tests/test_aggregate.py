@@ -921,9 +921,31 @@ def test_a_day_rolled_up_in_segments_equals_a_full_run(spark, tmp_path, monkeypa
     finally:
         for df in held:
             df.unpersist()
-    assert one.schema == spread.schema == cached.schema and one_rows == spread_rows == cached_rows and len(held) == 3
+    assert one.schema == spread.schema == cached.schema and one_rows == spread_rows == cached_rows and len(held) == 4
     kind = one.schema.names.index("t")
     assert {row[kind] for row in one_rows} == {"ev", "h", "hr", "cs", "f", "fe", "adv", "chg"}
+
+
+def test_the_latest_time_and_report_hash_as_one_number_order_as_the_pair(spark):
+    """Findings per endpoint pick their latest words by the maximum of `_latest` (a hash aggregation), where
+    the one-task rollup takes the maximum of (ts, rid): the same pick at every edge of both, ties in time
+    broken by the report hash, and the hash read back whole (years 1000 and 9999: PySpark converts nothing earlier)."""
+    from pyspark.sql import functions as F
+
+    utc = dt.timezone.utc
+    times = [dt.datetime(1000, 1, 1, tzinfo=utc), dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=utc),
+             dt.datetime(1970, 1, 1, tzinfo=utc), dt.datetime(2026, 11, 27, 12, 0, 0, 1, tzinfo=utc),
+             dt.datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=utc)]
+    hashes = [-(2 ** 63), -1, 0, 1, 2 ** 63 - 1]
+    # A group per time (ties in time, every hash), and one of everything.
+    every = [(t, r) for t in times for r in hashes]
+    groups = {g: [(t, r) for r in hashes] for g, t in enumerate(times)} | {len(times): every}
+    df = spark.createDataFrame([(g, t, r) for g, pairs in groups.items() for t, r in pairs],
+                               "g int, ts timestamp, rid long")
+    picked = {row.g: row.rid for row in df.groupBy("g").agg(tf._rid_of(F.max(tf._latest())).alias("rid")).collect()}
+    assert picked == {g: max(pairs)[1] for g, pairs in groups.items()}
+    ordered = [row.rid for row in df.where(F.col("g") == len(times)).orderBy(tf._latest()).collect()]
+    assert ordered == [r for _, r in sorted(every)]
 
 
 @pytest.mark.parametrize("case", ["foreign", "corrupt", "missing", "other format"])
