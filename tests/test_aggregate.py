@@ -849,6 +849,23 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     assert rows[("v3", 1)].probes == 1  # the earlier copy is the one kept, under its own vantage
     assert rows[("v1", 1)].probes == 3 + 1 + 2  # day 2's b1 lost the report that moved to v3
     assert rows[("v1", 0)].status_changes == 2  # ok on day 1, timeout on day 2, ok on day 3: across midnight
+    # The state's records as ingest.RECORDS_WRITE has them written (option names Parquet would ignore silently if
+    # wrong): no dictionary for values that rarely repeat, one for those that repeat (Parquet's choice, here
+    # the clusters and vantages); no column statistics.
+    from kprobe.aggregate import state as st
+
+    part = next((out / st.STATE_NAME / "records").glob("run=1/kind=r/*/*.parquet"))
+    jvm = spark._jvm
+    reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(jvm.org.apache.parquet.hadoop.util.HadoopInputFile
+                                                                   .fromPath(jvm.org.apache.hadoop.fs.Path(str(part)),
+                                                                             spark._jsc.hadoopConfiguration()))
+    try:
+        chunks = {c.getPath().toDotString(): c for c in reader.getFooter().getBlocks().get(0).getColumns()}
+    finally:
+        reader.close()
+    dictionary = {name for name, c in chunks.items() if c.getEncodingStats().hasDictionaryEncodedPages()}
+    assert not dictionary & set(ingest.PLAIN_COLUMNS) and {"cluster_id", "vantage"} <= dictionary
+    assert all(c.getStatistics().isEmpty() for c in chunks.values())
     # Nothing new: nothing read, the same outputs.
     unchanged = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
     assert unchanged["new_records"] == 0 and {k: unchanged[k] for k in COMPARED} == {k: full[k] for k in COMPARED}

@@ -153,6 +153,17 @@ def read_parts(spark: SparkSession, root: Path, table: str, parts: list[tuple[in
     return df.withColumn("run", F.col("run").cast("int"))
 
 
+# How the state's records are written. A column of values that rarely repeat (hashes, times, a record's
+# own text) gets no dictionary: Parquet would build one for each file until it outgrew a page, then
+# write the values plainly anyway. And no column statistics: nothing filters the records by a value's
+# range (their days are directories, and hashes span every range), so nothing would read them. The
+# parse of 1M observations into the state, six rounds alternating in one process: 6.73 s at the median
+# against 7.25 s, the files no larger, the rollups read as fast (docs/performance.md, session 36).
+PLAIN_COLUMNS = ("seq", "h", "rid", "ts", "report_id", "record")
+RECORDS_WRITE = {**{f"parquet.enable.dictionary#{c}": "false" for c in PLAIN_COLUMNS},
+                 "parquet.column.statistics.enabled": "false", "parquet.size.statistics.enabled": "false"}
+
+
 def ingest(spark: SparkSession, options: JobOptions, root: Path, manifest: st.Manifest,
            progress: Progress) -> dict[str, int]:
     """Read what is new, keep it as flat records, roll up the days it touched; returns this batch's counts.
@@ -180,7 +191,7 @@ def ingest(spark: SparkSession, options: JobOptions, root: Path, manifest: st.Ma
         flat = tf.flat_records(tf.quarantine_reason(tf.parse(raw.observe(seen_in, F.count(F.lit(1)).alias("n")))))
         flat = flat.observe(split, F.count(F.when(F.col("kind") == "q", 1)).alias("q"),
                             F.count(F.when(F.col("rep"), 1)).alias("r"), F.count(F.when(F.col("o"), 1)).alias("o"))
-        flat.write.partitionBy("kind", "d").parquet(str(root / "records" / f"run={run_no}"))
+        flat.write.options(**RECORDS_WRITE).partitionBy("kind", "d").parquet(str(root / "records" / f"run={run_no}"))
         counted = split.get
         batch = {"input_records": seen_in.get["n"], "quarantined": counted["q"], "usable": counted["r"],
                  "observations": counted["o"]}
