@@ -472,6 +472,7 @@ def day_rollups(rows: DataFrame, one_task: bool = False, held: list[DataFrame] |
 
 STATUSES = ("ok", *FAILURE_CLASSES)
 
+
 def _decimal(n: int) -> Column:
     """A whole number past a long as a literal (a Python int this large does not pass to the JVM)."""
     return F.lit(str(n)).cast("decimal(38,0)")
@@ -481,7 +482,7 @@ def _latest() -> Column:
     """An observation's time and report hash as one number, ordered as (ts, rid): microseconds * 2**64 + rid + 2**63.
 
     Why a decimal: a maximum of it is a hash aggregation, where one of struct("ts", "rid") is a sort,
-    and the two need 115 bits (a long holds 64). Exact for any time Spark holds (years 1 to 9999).
+    and the two need up to 123 bits (a long holds 64, a decimal(38,0) 126): exact for any time Spark holds.
     """
     return (F.unix_micros("ts").cast("decimal(38,0)") * _decimal(2 ** 64)
             + (F.col("rid").cast("decimal(38,0)") + _decimal(2 ** 63)))
