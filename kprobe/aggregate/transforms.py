@@ -403,7 +403,7 @@ def day_rollups(rows: DataFrame, one_task: bool = False, held: list[DataFrame] |
     # report's words of the latest (a tie in time: the larger report hash, the same in every run).
     c = F.col("c")
     said = obs.select(*KEYS, *day, "ts", "rid", F.explode("concerns").alias("c"))
-    code = [*KEYS, *day, c["code"].alias("code"), c["severity"].alias("severity")]
+    code: list[str | Column] = [*KEYS, *day, c["code"].alias("code"), c["severity"].alias("severity")]
     if one_task:
         own = said.groupBy(*code).agg(
             F.count(F.lit(1)).alias("occurrences"), F.min("ts").alias("first_ts"),
