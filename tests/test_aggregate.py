@@ -946,7 +946,8 @@ def test_a_day_rolled_up_in_segments_equals_a_full_run(spark, tmp_path, monkeypa
 def test_the_latest_time_and_report_hash_as_one_number_order_as_the_pair(spark):
     """Findings per endpoint pick their latest words by the maximum of `_latest` (a hash aggregation), where
     the one-task rollup takes the maximum of (ts, rid): the same pick at every edge of both, ties in time
-    broken by the report hash, and the hash read back whole (years 1000 and 9999: PySpark converts nothing earlier)."""
+    broken by the report hash, and the hash read back whole (years 1000 to 9999: near year 1, PySpark's conversion
+    of a datetime leaves Python's range)."""
     from pyspark.sql import functions as F
 
     utc = dt.timezone.utc
