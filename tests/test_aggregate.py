@@ -866,6 +866,12 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     dictionary = {name for name, c in chunks.items() if c.getEncodingStats().hasDictionaryEncodedPages()}
     assert not dictionary & set(ingest.PLAIN_COLUMNS) and {"cluster_id", "vantage"} <= dictionary
     assert all(c.getStatistics().isEmpty() for c in chunks.values())
+    # And in each file an endpoint's rows together (tf.clustered), where the reports came interleaved (day 1:
+    # a report of nodes 0 and 1 each hour).
+    for written in (out / st.STATE_NAME / "records").glob("run=1/kind=r/*/*.parquet"):
+        keys = [tuple(r) for r in spark.read.parquet(str(written)).select(*tf.KEYS).collect()]
+        runs = [k for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k]
+        assert len(runs) == len(set(runs)), keys
     # Nothing new: nothing read, the same outputs.
     unchanged = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
     assert unchanged["new_records"] == 0 and {k: unchanged[k] for k in COMPARED} == {k: full[k] for k in COMPARED}

@@ -191,7 +191,8 @@ def ingest(spark: SparkSession, options: JobOptions, root: Path, manifest: st.Ma
         flat = tf.flat_records(tf.quarantine_reason(tf.parse(raw.observe(seen_in, F.count(F.lit(1)).alias("n")))))
         flat = flat.observe(split, F.count(F.when(F.col("kind") == "q", 1)).alias("q"),
                             F.count(F.when(F.col("rep"), 1)).alias("r"), F.count(F.when(F.col("o"), 1)).alias("o"))
-        flat.write.options(**RECORDS_WRITE).partitionBy("kind", "d").parquet(str(root / "records" / f"run={run_no}"))
+        (tf.clustered(flat).write.options(**RECORDS_WRITE).partitionBy("kind", "d")
+         .parquet(str(root / "records" / f"run={run_no}")))
         counted = split.get
         batch = {"input_records": seen_in.get["n"], "quarantined": counted["q"], "usable": counted["r"],
                  "observations": counted["o"]}
