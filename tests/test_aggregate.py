@@ -854,7 +854,8 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     # the clusters and vantages); no column statistics.
     from kprobe.aggregate import state as st
 
-    part = next((out / st.STATE_NAME / "records").glob("run=1/kind=r/*/*.parquet"))
+    written = sorted((out / st.STATE_NAME / "records").glob("run=1/kind=r/*/*.parquet"))  # a file per day
+    part = written[0]
     jvm = spark._jvm
     reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(jvm.org.apache.parquet.hadoop.util.HadoopInputFile
                                                                    .fromPath(jvm.org.apache.hadoop.fs.Path(str(part)),
@@ -868,8 +869,8 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     assert all(c.getStatistics().isEmpty() for c in chunks.values())
     # And in each file an endpoint's rows together (tf.clustered), where the reports came interleaved (day 1:
     # a report of nodes 0 and 1 each hour).
-    for written in (out / st.STATE_NAME / "records").glob("run=1/kind=r/*/*.parquet"):
-        keys = [tuple(r) for r in spark.read.parquet(str(written)).select(*tf.KEYS).collect()]
+    for part in written:
+        keys = [tuple(r) for r in spark.read.parquet(str(part)).select(*tf.KEYS).collect()]
         runs = [k for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k]
         assert len(runs) == len(set(runs)), keys
     # Nothing new: nothing read, the same outputs.
