@@ -16,6 +16,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -830,7 +831,16 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     (inputs / "sub" / "day3.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*day3, day1[0], earlier]))
     with (inputs / "day1.jsonl").open("a") as grown:  # a JSON Lines file that grew: only its new lines are new
         grown.write(json.dumps(day_reports(3, "v2", ["ok"], at=4)) + "\n{truncated\n")
+    # This small increment's rollup is made beside its ids (ingest._ids_and_rollups); the ids find reports that
+    # came again, so it is made again with the copies they chose.
+    rolled: list[tuple[str, set[str]]] = []
+    roll_up = ingest._roll_up
+    monkeypatch.setattr(ingest, "_roll_up",
+                        lambda *a: rolled.append((threading.current_thread().name, set(a[4]))) or roll_up(*a))
     again = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
+    monkeypatch.undo()
+    (beside, first_days), (after, days) = rolled  # the second with the day the earlier copy moved from, too
+    assert beside.startswith("kprobe-ingest") and after == threading.current_thread().name and first_days < days
     full = run(spark, JobOptions((str(inputs),), str(tmp_path / "full"), html=False, full=True))["counts"]
     assert again["new_records"] == 6 and full["new_records"] == 12
     assert {k: again[k] for k in COMPARED} == {k: full[k] for k in COMPARED}
