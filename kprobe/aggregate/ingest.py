@@ -3,7 +3,8 @@
 A run reads only the files and topic messages no earlier run read (kprobe.aggregate.state
 keeps what they were), writes them as flat records under its own `run=N` directories, finds
 the report ids that came more than once (`_dedupe`), rolls up the days it touched, in segments
-when it can (`_roll_up`), and commits the manifest: from then on the run counts.
+when it can (`_roll_up`; beside the ids for a small increment: `_ids_and_rollups`), and commits
+the manifest: from then on the run counts.
 """
 
 from __future__ import annotations
