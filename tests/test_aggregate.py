@@ -889,6 +889,40 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     assert outputs_of(spark, out) == outputs_of(spark, tmp_path / "full")
 
 
+def test_a_failure_beside_the_other_thread_is_the_one_reported_and_leaves_the_state(spark, tmp_path, monkeypatch):
+    """A small increment's ids and rollup run at once (ingest._ids_and_rollups): when either fails, its error is
+    the run's, the other's Spark job is stopped or done before the run ends, and the state, the output and the
+    state's directories are as the previous run left them."""
+    from pyspark.sql import functions as F
+
+    from kprobe.aggregate import ingest
+    from kprobe.aggregate import transforms as tf
+
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    (inputs / "day1.jsonl").write_text("".join(json.dumps(day_reports(1, "v1", ["ok", "refused"], at=h)) + "\n"
+                                               for h in (1, 2)))
+    run(spark, JobOptions((str(inputs),), str(out), html=False))
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    (inputs / "day1b.jsonl").write_text(json.dumps(day_reports(1, "v1", ["ok", "ok"], at=3)) + "\n")
+
+    def dedupe(*args: object) -> set[str]:
+        raise KprobeError("boom in the ids")
+
+    day_rollups = tf.day_rollups
+    failing = {"ids": (ingest, "_dedupe", dedupe),
+               "rollup": (tf, "day_rollups", lambda rows, **kw: day_rollups(rows, **kw).withColumn(
+                   "t", F.when(F.col("t").isNotNull(), F.raise_error(F.lit("boom in the rollup"))).otherwise(F.col("t"))))}
+    for side, (module, name, broken) in failing.items():
+        monkeypatch.setattr(module, name, broken)
+        with pytest.raises(KprobeError, match=f"boom in the {side}"):
+            run(spark, JobOptions((str(inputs),), str(out), html=False))
+        monkeypatch.undo()
+        assert spark.sparkContext.statusTracker().getActiveJobsIds() == [], side
+        assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before, side
+        assert not list((out / ".state").rglob("run=2")) and sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]
+
+
 def at_hour(vantage: str, hour: float, outcomes: list[str], n: int, moved: str | None = None) -> dict:
     """A day-1 report with a fixed id (so a run orders ties the same way each time); `moved`: node 1 advertises it."""
     report = {**day_reports(1, vantage, outcomes, at=hour), "id": f"00000000-0000-4000-8000-{n:012d}"}
