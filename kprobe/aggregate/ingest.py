@@ -277,7 +277,7 @@ def _ids_and_rollups(spark: SparkSession, root: Path, manifest: st.Manifest, run
         except BaseException:
             spark.sparkContext.cancelAllJobs()  # the other thread's job; leaving `with` waits for that thread
             raise
-    if manifest.copies == copies:
+    if manifest.copies == copies and not moved:
         return moved, segments
     shutil.rmtree(root / "rollups" / f"run={run_no}", ignore_errors=True)
     manifest.rollups = rollups
