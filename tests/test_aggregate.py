@@ -839,7 +839,7 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
                         lambda *a: rolled.append((threading.current_thread().name, set(a[4]))) or roll_up(*a))
     again = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
     monkeypatch.undo()
-    (beside, first_days), (after, days) = rolled  # the second with the day the earlier copy moved from, too
+    (beside, first_days), (after, days) = rolled  # the second with day 2 too: the kept copy moved from it
     assert beside.startswith("kprobe-ingest") and after == threading.current_thread().name and first_days < days
     full = run(spark, JobOptions((str(inputs),), str(tmp_path / "full"), html=False, full=True))["counts"]
     assert again["new_records"] == 6 and full["new_records"] == 12
