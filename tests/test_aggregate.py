@@ -841,6 +841,11 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     monkeypatch.undo()
     (beside, first_days), (after, days) = rolled  # the second with day 2 too: the kept copy moved from it
     assert beside.startswith("kprobe-ingest") and after == threading.current_thread().name and first_days < days
+    # Day 1 is not rolled up again whole for the re-delivered copy of its report (the first copy stays the kept
+    # one, so no rollup of day 1 changes): this run's one new report of it (`earlier`) is a segment.
+    from kprobe.aggregate import state as st
+
+    assert st.load(out / st.STATE_NAME).rollups["2026-11-01"] == [1, 2]
     full = run(spark, JobOptions((str(inputs),), str(tmp_path / "full"), html=False, full=True))["counts"]
     assert again["new_records"] == 6 and full["new_records"] == 12
     assert {k: again[k] for k in COMPARED} == {k: full[k] for k in COMPARED}
@@ -862,8 +867,6 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     # The state's records as ingest.RECORDS_WRITE has them written (option names Parquet would ignore silently if
     # wrong): no dictionary for values that rarely repeat, one for those that repeat (Parquet's choice, here
     # the clusters and vantages); no column statistics.
-    from kprobe.aggregate import state as st
-
     written = sorted((out / st.STATE_NAME / "records").glob("run=1/kind=r/*/*.parquet"))  # a file per day
     part = written[0]
     jvm = spark._jvm

@@ -287,7 +287,7 @@ def _ids_and_rollups(spark: SparkSession, root: Path, manifest: st.Manifest, run
 def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int, batch: dict[str, int]) -> set[str]:
     """Count this run's distinct report ids, find those that came more than once, choose their kept copy.
 
-    Returns the days whose rollups change because a kept copy moved. The distinct ids are
+    Returns the days whose rollups change because a kept copy moved away from them. The distinct ids are
     counted here, apart from the dedupe itself (`tf.kept`), so that the accounting catches a
     dedupe that loses or doubles a report.
     """
@@ -318,13 +318,24 @@ def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int,
     again = ids.where(repeated).select("rid", "report_id")
     every = read_parts(spark, root, "records", [*older, *mine])
     assert every is not None
-    copies = every.where("rep").join(F.broadcast(again), ["rid", "report_id"], "semi")
-    touched = {row["d"] for row in copies.select("d").distinct().collect()}
-    chosen = tf.winners(copies)
-    if manifest.copies is not None:
-        previous = _read(spark, "copies", str(root / "copies" / f"run={manifest.copies}"))
-        chosen = previous.join(again, ["rid", "report_id"], "anti").unionByName(chosen)
-    chosen.write.parquet(str(root / "copies" / f"run={run_no}"))
+    # Every copy of the ids that came again (few rows), read from history once for the two uses below.
+    copies = every.where("rep").join(F.broadcast(again), ["rid", "report_id"], "semi").cache()
+    try:
+        chosen = tf.winners(copies)
+        # The kept copy is the earliest (tf.winners), so it moves only to a copy this run read, and only the
+        # day it moves away from had it rolled up: a copy that comes after the kept one (a spool re-delivering
+        # what was already read) changes no rollup, and its day keeps its segments.
+        before = tf.winners(copies.where(F.col("run") != run_no)).select(
+            "rid", "report_id", *[F.col(c).alias(f"was_{c}") for c in ("run", "seq", "d")])
+        lost = before.join(chosen, ["rid", "report_id"]).where(
+            (F.col("was_run") != F.col("run")) | (F.col("was_seq") != F.col("seq")))
+        touched = {row["was_d"] for row in lost.select("was_d").distinct().collect()}
+        if manifest.copies is not None:
+            previous = _read(spark, "copies", str(root / "copies" / f"run={manifest.copies}"))
+            chosen = previous.join(again, ["rid", "report_id"], "anti").unionByName(chosen)
+        chosen.write.parquet(str(root / "copies" / f"run={run_no}"))
+    finally:
+        copies.unpersist()
     manifest.copies = run_no
     return touched
 
@@ -404,7 +415,9 @@ def _interleaved(spark: SparkSession, root: Path, manifest: st.Manifest, mine: D
     assert before is not None
     pair = ["cluster_id", "vantage", "d"]
     # One aggregation of both sides (no join of two): a pair with no report rolled up before has no `last`.
-    reported = mine.where("rep").select(*pair, F.col("ts").alias("first"), F.lit(None).cast("timestamp").alias("last"))
+    # Only the kept copies count: a re-delivered copy of a report already rolled up is not this run's to add.
+    reported = tf.kept(mine, _copies(spark, root, manifest)).where("rep").select(
+        *pair, F.col("ts").alias("first"), F.lit(None).cast("timestamp").alias("last"))
     rolled = before.where(F.col("t") == "cs").select(*pair, F.lit(None).cast("timestamp").alias("first"),
                                                      F.col("last_ts").alias("last"))
     ends = reported.unionByName(rolled).groupBy(*pair).agg(F.min("first").alias("first"), F.max("last").alias("last"))
