@@ -852,6 +852,15 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     # 12 records: 8 reports kept, the re-delivered day-1 report and the later copy of day2[1] are duplicates.
     assert (again["input_records"], again["reports"], again["duplicates"], again["quarantined"]) == (12, 9, 2, 1)
     assert outputs_of(spark, out) == outputs_of(spark, tmp_path / "full")
+    # A run that reads only a copy of a report already rolled up (a spool re-delivering it): the copy counts as
+    # a duplicate and day 3's rollup stands as it was, neither made again nor dropped.
+    (inputs / "redelivered.jsonl").write_text(json.dumps(day3[0]) + "\n")
+    third = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
+    assert (third["new_records"], third["duplicates"]) == (1, 3)
+    assert st.load(out / st.STATE_NAME).rollups["2026-11-03"] == [2]
+    full = run(spark, JobOptions((str(inputs),), str(tmp_path / "full"), html=False, full=True))["counts"]
+    assert {k: third[k] for k in COMPARED} == {k: full[k] for k in COMPARED}
+    assert outputs_of(spark, out) == outputs_of(spark, tmp_path / "full")
     # Inputs this small are rolled up and merged in one task (ingest.ONE_TASK_BELOW); spread over the
     # shuffle partitions, as larger ones are, the same rows come out.
     monkeypatch.setattr(ingest, "ONE_TASK_BELOW", 0)

@@ -400,8 +400,9 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
     for day in days:
         if day in done:
             manifest.rollups[day] = [*manifest.rollups[day], run_no] if day in segmented else [run_no]
-        else:  # every report of it was a copy of one kept on another day
+        elif day not in segmented:  # every report of it was a copy of one kept on another day
             manifest.rollups.pop(day, None)
+        # else this run kept none of its reports of the day (each a copy of one rolled up before): its rollups stand
     return segmented
 
 
