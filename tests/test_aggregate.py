@@ -811,8 +811,8 @@ COMPARED = ("input_records", "reports", "duplicates", "quarantined", "quarantine
 
 def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     """Days 1-2, then day 3 added (with a re-delivered day-1 report, an earlier copy of a day-2 report, and
-    lines appended to a file already read): the rerun reads only the new records, and its outputs equal a
-    full run's over the same files, row by row; the counts count every record once."""
+    lines appended to a file already read), then a re-delivered copy alone: each rerun reads only the new records,
+    and its outputs equal a full run's over the same files, row by row; the counts count every record once."""
     from kprobe.aggregate import ingest
 
     inputs, out = tmp_path / "in", tmp_path / "out"
