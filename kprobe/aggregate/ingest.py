@@ -318,8 +318,10 @@ def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int,
     again = ids.where(repeated).select("rid", "report_id")
     every = read_parts(spark, root, "records", [*older, *mine])
     assert every is not None
-    # Every copy of the ids that came again (few rows), read from history once for the two uses below.
-    copies = every.where("rep").join(F.broadcast(again), ["rid", "report_id"], "semi").cache()
+    # Every copy of the ids that came again (few rows; the columns tf.winners reads), read from history once for
+    # the two uses below.
+    copies = (every.where("rep").join(F.broadcast(again), ["rid", "report_id"], "semi")
+              .select("rid", "report_id", "ts", "h", "run", "seq", "d").cache())
     try:
         chosen = tf.winners(copies)
         # The kept copy is the earliest (tf.winners), so it moves only to a copy this run read, and only the
