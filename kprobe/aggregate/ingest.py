@@ -370,12 +370,15 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
     """
     candidates = {d for d in days - moved if 0 < len(manifest.rollups.get(d, [])) < MAX_SEGMENTS}
     mine = read_parts(spark, root, "records", [(run_no, "r", d) for d in sorted(candidates)])
-    segmented = candidates - _interleaved(spark, root, manifest, mine, candidates) if mine is not None else set()
+    segmented: set[str] = set()
+    if mine is not None:
+        copies = _copies(spark, root, manifest)  # read once: the order check's and the segment's
+        segmented = candidates - _interleaved(spark, root, manifest, mine, copies, candidates)
     whole = days - segmented
     parts = []
     if segmented:
         assert mine is not None
-        parts.append(tf.kept(mine.where(F.col("d").isin(*sorted(segmented))), _copies(spark, root, manifest)))
+        parts.append(tf.kept(mine.where(F.col("d").isin(*sorted(segmented))), copies))
     rows = kept(spark, root, manifest, whole) if whole else None
     if rows is not None:
         parts.append(rows)
@@ -408,7 +411,8 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
     return segmented
 
 
-def _interleaved(spark: SparkSession, root: Path, manifest: st.Manifest, mine: DataFrame, days: set[str]) -> set[str]:
+def _interleaved(spark: SparkSession, root: Path, manifest: st.Manifest, mine: DataFrame, copies: DataFrame | None,
+                 days: set[str]) -> set[str]:
     """The days on which some report of this run (`mine`) is not later than every report rolled up before it.
 
     Per cluster and vantage, the only order the merge relies on; strictly later, because two
@@ -419,7 +423,7 @@ def _interleaved(spark: SparkSession, root: Path, manifest: st.Manifest, mine: D
     pair = ["cluster_id", "vantage", "d"]
     # One aggregation of both sides (no join of two): a pair with no report rolled up before has no `last`.
     # Only the kept copies count: a re-delivered copy of a report already rolled up is not this run's to add.
-    reported = tf.kept(mine, _copies(spark, root, manifest)).where("rep").select(
+    reported = tf.kept(mine, copies).where("rep").select(
         *pair, F.col("ts").alias("first"), F.lit(None).cast("timestamp").alias("last"))
     rolled = before.where(F.col("t") == "cs").select(*pair, F.lit(None).cast("timestamp").alias("first"),
                                                      F.col("last_ts").alias("last"))
