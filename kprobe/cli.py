@@ -511,6 +511,10 @@ def aggregate(
                                               "(default: OUT/.state).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Spark's and the JVM's own lines "
                                           "(kept in a log file otherwise).")] = False,
+    keep_warm: Annotated[str | None, typer.Option("--keep-warm", help="Run the job in a warm Spark driver kept "
+                                                  "for the next run, which exits after this long without one "
+                                                  "(e.g. 10m: a schedule's period and some); local masters.")]
+    = None,
 ) -> None:
     """Aggregate reports from many vantages with PySpark.
 
@@ -523,12 +527,17 @@ def aggregate(
 
     inputs = inputs or []
     topics = validate(inputs, out, kafka, since, until, state, full)
+    warm = 0.0
+    if keep_warm is not None:
+        from kprobe.config import parse_duration
+
+        warm = parse_duration(keep_warm, "--keep-warm")
     from kprobe.aggregate.entry import command
     from kprobe.aggregate.plan import JobOptions
 
     # With nothing new: one line, and PySpark is never imported (kprobe.aggregate.plan.current).
     options = JobOptions(tuple(inputs), out, master, since, until, not no_html, topics, full=full, state=state)
-    typer.echo("\n".join(command(options, verbose=verbose, where=True)))
+    typer.echo("\n".join(command(options, verbose=verbose, where=True, keep_warm=warm)))
 
 
 @app.command()

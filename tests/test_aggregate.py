@@ -7,6 +7,7 @@ entry points, verbose output, kill -9, a run with nothing new that starts no JVM
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import gzip
 import json
@@ -1233,3 +1234,147 @@ def test_a_light_driver_without_an_archive_writes_one_and_it_is_put_in_place_who
     assert driver.returncode == 0 and archive.read_bytes() == b"classes" and not written.exists()
     assert jvm.archive_option() == f"-XX:SharedArchiveFile={archive}"
     jvm.keep_archive()  # nothing asked for: nothing to do
+
+
+# --- A warm driver (--keep-warm): the runs of a schedule handed to one driver process. ---
+
+def warm_drivers(runtime: Path) -> list[int]:
+    """The warm drivers whose sockets are under `runtime`, by pid."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            args = command_line(int(entry.name))
+            if "kprobe.aggregate.warm" in args and any(a.startswith(str(runtime)) for a in args):
+                found.append(int(entry.name))
+    return found
+
+
+def watched(argv: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """A run as its own process, and the names of every process seen below it while it ran."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: set[str] = set()
+    while proc.poll() is None:
+        seen |= set(descendants(proc.pid).values())
+        time.sleep(0.01)
+    stdout, stderr = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), seen
+
+
+def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
+    """`kprobe aggregate --keep-warm`, as a schedule runs it: every run a process of its own.
+
+    1. The first run starts a driver (a process of its own session, its socket 0600 in a 0700 directory)
+       and prints what a run prints. A caller that sends garbage is closed and the driver goes on.
+    2. The next run, killed (SIGKILL) after its records are written: the driver cancels its job, which
+       leaves nothing committed, and goes on.
+    3. The run after it hands its job to the same driver (no process of its own below it: no JVM) and
+       counts every record once. (That a driver's runs equal a full run is the job's own: the same
+       `job.run`, test_incremental_run_equals_a_full_run.) It asks for 1 s of idle time: the driver
+       stops after it, its socket and its JVM gone.
+    """
+    import fcntl
+    import signal
+    import socket
+    import tempfile
+
+    from kprobe.aggregate.generate import reports, write_jsonl
+    from kprobe.aggregate.plan import LIGHT_JVM
+
+    runtime = Path(tempfile.mkdtemp(prefix="kw-"))  # short: a Unix socket's path has at most 107 bytes
+    # The driver runs as the suite's own session does (interpreted, two shuffle partitions: a few dozen
+    # reports), since what is proved here is how runs reach it, not Spark's generated code.
+    submit = (f"--driver-java-options '{LIGHT_JVM}' --conf spark.sql.codegen.wholeStage=false "
+              "--conf spark.sql.codegen.factoryMode=NO_CODEGEN pyspark-shell")
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "KPROBE_CACHE_DIR": str(tmp_path / "cache"),
+           "PYSPARK_SUBMIT_ARGS": submit, "KPROBE_SHUFFLE_PARTITIONS": "2"}
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    items = list(reports(vantages=2, clusters=2, hours=2, every_s=600))
+    third = len(items) // 3
+    argv = [sys.executable, "-m", "kprobe", "aggregate", str(inputs), "--out", str(out), "--no-html",
+            "--keep-warm", "2m"]
+    try:
+        write_jsonl(inputs / "a", iter(items[:third]), per_file=10)
+        first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
+        assert first.returncode == 0, first.stderr[-3000:]
+        assert first.stdout.startswith(f"{third} records: {third} reports aggregated"), first.stdout
+        assert first.stdout.rstrip().endswith(f"outputs in {out}")
+        [driver] = warm_drivers(runtime)
+        folder = runtime / f"kprobe-{os.getuid()}"
+        [sock] = folder.glob("*.sock")
+        assert (folder.stat().st_mode & 0o777, sock.stat().st_mode & 0o777) == (0o700, 0o600)
+        assert os.getsid(driver) == driver  # its own session: the caller's end does not end it
+        jvms = [pid for pid, name in descendants(driver).items() if name == "java"]
+        assert jvms, descendants(driver)
+        with socket.socket(socket.AF_UNIX) as hostile:
+            hostile.connect(str(sock))
+            hostile.sendall(b"not json\n")
+            hostile.settimeout(10)
+            assert hostile.recv(100) == b""  # closed on it
+        assert warm_drivers(runtime) == [driver]
+
+        write_jsonl(inputs / "b", iter(items[third:2 * third]), per_file=10)
+        victim = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        written = out / ".state" / "records" / "run=2" / "_SUCCESS"
+        deadline = time.monotonic() + 120
+        while not written.exists() and victim.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=60)
+        assert written.exists(), "the run ended before its records were written"
+        lock = os.open(out / ".state" / ".lock", os.O_RDWR)
+        try:  # the driver lets go of the state once the cancelled job has unwound
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "the killed run's job still holds the state"
+                    time.sleep(0.05)
+        finally:
+            os.close(lock)
+        assert state_json(out)["run"] == 1, "the killed run's job was not cancelled: it committed"
+        assert not (out / ".state" / "records" / "run=2").exists()  # removed as the job failed
+        assert warm_drivers(runtime) == [driver]
+
+        write_jsonl(inputs / "c", iter(items[2 * third:]), per_file=10)
+        last, children = watched([*argv[:-1], "1s"], env)
+        assert last.returncode == 0, last.stderr[-3000:]
+        assert not children, children  # no JVM, nothing: the driver ran it
+        counts = json.loads((out / "counts.json").read_text())
+        assert (counts["input_records"], counts["reports"], counts["duplicates"], counts["quarantined"]) == (
+            len(items), len(items), 0, 0)
+        assert counts["observations"] == sum(len(r["endpoints"]) for r in items)
+        assert state_json(out)["run"] == 2
+
+        deadline = time.monotonic() + 60
+        while warm_drivers(runtime) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not warm_drivers(runtime), "the driver outlived its idle time"
+        assert not list(folder.glob("*.sock"))
+        assert not [pid for pid in jvms if Path(f"/proc/{pid}").exists()], "its JVM outlived it"
+    finally:
+        for pid in warm_drivers(runtime):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_socket_directory_others_could_write_is_not_used(tmp_path, monkeypatch, capsys):
+    """The warm driver's socket lives in a directory of the user's alone: one that others could write (or a
+    link) is refused, in one line, and the run goes on in its own process."""
+    from kprobe.aggregate import warm
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    folder = tmp_path / f"kprobe-{os.getuid()}"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    options = JobOptions((str(tmp_path / "in"),), str(tmp_path / "out"))
+    assert warm.run(options, light=True, keep_warm=60) is None
+    assert capsys.readouterr().err == (f"kprobe: no warm driver ({folder} is not a directory of this user's alone "
+                                       "(mode 0700)); running the job in this process\n")
+    folder.rmdir()
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    folder.symlink_to(tmp_path / "elsewhere")
+    assert warm.run(options, light=True, keep_warm=60) is None
+    assert "is not a directory of this user's alone" in capsys.readouterr().err

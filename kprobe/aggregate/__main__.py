@@ -51,8 +51,14 @@ def _main(argv: list[str] | None) -> int:
                         help="directory of the job's state between runs (default: OUT/.state)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="Spark's own output on stderr (by default it goes to a log file, named on failure)")
+    parser.add_argument("--keep-warm", default=None, metavar="DURATION",
+                        help="run the job in a warm Spark driver kept for the next run, which exits after this "
+                             "long without one (e.g. 10m); local masters")
     args = parser.parse_args(argv)
     topics = validate(args.inputs, args.out, args.kafka, args.since, args.until, args.state, args.full)
+    from kprobe.config import parse_duration
+
+    keep_warm = parse_duration(args.keep_warm, "--keep-warm") if args.keep_warm is not None else 0
     from kprobe.aggregate.entry import command
     from kprobe.aggregate.plan import JobOptions
 
@@ -61,7 +67,7 @@ def _main(argv: list[str] | None) -> int:
     # With nothing new, `command` prints one line and never imports PySpark (kprobe.aggregate.plan).
     print("\n".join(command(JobOptions(tuple(args.inputs), args.out, master, args.since, args.until,
                                        not args.no_html, topics, full=args.full, state=args.state),
-                            verbose=args.verbose)))
+                            verbose=args.verbose, keep_warm=keep_warm)))
     return 0
 
 

@@ -17,23 +17,32 @@ from kprobe.aggregate.plan import JobOptions, new_input_bytes, summary_lines, su
 LIGHT_BELOW = 256 * 1024 * 1024
 
 
-def command(options: JobOptions, verbose: bool = False, where: bool = False) -> list[str]:
+def command(options: JobOptions, verbose: bool = False, where: bool = False, keep_warm: float = 0) -> list[str]:
     """A whole run as the entry points make it: the line of `current`, else Spark's job and its summary.
 
     `where`: the summary ends with the line naming the output (the line of `current` names it already).
+    `keep_warm`: seconds a warm driver (kprobe.aggregate.warm) waits for the next run; it runs the job.
     """
     line, found = survey(options)
     if line is not None:
         return [line]
+    size = new_input_bytes(options, found)  # what `survey` found, not listed and asked again
+    light = size is not None and size < LIGHT_BELOW
+    where_lines = [f"outputs in {options.out}"] if where else []
+    if keep_warm > 0:
+        from kprobe.aggregate import warm
+
+        if warm.usable(options, verbose):
+            lines = warm.run(options, light, keep_warm)
+            if lines is not None:
+                return lines + where_lines
     from kprobe.aggregate.job import run, session
     from kprobe.aggregate.jvm import keep_archive
 
-    size = new_input_bytes(options, found)  # what `survey` found, not listed and asked again
-    spark = session(options.master, kafka=bool(options.kafka), verbose=verbose,
-                    light=size is not None and size < LIGHT_BELOW)
+    spark = session(options.master, kafka=bool(options.kafka), verbose=verbose, light=light)
     try:
         result = run(spark, options)
     finally:
         spark.stop()
         keep_archive()
-    return summary_lines(result) + ([f"outputs in {options.out}"] if where else [])
+    return summary_lines(result) + where_lines

@@ -1,0 +1,499 @@
+"""A warm Spark driver kept between scheduled runs of `kprobe aggregate --keep-warm DURATION`.
+
+Why: a run every few minutes otherwise pays a new JVM's cold costs every time (the JVM and the
+session started, Catalyst and the generated code interpreted, then compiled): the +1 % rerun at 1M
+observations takes 13 to 17 s as a new process and 8 to 11 s in a driver that has run a job before
+(docs/performance.md). As Gradle's daemon does for builds, the first run with --keep-warm starts a
+driver process of its own that outlives it, and the later ones hand it their job over a Unix socket
+and print what it answers. It exits after DURATION without a job, and a scheduler's next run starts
+another.
+
+What does not change: every run is still a process the scheduler starts and waits for, with the
+same lines, exit codes and outputs, because the driver runs the same `job.run` on the same options.
+The state's guarantees are the job's own: a run whose caller goes away (killed, Ctrl-C) has its
+Spark jobs cancelled, so it fails and cleans up as a killed process's run would, or, past its
+commit, counts once. A run with nothing new never gets here (`plan.survey` answers first).
+
+Who may use a driver: the same user (the socket's directory is theirs alone, mode 0700, and the
+driver checks its peer's uid), with the same kprobe, Python, Java and Spark settings (all in the
+socket's name, `_key`), so a driver never runs a job with other code or other settings than the
+run that asked would have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import queue
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kprobe.aggregate.checks import is_local
+from kprobe.aggregate.plan import JobOptions, local_path
+from kprobe.errors import KprobeError
+
+# How long a run waits for a driver it started to listen (a Python start and kprobe's imports: well under
+# a second; the JVM starts with the first job), and between two lines of one that runs its job (the
+# driver says it is alive every HEARTBEAT seconds, so a driver stopped or wedged is not waited for forever).
+START_WAIT = 20.0
+HEARTBEAT = 5.0
+SILENCE = 60.0
+# Environment that changes how the driver's session starts or what its job does: a run with other values
+# gets a driver of its own (part of `_key`).
+_ENVIRONMENT = ("JAVA_HOME", "SPARK_HOME", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS", "PYSPARK_PYTHON",
+                "KPROBE_CACHE_DIR", "KPROBE_SPARK_DRIVER_MEMORY", "KPROBE_SHUFFLE_PARTITIONS",
+                "KPROBE_SPARK_LOG_LEVEL", "SPARK_LOCAL_IP", "PATH", "TZ")
+
+
+def usable(options: JobOptions, verbose: bool) -> bool:
+    """Whether a run may go to a warm driver: a local master, Spark's lines not wanted on this terminal.
+
+    A cluster's driver would hold the cluster's executors between runs; `--verbose` wants the JVM's
+    own output on the caller's terminal, which a driver started earlier cannot give.
+    """
+    master = options.master or ""
+    return master.startswith("local") and not verbose and "PYSPARK_GATEWAY_PORT" not in os.environ
+
+
+def run(options: JobOptions, light: bool, keep_warm: float) -> list[str] | None:
+    """The run's summary lines as a warm driver answers them; it is started if there is none.
+
+    None when no driver can be had (no private directory for its socket, or it did not start within
+    START_WAIT): the caller then runs the job itself, after one line saying why. A job that fails in the
+    driver raises its own one-line error here, with its exit code.
+    """
+    try:
+        folder = _private_dir()
+    except OSError as exc:
+        _note(f"no warm driver ({exc}); running the job in this process")
+        return None
+    key = _key(options)
+    path = folder / f"{key}.sock"
+    request = {"options": _portable(options), "light": light, "keep_warm": keep_warm}
+    conn = _connect(path)
+    if conn is None:
+        _start(folder, key, keep_warm)
+        conn = _connect(path, wait=START_WAIT)
+        if conn is None:
+            _note(f"the warm driver did not start within {START_WAIT:.0f} s (its log: {_log_path(key)}); "
+                  "running the job in this process")
+            return None
+    with conn:
+        answer = _ask(conn, request)
+    if answer is None:  # it was stopping as this run connected (its idle time just ran out): one new driver
+        _start(folder, key, keep_warm)
+        conn = _connect(path, wait=START_WAIT)
+        if conn is None:
+            _note("the warm driver did not start; running the job in this process")
+            return None
+        with conn:
+            answer = _ask(conn, request)
+        if answer is None:
+            raise KprobeError(f"the warm driver closed the connection before taking the job (its log: "
+                              f"{_log_path(key)}); run again, or without --keep-warm")
+    return answer
+
+
+def _note(text: str) -> None:
+    sys.stderr.write(f"kprobe: {text}\n")
+    sys.stderr.flush()
+
+
+def _private_dir() -> Path:
+    """The directory of this user's driver sockets: theirs alone (0700), refused if anyone else could write it.
+
+    Under XDG_RUNTIME_DIR when there is one, else the temp directory; short, because a Unix socket's
+    path has a limit of about 107 bytes.
+    """
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    folder = Path(base, f"kprobe-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = os.lstat(folder)
+    if not os.path.isdir(folder) or os.path.islink(folder) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise OSError(f"{folder} is not a directory of this user's alone (mode 0700)")
+    return folder
+
+
+def _key(options: JobOptions) -> str:
+    """What a driver must share with the run that asks it: kprobe's code, Python, Spark's settings.
+
+    kprobe's code by its files' names, sizes and modification times (a `pip install` of another version
+    or an edited checkout changes them), so a driver never runs older code than the caller would.
+    """
+    import importlib.metadata
+    import shutil
+
+    package = Path(__file__).resolve().parents[1]
+    code = sorted((str(p.relative_to(package)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    try:
+        pyspark = importlib.metadata.version("pyspark")
+    except importlib.metadata.PackageNotFoundError:
+        pyspark = "none"
+    facts = [code, sys.executable, sys.version, pyspark, shutil.which("java"), options.master, bool(options.kafka),
+             {name: os.environ.get(name) for name in _ENVIRONMENT}]
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _portable(options: JobOptions) -> dict[str, Any]:
+    """The options as the driver must take them: local paths absolute (its working directory is not the
+    caller's, nor is its JVM's), and whether to show progress decided here, where the terminal is.
+    """
+    def absolute(path: str) -> str:
+        return str(local_path(path)) if is_local(path) else path
+
+    return {"inputs": [absolute(i) for i in options.inputs], "out": absolute(options.out),
+            "master": options.master, "since": options.since, "until": options.until, "html": options.html,
+            "kafka": [list(k) for k in options.kafka], "full": options.full,
+            "state": absolute(options.state) if options.state else None,
+            "progress": sys.stderr.isatty() if options.progress is None else options.progress}
+
+
+def _log_path(key: str) -> Path:
+    from kprobe.paths import cache_root
+
+    return cache_root() / "aggregate" / f"warm-{key}.log"
+
+
+def _connect(path: Path, wait: float = 0.0) -> socket.socket | None:
+    """A connection to the driver listening at `path`, trying for `wait` seconds; None if none listens."""
+    deadline = time.monotonic() + wait
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(5)
+            conn.connect(str(path))
+            return conn
+        except OSError:
+            conn.close()
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+
+
+def _start(folder: Path, key: str, keep_warm: float) -> None:
+    """A new driver process, of its own session (the caller's end, or its terminal's, does not end it)."""
+    log = _log_path(key)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        subprocess.Popen([sys.executable, "-m", "kprobe.aggregate.warm", str(folder / f"{key}.sock"), str(keep_warm)],
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd="/", start_new_session=True,
+                         close_fds=True)
+
+
+def _ask(conn: socket.socket, request: dict[str, Any]) -> list[str] | None:
+    """Send the job, relay what the driver writes on stderr, return its summary; None if it never took the job."""
+    conn.settimeout(SILENCE)
+    conn.sendall(json.dumps(request).encode() + b"\n")
+    taken = False
+    reader = conn.makefile("rb")
+    try:
+        for raw in reader:
+            message = json.loads(raw)
+            if "taken" in message:
+                taken = True
+            elif "stderr" in message:
+                sys.stderr.write(message["stderr"])
+                sys.stderr.flush()
+            elif "lines" in message:
+                return [str(line) for line in message["lines"]]
+            elif "error" in message:
+                error = KprobeError(str(message["error"]))
+                error.exit_code = int(message.get("code", 1))
+                raise error
+    except TimeoutError:
+        raise KprobeError(f"the warm driver said nothing for {SILENCE:.0f} s; the run's outcome is unknown: "
+                          "run again (a run the driver finished counts once)") from None
+    except (OSError, ValueError) as exc:
+        if not taken:
+            return None
+        raise KprobeError(f"the warm driver stopped during the run ({exc}); run again "
+                          "(a run it did not commit left nothing behind)") from None
+    finally:
+        reader.close()
+    if not taken:
+        return None
+    raise KprobeError("the warm driver stopped during the run; run again (a run it did not commit left nothing behind)")
+
+
+# The driver's side.
+
+class _ClientGone(Exception):
+    """The run that handed over the job went away (killed, interrupted): its job is cancelled."""
+
+
+class _Caller:
+    """One run waiting for its job or running it: JSON lines out (under a lock: a heartbeat thread writes
+    too), and `gone` once its end of the socket closes.
+    """
+
+    def __init__(self, conn: socket.socket, options: JobOptions, light: bool, keep_warm: float) -> None:
+        self.conn, self.options, self.light, self.keep_warm = conn, options, light, keep_warm
+        self.lock = threading.Lock()
+        self.gone = threading.Event()
+        self.running = threading.Event()
+        self.finished = threading.Event()
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message).encode() + b"\n"
+        with self.lock:
+            try:
+                self.conn.sendall(data)
+            except OSError:
+                self.gone.set()
+                raise _ClientGone() from None
+
+    def close(self) -> None:
+        self.finished.set()
+        with contextlib.suppress(OSError):
+            self.conn.close()
+
+
+class _Relay:
+    """sys.stderr while a job runs (one at a time): its progress lines go to the caller's terminal."""
+
+    def __init__(self, caller: _Caller) -> None:
+        self.caller = caller
+
+    def write(self, text: str) -> int:
+        if text:
+            self.caller.send({"stderr": text})
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+
+class _Driver:
+    """The jobs handed over, taken one at a time by the main thread; the session, made by the first."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.Queue[_Caller] = queue.Queue()
+        self.lock = threading.Lock()
+        self.closing = False
+        self.spark: Any = None
+
+    def offer(self, caller: _Caller) -> bool:
+        with self.lock:
+            if self.closing:
+                return False
+            self.jobs.put(caller)
+            return True
+
+    def close(self) -> list[_Caller]:
+        """No more jobs: those still waiting are returned (their callers start a driver of their own)."""
+        with self.lock:
+            self.closing = True
+            waiting = []
+            while not self.jobs.empty():
+                waiting.append(self.jobs.get_nowait())
+            return waiting
+
+
+def serve(path: Path, keep_warm: float) -> None:
+    """Take jobs on `path` one at a time until `keep_warm` seconds pass without one; then stop the session.
+
+    One driver per socket: the lock beside it is held for the driver's life, so two runs that start a
+    driver at once end with one (the other exits at once). The socket is removed, and the lock released,
+    before the session stops: a run arriving then starts a new driver rather than wait for this one.
+    Runs that come while a job runs wait their turn (told it is alive every HEARTBEAT seconds): two runs
+    on one state then follow each other instead of the second being refused by the state's lock.
+    """
+    lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(lock)
+        return
+    path.unlink(missing_ok=True)  # a driver killed before it could remove it
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(old)
+    listener.listen(16)
+    driver = _Driver()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    threading.Thread(target=_accept, args=(listener, driver), daemon=True).start()
+    try:
+        while True:
+            try:
+                caller = driver.jobs.get(timeout=keep_warm)
+            except queue.Empty:
+                break
+            keep_warm = caller.keep_warm
+            try:
+                if not caller.gone.is_set() and not _serve_one(caller, driver):
+                    break
+            finally:
+                caller.close()
+    finally:
+        path.unlink(missing_ok=True)
+        listener.close()
+        for caller in driver.close():
+            caller.close()
+        os.close(lock)
+        _stop(driver)
+
+
+def _accept(listener: socket.socket, driver: _Driver) -> None:
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:  # closed: the driver is stopping
+            return
+        threading.Thread(target=_receive, args=(conn, driver), daemon=True).start()
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+def _receive(conn: socket.socket, driver: _Driver) -> None:
+    """Read one caller's request and queue it; anything else (another user, a malformed line) is closed."""
+    try:
+        if _peer_uid(conn) != os.getuid():
+            raise ValueError("another user")
+        conn.settimeout(10)
+        with conn.makefile("rb") as reader:
+            request = json.loads(reader.readline())
+        fields = request["options"]
+        options = JobOptions(**{**fields, "inputs": tuple(fields["inputs"]),
+                                "kafka": tuple(tuple(k) for k in fields["kafka"])})
+        caller = _Caller(conn, options, bool(request["light"]), float(request["keep_warm"]))
+        conn.settimeout(None)
+    except (OSError, ValueError, KeyError, TypeError):
+        conn.close()
+        return
+    if not driver.offer(caller):
+        caller.close()
+        return
+    _watch(caller, driver)
+
+
+def _watch(caller: _Caller, driver: _Driver) -> None:
+    """Until the caller's job ends: a heartbeat to it; once it is gone, its Spark jobs cancelled.
+
+    Cancelled again and again while it runs: Spark cancels only the jobs running when it is asked,
+    and the run goes on to plan its next one, until one fails and the run unwinds.
+    """
+    last = time.monotonic()
+    while not caller.finished.is_set():
+        if not caller.gone.is_set():
+            try:
+                readable, _, _ = select.select([caller.conn], [], [], 0)
+                if readable and caller.conn.recv(1) == b"":
+                    caller.gone.set()
+            except (OSError, ValueError):
+                caller.gone.set()
+        if caller.gone.is_set():
+            if caller.running.is_set() and driver.spark is not None:
+                with contextlib.suppress(Exception):
+                    driver.spark.sparkContext.cancelAllJobs()
+        elif time.monotonic() - last >= HEARTBEAT:
+            with contextlib.suppress(_ClientGone):
+                caller.send({"alive": 1})
+            last = time.monotonic()
+        caller.finished.wait(0.1)
+
+
+def _serve_one(caller: _Caller, driver: _Driver) -> bool:
+    """One caller's job; returns whether the session is still good for more."""
+    try:
+        caller.send({"taken": os.getpid()})
+    except _ClientGone:
+        return True
+    healthy = True
+    saved = sys.stderr
+    sys.stderr = _Relay(caller)
+    caller.running.set()
+    try:
+        lines = _job(driver, caller.options, caller.light)
+        caller.send({"lines": lines})
+    except _ClientGone:
+        pass
+    except KprobeError as exc:
+        with contextlib.suppress(_ClientGone):
+            caller.send({"error": str(exc), "code": exc.exit_code})
+    except Exception as exc:  # a bug, or a session that broke: say so, and let the next run start anew
+        healthy = False
+        import traceback
+
+        traceback.print_exc(file=saved)
+        with contextlib.suppress(_ClientGone):
+            caller.send({"error": f"the warm driver failed: {type(exc).__name__}: {exc}", "code": 3})
+    finally:
+        caller.running.clear()
+        sys.stderr = saved
+    return healthy and _alive(driver)
+
+
+def _job(driver: _Driver, options: JobOptions, light: bool) -> list[str]:
+    """The run itself, on the session this driver started with its first job (its JVM as that job's size chose)."""
+    from kprobe.aggregate.job import run, session
+    from kprobe.aggregate.plan import summary_lines
+
+    if driver.spark is None:
+        driver.spark = session(options.master, kafka=bool(options.kafka), light=light)
+    spark = driver.spark
+    try:
+        return summary_lines(run(spark, options))
+    finally:
+        spark.catalog.clearCache()
+
+
+def _alive(driver: _Driver) -> bool:
+    if driver.spark is None:
+        return True
+    try:
+        return not driver.spark.sparkContext._jsc.sc().isStopped()
+    except Exception:
+        return False
+
+
+def _stop(driver: _Driver) -> None:
+    """The session stopped, and its JVM gone before this process is: a stopped driver leaves nothing running."""
+    spark = driver.spark
+    if spark is None:
+        return
+    from pyspark import SparkContext
+
+    from kprobe.aggregate.jvm import keep_archive
+
+    with contextlib.suppress(Exception):
+        spark.stop()
+    keep_archive()  # the JVM writes its class-data archive as it exits, if it was to write one
+    proc = getattr(getattr(SparkContext, "_gateway", None), "proc", None)
+    if proc is not None:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            if proc.stdin is not None:
+                proc.stdin.close()  # PySpark's JVM exits when its standard input closes
+            proc.wait(timeout=30)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m kprobe.aggregate.warm SOCKET KEEP_WARM`, as `run` starts it."""
+    serve(Path(argv[0]), float(argv[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
