@@ -25,11 +25,14 @@ With `--processes`, every figure is a whole process, as a scheduler runs the job
 
 - the parsing scan: a process that starts a Spark session and does the scan above;
 - the first `kprobe aggregate` (html off) into a new --out;
-- the rerun with 1% new reports (a separate process, the state kept in --out);
+- the rerun with 1% new reports (a separate process, the state kept in --out), twice: with
+  `--keep-warm` (the first run, started with it too, left a warm driver that runs it:
+  kprobe.aggregate.warm) and without, in a driver of its own, on a copy of the first run's output;
 - its peer, a bare Spark process doing that rerun's reading and writing (`bare_process`);
 - the run after it, with nothing new (no JVM: kprobe.aggregate.plan);
 
-side by side in each round, medians of the rounds.
+side by side in each round, medians of the rounds. The warm driver is stopped at the end of each
+round (its sockets under a directory of the bench's own), so each round's first run starts cold.
 """
 
 from __future__ import annotations
@@ -195,38 +198,78 @@ def bare_process(more: Path, state: Path) -> None:
         shutil.rmtree(out, ignore_errors=True)
 
 
+def stop_warm_drivers(runtime: Path) -> None:
+    """The warm drivers whose sockets are under `runtime` stopped (SIGTERM: each stops its session), and waited for."""
+    import os
+    import signal
+
+    def drivers() -> list[int]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                args = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+            except OSError:
+                continue
+            if b"kprobe.aggregate.warm" in args and any(a.startswith(str(runtime).encode()) for a in args):
+                found.append(int(entry.name))
+        return found
+
+    for pid in drivers():
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 120
+    while drivers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def processes(args: argparse.Namespace) -> None:
-    """Scan, first run, +1%, nothing new: each a separate process, side by side per round; medians."""
+    """Scan, first run, +1% warm and cold, nothing new: each a separate process, side by side per round; medians."""
+    import os
+    import tempfile
+
     aggregate = [sys.executable, "-m", "kprobe", "aggregate", "--no-html"]
+    warm = ["--keep-warm", "10m"]
+    runtime = Path(tempfile.mkdtemp(prefix="kb-"))  # the bench's own warm drivers, stopped after each round
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
     table = []
-    for size in (int(s) for s in args.sizes.split(",")):
-        base, more = prepare(args.work, size)
-        out = args.work / f"out-{size}"
-        runs: list[dict[str, float]] = []
-        observations = 0
-        for _ in range(args.repeat):
-            shutil.rmtree(out, ignore_errors=True)
-            scan = timed([sys.executable, __file__, "--scan", str(base)])[0]
-            first, text = timed([*aggregate, str(base), "--out", str(out)])
-            observations = int(text.split(" endpoint observations")[0].rsplit("(", 1)[1].split()[-1])
-            more_s, text = timed([*aggregate, str(base), str(more), "--out", str(out)])
-            bare = timed([sys.executable, __file__, "--bare", str(more), str(out / STATE_NAME)])[0]
-            nothing, quiet = timed([*aggregate, str(base), str(more), "--out", str(out)])
-            assert quiet.startswith("nothing new"), quiet
-            runs.append({"scan": scan, "first": first, "more": more_s, "bare": bare, "nothing": nothing})
-            print(f"{observations:,} observations: scan {scan:.1f} s, first run {first:.1f} s "
-                  f"({first / scan:.2f} x scan), +1% {more_s:.1f} s ({more_s / first:.2f} of the first; "
-                  f"its bare peer {bare:.1f} s), nothing new {nothing:.2f} s", flush=True)
-        table.append((observations, _medians(runs)))
-        _clean_up(args, out, base, more)
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            base, more = prepare(args.work, size)
+            out, cold = args.work / f"out-{size}", args.work / f"out-{size}-cold"
+            runs: list[dict[str, float]] = []
+            observations = 0
+            for _ in range(args.repeat):
+                shutil.rmtree(out, ignore_errors=True)
+                shutil.rmtree(cold, ignore_errors=True)
+                scan = timed([sys.executable, __file__, "--scan", str(base)])[0]
+                first, text = timed([*aggregate, *warm, str(base), "--out", str(out)])
+                observations = int(text.split(" endpoint observations")[0].rsplit("(", 1)[1].split()[-1])
+                shutil.copytree(out, cold, symlinks=True)
+                more_s, text = timed([*aggregate, *warm, str(base), str(more), "--out", str(out)])
+                more_cold, cold_text = timed([*aggregate, str(base), str(more), "--out", str(cold)])
+                assert cold_text == text.replace(str(out), str(cold)), (text, cold_text)
+                bare = timed([sys.executable, __file__, "--bare", str(more), str(out / STATE_NAME)])[0]
+                nothing, quiet = timed([*aggregate, str(base), str(more), "--out", str(out)])
+                assert quiet.startswith("nothing new"), quiet
+                stop_warm_drivers(runtime)
+                runs.append({"scan": scan, "first": first, "more": more_s, "cold": more_cold, "bare": bare,
+                             "nothing": nothing})
+                print(f"{observations:,} observations: scan {scan:.1f} s, first run {first:.1f} s "
+                      f"({first / scan:.2f} x scan), +1% {more_s:.1f} s warm ({more_s / first:.2f} of the first), "
+                      f"{more_cold:.1f} s cold (its bare peer {bare:.1f} s), nothing new {nothing:.2f} s", flush=True)
+            table.append((observations, _medians(runs)))
+            shutil.rmtree(cold, ignore_errors=True)
+            _clean_up(args, out, base, more)
+    finally:
+        stop_warm_drivers(runtime)
+        shutil.rmtree(runtime, ignore_errors=True)
     print(f"\nmedians of {args.repeat} rounds, every figure a whole process:")
-    print("| observations | parsing scan | first run | first / scan | +1% new | +1% / first | bare +1% | "
-          "+1% / bare | nothing new |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| observations | parsing scan | first run | first / scan | +1% new, warm | +1% / first | +1% new, cold | "
+          "bare +1% | cold / bare | nothing new |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for obs, m in table:
         print(f"| {obs:,} | {m['scan']:.1f} s | {m['first']:.1f} s | {m['first'] / m['scan']:.2f} "
-              f"| {m['more']:.1f} s | {m['more'] / m['first']:.2f} | {m['bare']:.1f} s | {m['more'] / m['bare']:.2f} "
-              f"| {m['nothing']:.2f} s |")
+              f"| {m['more']:.1f} s | {m['more'] / m['first']:.2f} | {m['cold']:.1f} s | {m['bare']:.1f} s "
+              f"| {m['cold'] / m['bare']:.2f} | {m['nothing']:.2f} s |")
 
 
 def main() -> None:

@@ -1360,6 +1360,23 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
         shutil.rmtree(runtime, ignore_errors=True)
 
 
+def test_only_local_runs_without_verbose_go_to_a_warm_driver(monkeypatch):
+    """A warm driver takes runs on a local master and local paths, Spark's lines not wanted on the terminal;
+    the others (a cluster, s3a or hdfs paths whose credentials come from the environment, -v, spark-submit)
+    run in their own process."""
+    from kprobe.aggregate.warm import usable
+
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    local = JobOptions(("/data/in", "file:///data/more"), "/data/out", state="/data/state")
+    assert usable(local, verbose=False)
+    assert not usable(local, verbose=True)
+    assert not usable(JobOptions(("/data/in",), "/data/out", master="spark://127.0.0.1:7077"), verbose=False)
+    assert not usable(JobOptions(("s3a://bucket/in",), "/data/out"), verbose=False)
+    assert not usable(JobOptions(("/data/in",), "/data/out", state="hdfs://nn/state"), verbose=False)
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")
+    assert not usable(local, verbose=False)
+
+
 def test_a_socket_directory_others_could_write_is_not_used(tmp_path, monkeypatch, capsys):
     """The warm driver's socket lives in a directory of the user's alone: one that others could write (or a
     link) is refused, in one line, and the run goes on in its own process."""

@@ -50,6 +50,9 @@ from kprobe.errors import KprobeError
 START_WAIT = 20.0
 HEARTBEAT = 5.0
 SILENCE = 60.0
+# A driver retires after a job once it is this old, and the next run starts a new one: a schedule every few
+# minutes would otherwise keep one driver (its JVM, Spark's scratch directories under /tmp) for weeks.
+MAX_AGE = 12 * 3600.0
 # Environment that changes how the driver's session starts or what its job does: a run with other values
 # gets a driver of its own (part of `_key`).
 _ENVIRONMENT = ("JAVA_HOME", "SPARK_HOME", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS", "PYSPARK_PYTHON",
@@ -58,13 +61,17 @@ _ENVIRONMENT = ("JAVA_HOME", "SPARK_HOME", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARG
 
 
 def usable(options: JobOptions, verbose: bool) -> bool:
-    """Whether a run may go to a warm driver: a local master, Spark's lines not wanted on this terminal.
+    """Whether a run may go to a warm driver: a local master, local paths, Spark's lines not wanted here.
 
     A cluster's driver would hold the cluster's executors between runs; `--verbose` wants the JVM's
-    own output on the caller's terminal, which a driver started earlier cannot give.
+    own output on the caller's terminal, which a driver started earlier cannot give; and s3a or hdfs
+    paths are read with credentials from the environment, which Hadoop's file systems keep from their
+    first use: a driver started hours ago would read with the credentials of then.
     """
     master = options.master or ""
-    return master.startswith("local") and not verbose and "PYSPARK_GATEWAY_PORT" not in os.environ
+    paths = [*options.inputs, options.out, *([options.state] if options.state else [])]
+    return (master.startswith("local") and not verbose and "PYSPARK_GATEWAY_PORT" not in os.environ
+            and all(is_local(p) for p in paths))
 
 
 def run(options: JobOptions, light: bool, keep_warm: float) -> list[str] | None:
@@ -313,7 +320,8 @@ def serve(path: Path, keep_warm: float) -> None:
     driver at once end with one (the other exits at once). The socket is removed, and the lock released,
     before the session stops: a run arriving then starts a new driver rather than wait for this one.
     Runs that come while a job runs wait their turn (told it is alive every HEARTBEAT seconds): two runs
-    on one state then follow each other instead of the second being refused by the state's lock.
+    on one state then follow each other instead of the second being refused by the state's lock. Past
+    MAX_AGE the driver takes no more jobs; those waiting are closed, and their runs start a new driver.
     """
     lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -332,8 +340,9 @@ def serve(path: Path, keep_warm: float) -> None:
     driver = _Driver()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     threading.Thread(target=_accept, args=(listener, driver), daemon=True).start()
+    born = time.monotonic()
     try:
-        while True:
+        while time.monotonic() - born < MAX_AGE:
             try:
                 caller = driver.jobs.get(timeout=keep_warm)
             except queue.Empty:
