@@ -757,6 +757,8 @@ def test_out_written_by_kprobe_or_empty_is_accepted(tmp_path):
     (["--out", "o"], "kprobe: error: nothing to aggregate: give report files or directories, or --kafka "
                      "BOOTSTRAP/TOPIC\n"),
     (["in"], "kprobe: error: the following arguments are required: --out (see `python -m kprobe.aggregate --help`)\n"),
+    (["in", "--out", "o", "--keep-warm", "0"], "kprobe: error: bad --keep-warm '0': must be more than 0 and at "
+                                               "most 24h: give a duration like 5, 2.5s, 500ms or 2m\n"),
 ])
 def test_module_entry_point_checks_like_the_cli(tmp_path, argv, expected):
     (tmp_path / "in").mkdir()

@@ -319,8 +319,8 @@ def serve(path: Path, keep_warm: float) -> None:
     One driver per socket: the lock beside it is held for the driver's life, so two runs that start a
     driver at once end with one (the other exits at once). The socket is removed, and the lock released,
     before the session stops: a run arriving then starts a new driver rather than wait for this one.
-    Runs that come while a job runs wait their turn (told it is alive every HEARTBEAT seconds): two runs
-    on one state then follow each other instead of the second being refused by the state's lock. Past
+    Runs that come while a job runs wait their turn, told it is alive every HEARTBEAT seconds (a run on
+    the state that job holds is refused before it gets here, by `plan.survey`'s look at the state). Past
     MAX_AGE the driver takes no more jobs; those waiting are closed, and their runs start a new driver.
     """
     lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
