@@ -2,11 +2,11 @@
 
 Why: a run every few minutes otherwise pays a new JVM's cold costs every time (the JVM and the
 session started, Catalyst and the generated code interpreted, then compiled): the +1 % rerun at 1M
-observations takes 13 to 17 s as a new process and 8 to 11 s in a driver that has run a job before
-(docs/performance.md). As Gradle's daemon does for builds, the first run with --keep-warm starts a
-driver process of its own that outlives it, and the later ones hand it their job over a Unix socket
-and print what it answers. It exits after DURATION without a job, and a scheduler's next run starts
-another.
+observations took 19.5 to 24.3 s as a new process and 8.4 to 10.1 s in a driver that had run the
+first run, in the same rounds (docs/performance.md, session 40). As Gradle's daemon does for builds,
+the first run with --keep-warm starts a driver process of its own that outlives it, and the later
+ones hand it their job over a Unix socket and print what it answers. It exits after DURATION without
+a job, and a scheduler's next run starts another.
 
 What does not change: every run is still a process the scheduler starts and waits for, with the
 same lines, exit codes and outputs, because the driver runs the same `job.run` on the same options.
