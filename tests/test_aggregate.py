@@ -1381,11 +1381,19 @@ def test_only_local_runs_without_verbose_go_to_a_warm_driver(monkeypatch):
 
 def test_a_socket_directory_others_could_write_is_not_used(tmp_path, monkeypatch, capsys):
     """The warm driver's socket lives in a directory of the user's alone: one that others could write (or a
-    link) is refused, in one line, and the run goes on in its own process."""
+    link) is refused, in one line, and the run goes on in its own process. A runtime directory too long for
+    a socket's path gives way to the temp directory."""
+    import tempfile
+
     from kprobe.aggregate import warm
 
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    folder = tmp_path / f"kprobe-{os.getuid()}"
+    short = Path(tempfile.mkdtemp(prefix="kw-"))  # a Unix socket's path has at most 107 bytes
+    monkeypatch.setattr(tempfile, "tempdir", str(short))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 80)))
+    assert warm._private_dir() == short / f"kprobe-{os.getuid()}"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short))
+    folder = short / f"kprobe-{os.getuid()}"
+    folder.rmdir()
     folder.mkdir(mode=0o777)
     folder.chmod(0o777)
     options = JobOptions((str(tmp_path / "in"),), str(tmp_path / "out"))
@@ -1397,3 +1405,4 @@ def test_a_socket_directory_others_could_write_is_not_used(tmp_path, monkeypatch
     folder.symlink_to(tmp_path / "elsewhere")
     assert warm.run(options, light=True, keep_warm=60) is None
     assert "is not a directory of this user's alone" in capsys.readouterr().err
+    shutil.rmtree(short)

@@ -91,19 +91,16 @@ def run(options: JobOptions, light: bool, keep_warm: float) -> list[str] | None:
     request = {"options": _portable(options), "light": light, "keep_warm": keep_warm}
     conn = _connect(path)
     if conn is None:
-        _start(folder, key, keep_warm)
-        conn = _connect(path, wait=START_WAIT)
+        conn = _connect(path, wait=START_WAIT, starting=_start(folder, key, keep_warm))
         if conn is None:
-            _note(f"the warm driver did not start within {START_WAIT:.0f} s (its log: {_log_path(key)}); "
-                  "running the job in this process")
+            _note(f"the warm driver did not start (its log: {_log_path(key)}); running the job in this process")
             return None
     with conn:
         answer = _ask(conn, request)
     if answer is None:  # it was stopping as this run connected (its idle time just ran out): one new driver
-        _start(folder, key, keep_warm)
-        conn = _connect(path, wait=START_WAIT)
+        conn = _connect(path, wait=START_WAIT, starting=_start(folder, key, keep_warm))
         if conn is None:
-            _note("the warm driver did not start; running the job in this process")
+            _note(f"the warm driver did not start (its log: {_log_path(key)}); running the job in this process")
             return None
         with conn:
             answer = _ask(conn, request)
@@ -118,13 +115,19 @@ def _note(text: str) -> None:
     sys.stderr.flush()
 
 
+# A Unix socket's path has at most 107 bytes; the socket's name and the user's folder take about 45.
+SOCKET_DIR_MAX = 60
+
+
 def _private_dir() -> Path:
     """The directory of this user's driver sockets: theirs alone (0700), refused if anyone else could write it.
 
     Under XDG_RUNTIME_DIR when there is one, else the temp directory; short, because a Unix socket's
     path has a limit of about 107 bytes.
     """
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    base = os.environ.get("XDG_RUNTIME_DIR") or ""
+    if not base or len(base) > SOCKET_DIR_MAX:
+        base = tempfile.gettempdir()
     folder = Path(base, f"kprobe-{os.getuid()}")
     with contextlib.suppress(FileExistsError):
         folder.mkdir(mode=0o700)
@@ -175,8 +178,12 @@ def _log_path(key: str) -> Path:
     return cache_root() / "aggregate" / f"warm-{key}.log"
 
 
-def _connect(path: Path, wait: float = 0.0) -> socket.socket | None:
-    """A connection to the driver listening at `path`, trying for `wait` seconds; None if none listens."""
+def _connect(path: Path, wait: float = 0.0, starting: subprocess.Popen[bytes] | None = None) -> socket.socket | None:
+    """A connection to the driver listening at `path`, trying for `wait` seconds; None if none listens.
+
+    `starting`: the driver this run started; failed (it exits 0 only when another driver has the socket),
+    it is not waited for.
+    """
     deadline = time.monotonic() + wait
     while True:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -186,28 +193,28 @@ def _connect(path: Path, wait: float = 0.0) -> socket.socket | None:
             return conn
         except OSError:
             conn.close()
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or (starting is not None and starting.poll() not in (None, 0)):
                 return None
             time.sleep(0.05)
 
 
-def _start(folder: Path, key: str, keep_warm: float) -> None:
+def _start(folder: Path, key: str, keep_warm: float) -> subprocess.Popen[bytes]:
     """A new driver process, of its own session (the caller's end, or its terminal's, does not end it)."""
     log = _log_path(key)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        subprocess.Popen([sys.executable, "-m", "kprobe.aggregate.warm", str(folder / f"{key}.sock"), str(keep_warm)],
-                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd="/", start_new_session=True,
-                         close_fds=True)
+        return subprocess.Popen([sys.executable, "-m", "kprobe.aggregate.warm", str(folder / f"{key}.sock"),
+                                 str(keep_warm)], stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd="/",
+                                start_new_session=True, close_fds=True)
 
 
 def _ask(conn: socket.socket, request: dict[str, Any]) -> list[str] | None:
     """Send the job, relay what the driver writes on stderr, return its summary; None if it never took the job."""
     conn.settimeout(SILENCE)
-    conn.sendall(json.dumps(request).encode() + b"\n")
     taken = False
     reader = conn.makefile("rb")
     try:
+        conn.sendall(json.dumps(request).encode() + b"\n")
         for raw in reader:
             message = json.loads(raw)
             if "taken" in message:
