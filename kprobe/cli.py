@@ -537,7 +537,13 @@ def aggregate(
 
     # With nothing new: one line, and PySpark is never imported (kprobe.aggregate.plan.current).
     options = JobOptions(tuple(inputs), out, master, since, until, not no_html, topics, full=full, state=state)
-    typer.echo("\n".join(command(options, verbose=verbose, where=True, keep_warm=warm)))
+    try:
+        lines = command(options, verbose=verbose, where=True, keep_warm=warm)
+    except KeyboardInterrupt:
+        # Here, not in `guard`: typer turns an interrupt into a bare exit code 130, without a word.
+        sys.stderr.write("\n")
+        fail("kprobe: interrupted", EXIT_INTERRUPTED, [])
+    typer.echo("\n".join(lines))
 
 
 @app.command()

@@ -1267,8 +1267,8 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
 
     1. The first run starts a driver (a process of its own session, its socket 0600 in a 0700 directory)
        and prints what a run prints. A caller that sends garbage is closed and the driver goes on.
-    2. The next run, killed (SIGKILL) after its records are written: the driver cancels its job, which
-       leaves nothing committed, and goes on.
+    2. The next run, interrupted (Ctrl-C) after its records are written, says so in one line, and the
+       driver cancels its job, which leaves nothing committed, and goes on.
     3. The run after it hands its job to the same driver (no process of its own below it: no JVM) and
        counts every record once. (That a driver's runs equal a full run is the job's own: the same
        `job.run`, test_incremental_run_equals_a_full_run.) It asks for 1 s of idle time: the driver
@@ -1315,13 +1315,13 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
         assert warm_drivers(runtime) == [driver]
 
         write_jsonl(inputs / "b", iter(items[third:2 * third]), per_file=10)
-        victim = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        victim = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         written = out / ".state" / "records" / "run=2" / "_SUCCESS"
         deadline = time.monotonic() + 120
         while not written.exists() and victim.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
-        victim.send_signal(signal.SIGKILL)
-        victim.wait(timeout=60)
+        victim.send_signal(signal.SIGINT)  # Ctrl-C; a SIGKILL closes its end of the socket alike
+        assert (victim.wait(timeout=60), victim.communicate()[1]) == (130, "\nkprobe: interrupted\n")
         assert written.exists(), "the run ended before its records were written"
         lock = os.open(out / ".state" / ".lock", os.O_RDWR)
         try:  # the driver lets go of the state once the cancelled job has unwound
