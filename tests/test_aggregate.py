@@ -1269,8 +1269,8 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
        and prints what a run prints. A caller that sends garbage is closed and the driver goes on.
     2. The next run, interrupted (Ctrl-C) after its records are written, says so in one line, and the
        driver cancels its job, which leaves nothing committed, and goes on.
-    3. The run after it hands its job to the same driver (no process of its own below it: no JVM) and
-       counts every record once. (That a driver's runs equal a full run is the job's own: the same
+    3. The run after it hands its job to the same driver (no process of its own below it: no JVM; PySpark
+       not imported) and counts every record once. (That a driver's runs equal a full run is the job's own: the same
        `job.run`, test_incremental_run_equals_a_full_run.) It asks for 1 s of idle time: the driver
        stops after it, its socket and its JVM gone.
     """
@@ -1340,9 +1340,11 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
         assert warm_drivers(runtime) == [driver]
 
         write_jsonl(inputs / "c", iter(items[2 * third:]), per_file=10)
-        last, children = watched([*argv[:-1], "1s"], env)
+        last, children = watched([sys.executable, "-X", "importtime", *argv[1:-1], "1s"], env)
         assert last.returncode == 0, last.stderr[-3000:]
         assert not children, children  # no JVM, nothing: the driver ran it
+        imported = [line.rsplit("|", 1)[-1].strip() for line in last.stderr.splitlines() if line.startswith("import time:")]
+        assert not [m for m in imported if m.startswith(("pyspark", "py4j"))], "PySpark imported by the caller"
         counts = json.loads((out / "counts.json").read_text())
         assert (counts["input_records"], counts["reports"], counts["duplicates"], counts["quarantined"]) == (
             len(items), len(items), 0, 0)

@@ -53,6 +53,7 @@ SILENCE = 60.0
 # A driver retires after a job once it is this old, and the next run starts a new one: a schedule every few
 # minutes would otherwise keep one driver (its JVM, Spark's scratch directories under /tmp) for weeks.
 MAX_AGE = 12 * 3600.0
+LOGS_KEPT = 20
 # Environment that changes how the driver's session starts or what its job does: a run with other values
 # gets a driver of its own (part of `_key`).
 _ENVIRONMENT = ("JAVA_HOME", "SPARK_HOME", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS", "PYSPARK_PYTHON",
@@ -202,6 +203,12 @@ def _start(folder: Path, key: str, keep_warm: float) -> subprocess.Popen[bytes]:
     """A new driver process, of its own session (the caller's end, or its terminal's, does not end it)."""
     log = _log_path(key)
     log.parent.mkdir(parents=True, exist_ok=True)
+    # One log per key (kprobe's files, Python, Spark's settings): each upgrade starts another. The newest few
+    # are kept, as the JVMs' logs are (jvm.LOGS_KEPT; not imported: it would import PySpark here).
+    with contextlib.suppress(OSError):
+        for old in sorted(log.parent.glob("warm-*.log"), key=lambda p: p.stat().st_mtime)[:-LOGS_KEPT]:
+            if old != log:
+                old.unlink(missing_ok=True)
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "kprobe.aggregate.warm", str(folder / f"{key}.sock"),
                                  str(keep_warm)], stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd="/",
