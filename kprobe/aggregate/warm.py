@@ -90,25 +90,17 @@ def run(options: JobOptions, light: bool, keep_warm: float) -> list[str] | None:
     key = _key(options)
     path = folder / f"{key}.sock"
     request = {"options": _portable(options), "light": light, "keep_warm": keep_warm}
-    conn = _connect(path)
-    if conn is None:
-        conn = _connect(path, wait=START_WAIT, starting=_start(folder, key, keep_warm))
-        if conn is None:
-            _note(f"the warm driver did not start (its log: {_log_path(key)}); running the job in this process")
-            return None
-    with conn:
-        answer = _ask(conn, request)
-    if answer is None:  # it was stopping as this run connected (its idle time just ran out): one new driver
-        conn = _connect(path, wait=START_WAIT, starting=_start(folder, key, keep_warm))
+    for _ in range(2):  # a second time if the driver was stopping as this run connected (its idle time ran out)
+        conn = _connect(path) or _connect(path, wait=START_WAIT, starting=_start(folder, key, keep_warm))
         if conn is None:
             _note(f"the warm driver did not start (its log: {_log_path(key)}); running the job in this process")
             return None
         with conn:
             answer = _ask(conn, request)
-        if answer is None:
-            raise KprobeError(f"the warm driver closed the connection before taking the job (its log: "
-                              f"{_log_path(key)}); run again, or without --keep-warm")
-    return answer
+        if answer is not None:
+            return answer
+    raise KprobeError(f"the warm driver closed the connection before taking the job (its log: {_log_path(key)}); "
+                      "run again, or without --keep-warm")
 
 
 def _note(text: str) -> None:
