@@ -56,9 +56,11 @@ def _main(argv: list[str] | None) -> int:
                              "long without one (e.g. 10m); local masters")
     args = parser.parse_args(argv)
     topics = validate(args.inputs, args.out, args.kafka, args.since, args.until, args.state, args.full)
-    from kprobe.config import parse_duration
+    keep_warm = 0.0
+    if args.keep_warm is not None:
+        from kprobe.config import parse_duration
 
-    keep_warm = parse_duration(args.keep_warm, "--keep-warm") if args.keep_warm is not None else 0
+        keep_warm = parse_duration(args.keep_warm, "--keep-warm")
     from kprobe.aggregate.entry import command
     from kprobe.aggregate.plan import JobOptions
 
