@@ -1251,15 +1251,15 @@ def warm_drivers(runtime: Path) -> list[int]:
     return found
 
 
-def watched(argv: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, set[str]]:
-    """A run as its own process, and the names of every process seen below it while it ran."""
+def watched(argv: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, set[str], int]:
+    """A run as its own process, the names of every process seen below it while it ran, and its pid."""
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: set[str] = set()
     while proc.poll() is None:
         seen |= set(descendants(proc.pid).values())
         time.sleep(0.01)
     stdout, stderr = proc.communicate(timeout=60)
-    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), seen
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), seen, proc.pid
 
 
 def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
@@ -1269,10 +1269,11 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
        and prints what a run prints. A caller that sends garbage is closed and the driver goes on.
     2. The next run, interrupted (Ctrl-C) after its records are written, says so in one line, and the
        driver cancels its job, which leaves nothing committed, and goes on.
-    3. The run after it hands its job to the same driver (no process of its own below it: no JVM; PySpark
-       not imported) and counts every record once. (That a driver's runs equal a full run is the job's own: the same
-       `job.run`, test_incremental_run_equals_a_full_run.) It asks for 1 s of idle time: the driver
-       stops after it, its socket and its JVM gone.
+    3. The rerun counts every record once (that a driver's runs equal a full run is the job's own: the same
+       `job.run`, test_incremental_run_equals_a_full_run). A run started while the rerun's job holds the
+       state waits its turn in the driver (no process of its own below it: no JVM; PySpark not imported),
+       which then finds nothing new (its log says so, by the run's pid). It asks for 1 s of idle time: the
+       driver stops after it, its socket and its JVM gone.
     """
     import fcntl
     import signal
@@ -1340,8 +1341,23 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
         assert warm_drivers(runtime) == [driver]
 
         write_jsonl(inputs / "c", iter(items[2 * third:]), per_file=10)
-        last, children = watched([sys.executable, "-X", "importtime", *argv[1:-1], "1s"], env)
+        rerun = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        running = out / ".state" / "records" / "run=2"  # its job holds the state from before it writes here
+        deadline = time.monotonic() + 120
+        while not running.exists() and rerun.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert running.exists(), "the rerun ended before its job was seen running"
+        # Started now, a run finds the state held by that job: it waits its turn in the driver, which then
+        # finds nothing new (the rerun read it all). It is the one that asks for 1 s of idle time.
+        last, children, pid = watched([sys.executable, "-X", "importtime", *argv[1:-1], "1s"], env)
+        stdout, stderr = rerun.communicate(timeout=120)
+        assert rerun.returncode == 0, stderr[-3000:]
+        assert stdout.startswith(f"{len(items)} records: {len(items)} reports aggregated"), stdout
         assert last.returncode == 0, last.stderr[-3000:]
+        assert last.stdout == (f"nothing new: {len(list(inputs.rglob('*.jsonl')))} input files as run 2 left them; "
+                               f"the outputs in {out} are current\n")
+        [log] = (tmp_path / "cache" / "aggregate").glob("warm-*.log")
+        assert f"job of pid {pid} on {out}: nothing new" in log.read_text(), log.read_text()[-2000:]
         assert not children, children  # no JVM, nothing: the driver ran it
         imported = [line.rsplit("|", 1)[-1].strip() for line in last.stderr.splitlines() if line.startswith("import time:")]
         assert not [m for m in imported if m.startswith(("pyspark", "py4j"))], "PySpark imported by the caller"

@@ -8,6 +8,7 @@ goes one way, entry -> plan, entry -> job -> plan, and Spark is imported only pa
 from __future__ import annotations
 
 from kprobe.aggregate.plan import JobOptions, new_input_bytes, summary_lines, survey
+from kprobe.aggregate.state import StateBusy
 
 # New input up to this size starts a light JVM (plan.LIGHT_JVM: C1 alone, the serial collector). At 1M
 # observations (602 MB, 2 cores) a first run took as long either way (56.5 s light, 57.4 s not) on 18% less
@@ -23,19 +24,30 @@ def command(options: JobOptions, verbose: bool = False, where: bool = False, kee
     `where`: the summary ends with the line naming the output (the line of `current` names it already).
     `keep_warm`: seconds a warm driver (kprobe.aggregate.warm) waits for the next run; it runs the job.
     """
-    line, found = survey(options)
+    warm_driver = False
+    if keep_warm > 0:
+        from kprobe.aggregate import warm
+
+        warm_driver = warm.usable(options, verbose)
+    busy = False
+    try:
+        line, found = survey(options)
+    except StateBusy:
+        if not warm_driver:
+            raise
+        # The state's run is most likely the warm driver's own job: this run waits its turn there, and the
+        # driver looks again (`busy`) once it is this run's turn.
+        line, found, busy = None, None, True
     if line is not None:
         return [line]
     size = new_input_bytes(options, found)  # what `survey` found, not listed and asked again
     light = size is not None and size < LIGHT_BELOW
     where_lines = [f"outputs in {options.out}"] if where else []
-    if keep_warm > 0:
-        from kprobe.aggregate import warm
-
-        if warm.usable(options, verbose):
-            lines = warm.run(options, light, keep_warm)
-            if lines is not None:
-                return lines + where_lines
+    if warm_driver:
+        answer = warm.run(options, light, keep_warm, busy=busy)
+        if answer is not None:
+            lines, current = answer  # current: the driver found nothing new (`busy`), its line names the output
+            return lines if current else lines + where_lines
     from kprobe.aggregate.job import run, session
     from kprobe.aggregate.jvm import keep_archive
 

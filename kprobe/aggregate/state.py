@@ -165,6 +165,10 @@ def prepare(root: Path, full: bool) -> Manifest:
     return manifest
 
 
+class StateBusy(UsageError):
+    """Another run holds the state (a run with --keep-warm then waits its turn in the warm driver instead)."""
+
+
 @contextlib.contextmanager
 def locked(root: Path) -> Iterator[None]:
     """One run at a time on a state: a second one gets one line instead of corrupting the first's."""
@@ -176,7 +180,7 @@ def locked(root: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise UsageError(f"another kprobe aggregate is running on the state in {root}; wait for it") from None
+            raise StateBusy(f"another kprobe aggregate is running on the state in {root}; wait for it") from None
         yield
     finally:
         os.close(fd)

@@ -75,8 +75,12 @@ def usable(options: JobOptions, verbose: bool) -> bool:
             and all(is_local(p) for p in paths))
 
 
-def run(options: JobOptions, light: bool, keep_warm: float) -> list[str] | None:
-    """The run's summary lines as a warm driver answers them; it is started if there is none.
+def run(options: JobOptions, light: bool, keep_warm: float, busy: bool = False) -> tuple[list[str], bool] | None:
+    """The run's summary lines as a warm driver answers them, and whether they say nothing was new; the driver
+    is started if there is none.
+
+    `busy`: the state was held by another run when this one looked (`plan.survey`), so whether there is
+    anything to do is not known yet: the driver looks once it is this run's turn.
 
     None when no driver can be had (no private directory for its socket, or it did not start within
     START_WAIT): the caller then runs the job itself, after one line saying why. A job that fails in the
@@ -89,7 +93,7 @@ def run(options: JobOptions, light: bool, keep_warm: float) -> list[str] | None:
         return None
     key = _key(options)
     path = folder / f"{key}.sock"
-    request = {"options": _portable(options), "light": light, "keep_warm": keep_warm}
+    request = {"options": _portable(options), "light": light, "keep_warm": keep_warm, "busy": busy}
     for _ in range(2):  # a second time if the driver was stopping as this run connected (its idle time ran out)
         conn = _connect(path) or _connect(path, wait=START_WAIT, starting=_start(folder, key, keep_warm))
         if conn is None:
@@ -207,7 +211,7 @@ def _start(folder: Path, key: str, keep_warm: float) -> subprocess.Popen[bytes]:
                                 start_new_session=True, close_fds=True)
 
 
-def _ask(conn: socket.socket, request: dict[str, Any]) -> list[str] | None:
+def _ask(conn: socket.socket, request: dict[str, Any]) -> tuple[list[str], bool] | None:
     """Send the job, relay what the driver writes on stderr, return its summary; None if it never took the job."""
     conn.settimeout(SILENCE)
     taken = False
@@ -222,7 +226,7 @@ def _ask(conn: socket.socket, request: dict[str, Any]) -> list[str] | None:
                 sys.stderr.write(message["stderr"])
                 sys.stderr.flush()
             elif "lines" in message:
-                return [str(line) for line in message["lines"]]
+                return [str(line) for line in message["lines"]], bool(message.get("current"))
             elif "error" in message:
                 error = KprobeError(str(message["error"]))
                 error.exit_code = int(message.get("code", 1))
@@ -253,8 +257,10 @@ class _Caller:
     too), and `gone` once its end of the socket closes.
     """
 
-    def __init__(self, conn: socket.socket, options: JobOptions, light: bool, keep_warm: float) -> None:
-        self.conn, self.options, self.light, self.keep_warm = conn, options, light, keep_warm
+    def __init__(self, conn: socket.socket, options: JobOptions, light: bool, keep_warm: float,
+                 busy: bool = False, pid: int = 0) -> None:
+        self.conn, self.options, self.light, self.keep_warm, self.busy = conn, options, light, keep_warm, busy
+        self.pid = pid
         self.lock = threading.Lock()
         self.gone = threading.Event()
         self.running = threading.Event()
@@ -325,8 +331,8 @@ def serve(path: Path, keep_warm: float) -> None:
     One driver per socket: the lock beside it is held for the driver's life, so two runs that start a
     driver at once end with one (the other exits at once). The socket is removed, and the lock released,
     before the session stops: a run arriving then starts a new driver rather than wait for this one.
-    Runs that come while a job runs wait their turn, told it is alive every HEARTBEAT seconds (a run on
-    the state that job holds is refused before it gets here, by `plan.survey`'s look at the state). Past
+    Runs that come while a job runs wait their turn, told it is alive every HEARTBEAT seconds; one that
+    found its state held (`busy`) looks at it again when its turn comes (`_job`). Past
     MAX_AGE the driver takes no more jobs; those waiting are closed, and their runs start a new driver.
     """
     lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -377,15 +383,18 @@ def _accept(listener: socket.socket, driver: _Driver) -> None:
         threading.Thread(target=_receive, args=(conn, driver), daemon=True).start()
 
 
-def _peer_uid(conn: socket.socket) -> int:
+def _peer(conn: socket.socket) -> tuple[int, int]:
+    """The caller's pid and uid, as the kernel gives them."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return int(struct.unpack("3i", creds)[1])
+    pid, uid, _ = struct.unpack("3i", creds)
+    return int(pid), int(uid)
 
 
 def _receive(conn: socket.socket, driver: _Driver) -> None:
     """Read one caller's request and queue it; anything else (another user, a malformed line) is closed."""
     try:
-        if _peer_uid(conn) != os.getuid():
+        pid, uid = _peer(conn)
+        if uid != os.getuid():
             raise ValueError("another user")
         conn.settimeout(10)
         with conn.makefile("rb") as reader:
@@ -393,7 +402,8 @@ def _receive(conn: socket.socket, driver: _Driver) -> None:
         fields = request["options"]
         options = JobOptions(**{**fields, "inputs": tuple(fields["inputs"]),
                                 "kafka": tuple(tuple(k) for k in fields["kafka"])})
-        caller = _Caller(conn, options, bool(request["light"]), float(request["keep_warm"]))
+        caller = _Caller(conn, options, bool(request["light"]), float(request["keep_warm"]),
+                         bool(request.get("busy")), pid)
         conn.settimeout(None)
     except (OSError, ValueError, KeyError, TypeError):
         conn.close()
@@ -440,16 +450,20 @@ def _serve_one(caller: _Caller, driver: _Driver) -> bool:
     saved = sys.stderr
     sys.stderr = _Relay(caller)
     caller.running.set()
+    started, outcome = time.monotonic(), "done"
     try:
-        lines = _job(driver, caller.options, caller.light)
-        caller.send({"lines": lines})
+        lines, current = _job(driver, caller.options, caller.light, caller.busy)
+        outcome = "nothing new" if current else "done"
+        caller.send({"lines": lines, "current": current})
     except _ClientGone:
-        pass
+        outcome = "its caller went away: cancelled"
     except KprobeError as exc:
+        outcome = f"failed: {exc}"
         with contextlib.suppress(_ClientGone):
             caller.send({"error": str(exc), "code": exc.exit_code})
     except Exception as exc:  # a bug, or a session that broke: say so, and let the next run start anew
         healthy = False
+        outcome = f"failed: {type(exc).__name__}: {exc}"
         import traceback
 
         traceback.print_exc(file=saved)
@@ -458,19 +472,33 @@ def _serve_one(caller: _Caller, driver: _Driver) -> bool:
     finally:
         caller.running.clear()
         sys.stderr = saved
+        if caller.gone.is_set() and outcome != "its caller went away: cancelled":
+            outcome = f"its caller went away ({outcome})"
+        # The driver's own log (warm-KEY.log): one line a job, what a later look at a schedule needs.
+        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} job of pid {caller.pid} on {caller.options.out}: {outcome} "
+              f"in {time.monotonic() - started:.1f} s", file=saved, flush=True)
     return healthy and _alive(driver)
 
 
-def _job(driver: _Driver, options: JobOptions, light: bool) -> list[str]:
-    """The run itself, on the session this driver started with its first job (its JVM as that job's size chose)."""
+def _job(driver: _Driver, options: JobOptions, light: bool, busy: bool) -> tuple[list[str], bool]:
+    """The run itself, on the session this driver started with its first job (its JVM as that job's size chose).
+
+    `busy`: the caller found the state held (by the job before this one, as a rule), so it could not
+    tell whether there is anything new: the look it could not take is taken here, first.
+    """
+    from kprobe.aggregate.plan import summary_lines, survey
+
+    if busy:
+        line, _ = survey(options)
+        if line is not None:
+            return [line], True
     from kprobe.aggregate.job import run, session
-    from kprobe.aggregate.plan import summary_lines
 
     if driver.spark is None:
         driver.spark = session(options.master, kafka=bool(options.kafka), light=light)
     spark = driver.spark
     try:
-        return summary_lines(run(spark, options))
+        return summary_lines(run(spark, options)), False
     finally:
         spark.catalog.clearCache()
 
