@@ -523,15 +523,11 @@ def aggregate(
     """
     # The same checks as `python -m kprobe.aggregate` (pyspark and Java present, times, Kafka
     # targets, inputs, and an --out whose replacement cannot delete inputs or others' files).
-    from kprobe.aggregate.checks import validate
+    from kprobe.aggregate.checks import keep_warm_seconds, validate
 
     inputs = inputs or []
     topics = validate(inputs, out, kafka, since, until, state, full)
-    warm = 0.0
-    if keep_warm is not None:
-        from kprobe.config import parse_duration
-
-        warm = parse_duration(keep_warm, "--keep-warm")
+    warm = keep_warm_seconds(keep_warm)
     from kprobe.aggregate.entry import command
     from kprobe.aggregate.plan import JobOptions
 

@@ -1282,6 +1282,7 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
 
     from kprobe.aggregate.generate import reports, write_jsonl
     from kprobe.aggregate.plan import LIGHT_JVM
+    from kprobe.aggregate.warm import LINE_MAX
 
     runtime = Path(tempfile.mkdtemp(prefix="kw-"))  # short: a Unix socket's path has at most 107 bytes
     # The driver runs as the suite's own session does (interpreted, two shuffle partitions: a few dozen
@@ -1313,6 +1314,13 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
             hostile.sendall(b"not json\n")
             hostile.settimeout(10)
             assert hostile.recv(100) == b""  # closed on it
+        with socket.socket(socket.AF_UNIX) as endless:  # a line past warm.LINE_MAX is not read to its end:
+            endless.connect(str(sock))  # closed at once, not when the driver's 10 s for a request run out
+            endless.settimeout(5)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                endless.sendall(b"x" * (LINE_MAX + 1000))
+            with contextlib.suppress(ConnectionResetError):
+                assert endless.recv(100) == b""
         assert warm_drivers(runtime) == [driver]
 
         write_jsonl(inputs / "b", iter(items[third:2 * third]), per_file=10)

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import NoReturn
 
-from kprobe.aggregate.checks import validate
+from kprobe.aggregate.checks import keep_warm_seconds, validate
 from kprobe.errors import KprobeError, UsageError
 
 
@@ -56,11 +56,7 @@ def _main(argv: list[str] | None) -> int:
                              "long without one (e.g. 10m); local masters")
     args = parser.parse_args(argv)
     topics = validate(args.inputs, args.out, args.kafka, args.since, args.until, args.state, args.full)
-    keep_warm = 0.0
-    if args.keep_warm is not None:
-        from kprobe.config import parse_duration
-
-        keep_warm = parse_duration(args.keep_warm, "--keep-warm")
+    keep_warm = keep_warm_seconds(args.keep_warm)
     from kprobe.aggregate.entry import command
     from kprobe.aggregate.plan import JobOptions
 

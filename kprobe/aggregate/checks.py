@@ -45,6 +45,15 @@ def parse_kafka(text: str) -> tuple[str, str]:
     return target.bootstrap, target.topic
 
 
+def keep_warm_seconds(value: str | None) -> float:
+    """`--keep-warm`'s duration in seconds (0: not given), or a usage error naming the form."""
+    if value is None:
+        return 0.0
+    from kprobe.config import parse_duration  # only when given: a run's start-up need not load it
+
+    return parse_duration(value, "--keep-warm")
+
+
 def is_local(path: str) -> bool:
     """A path on this machine (no scheme, or file://): the job swaps it in whole."""
     return "://" not in path or path.startswith("file://")

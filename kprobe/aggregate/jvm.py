@@ -132,20 +132,33 @@ def keep_archive(timeout: float = 60) -> None:
     if _dump is None:
         return
     (written, archive), _dump = _dump, None
-    from pyspark import SparkContext
-
-    proc = getattr(getattr(SparkContext, "_gateway", None), "proc", None)
     try:
-        if proc is not None:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            proc.wait(timeout=timeout)
-        if written.is_file() and written.stat().st_size:
+        if let_driver_exit(timeout) and written.is_file() and written.stat().st_size:
             os.replace(written, archive)
-    except (OSError, subprocess.TimeoutExpired):
+    except OSError:
         pass  # no archive this time; the next run writes one
     finally:
         written.unlink(missing_ok=True)
+
+
+def let_driver_exit(timeout: float) -> bool:
+    """After `spark.stop()`: close the standard input of the driver JVM this process started, and wait for it
+    to exit (PySpark's JVM exits when its input closes), at most `timeout` seconds; whether it did.
+
+    True when this process started no JVM (under spark-submit, say): there is none to wait for.
+    """
+    from pyspark import SparkContext
+
+    proc = getattr(getattr(SparkContext, "_gateway", None), "proc", None)
+    if proc is None:
+        return True
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return True
 
 
 def _defaults() -> dict[str, str]:

@@ -54,6 +54,9 @@ SILENCE = 60.0
 # minutes would otherwise keep one driver (its JVM, Spark's scratch directories under /tmp) for weeks.
 MAX_AGE = 12 * 3600.0
 LOGS_KEPT = 20
+# The longest line either side reads: a request (the options), a progress line, the summary (ten gaps). A
+# longer one is not the other side's: the connection is dropped rather than read without end.
+LINE_MAX = 1 << 20
 # Environment that changes how the driver's session starts or what its job does: a run with other values
 # gets a driver of its own (part of `_key`).
 _ENVIRONMENT = ("JAVA_HOME", "SPARK_HOME", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS", "PYSPARK_PYTHON",
@@ -218,7 +221,9 @@ def _ask(conn: socket.socket, request: dict[str, Any]) -> tuple[list[str], bool]
     reader = conn.makefile("rb")
     try:
         conn.sendall(json.dumps(request).encode() + b"\n")
-        for raw in reader:
+        for raw in iter(lambda: reader.readline(LINE_MAX), b""):
+            if not raw.endswith(b"\n"):
+                raise ValueError(f"a line of over {LINE_MAX} bytes, or cut short")
             message = json.loads(raw)
             if "taken" in message:
                 taken = True
@@ -398,7 +403,10 @@ def _receive(conn: socket.socket, driver: _Driver) -> None:
             raise ValueError("another user")
         conn.settimeout(10)
         with conn.makefile("rb") as reader:
-            request = json.loads(reader.readline())
+            line = reader.readline(LINE_MAX)
+        if not line.endswith(b"\n"):
+            raise ValueError("not one line of a request")
+        request = json.loads(line)
         fields = request["options"]
         options = JobOptions(**{**fields, "inputs": tuple(fields["inputs"]),
                                 "kafka": tuple(tuple(k) for k in fields["kafka"])})
@@ -517,19 +525,12 @@ def _stop(driver: _Driver) -> None:
     spark = driver.spark
     if spark is None:
         return
-    from pyspark import SparkContext
-
-    from kprobe.aggregate.jvm import keep_archive
+    from kprobe.aggregate.jvm import keep_archive, let_driver_exit
 
     with contextlib.suppress(Exception):
         spark.stop()
     keep_archive()  # the JVM writes its class-data archive as it exits, if it was to write one
-    proc = getattr(getattr(SparkContext, "_gateway", None), "proc", None)
-    if proc is not None:
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            if proc.stdin is not None:
-                proc.stdin.close()  # PySpark's JVM exits when its standard input closes
-            proc.wait(timeout=30)
+    let_driver_exit(30)  # and exits before this process does, whether it wrote one or not
 
 
 def main(argv: list[str]) -> int:
