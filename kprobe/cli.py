@@ -6,8 +6,10 @@ commands, so `kprobe --help` stays fast and `kprobe probe` never imports pyspark
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -533,13 +535,7 @@ def aggregate(
 
     # With nothing new: one line, and PySpark is never imported (kprobe.aggregate.plan.current).
     options = JobOptions(tuple(inputs), out, master, since, until, not no_html, topics, full=full, state=state)
-    try:
-        lines = command(options, verbose=verbose, where=True, keep_warm=warm)
-    except KeyboardInterrupt:
-        # Here, not in `guard`: typer turns an interrupt into a bare exit code 130, without a word.
-        sys.stderr.write("\n")
-        fail("kprobe: interrupted", EXIT_INTERRUPTED, [])
-    typer.echo("\n".join(lines))
+    typer.echo("\n".join(command(options, verbose=verbose, where=True, keep_warm=warm)))
 
 
 @app.command()
@@ -743,6 +739,30 @@ def lab_exec(
         command = [sys.executable, "-m", "kprobe", *command[1:]]  # the kprobe running this, off PATH (a venv)
     sys.stdout.flush()
     os.execvp("ip", exec_argv(namespace, workdir, vantage, command))
+
+
+def _interruptible(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """The command, its Ctrl-C turned into click's Abort, which `_run_typer` says in one line.
+
+    Why: typer catches KeyboardInterrupt around every command and returns a bare exit code 130,
+    without a word (`guard` never sees it), which a user cannot tell from a crash; and 130 alone
+    cannot be told apart afterwards from a command's own "interrupted" status (a probe's partial
+    report). The signature is the command's (`functools.wraps`): typer reads its options from it.
+    """
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt:
+            sys.stderr.write("\n")  # as `guard` does: the line starts below the terminal's ^C
+            raise typer.Abort() from None
+    return run
+
+
+for _group in (app, lab_app):
+    for _info in _group.registered_commands:
+        if _info.callback is not None:
+            _info.callback = _interruptible(_info.callback)
 
 
 def _app_for(args: list[str]) -> typer.Typer:

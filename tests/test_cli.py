@@ -200,6 +200,25 @@ def test_a_bug_exits_3_with_one_line_and_no_traceback(monkeypatch):
     assert "KPROBE_DEBUG=1" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("args, module, name", [
+    (["schema"], "kprobe.output.json_report", "schema_text"),
+    (["lab", "down"], "kprobe.lab.supervisor", "stop_detached"),
+])
+def test_ctrl_c_in_a_typer_command_is_one_line_and_exit_130(monkeypatch, args, module, name):
+    """Typer catches an interrupt around every command and returns a bare 130, without a word: a user saw
+    nothing, a script could not tell it from a crash. Every command (here one of the app and one of the lab
+    group, an interrupt landing in each) says it in one line, as `guard` says it for probe and list. A real
+    SIGINT to a real process: tests/test_aggregate.py's warm-driver test interrupts `kprobe aggregate`."""
+    import importlib
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(module), name, interrupted)
+    done = run_cli(args)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "\nkprobe: interrupted\n")
+
+
 def test_an_http_proxy_is_named_when_no_bootstrap_connects(tmp_path):
     """HTTPS_PROXY and friends carry no Kafka client: one line says so when the bootstrap cannot be reached."""
     import os
