@@ -126,7 +126,13 @@ def _topic(name: str, answered: Sequence[BootstrapResult]) -> TopicInfo | None:
 
 
 def _conf(addresses: Sequence[BootstrapAddress], ctx: RunContext, trip_errors: dict[int, str]) -> dict[str, Any]:
-    """The user's librdkafka properties, as a client of theirs would have them, plus bounded waits.
+    """The user's librdkafka properties, as a client of theirs would have them.
+
+    Their request timeout too (`socket.timeout.ms`, librdkafka's 60 s unless they set one), not
+    --timeout: a broker slow to answer a produce (loaded, a leader moving) is waited for as their
+    client waits for it, and the run's deadline bounds every wait anyway (`_run`). With --timeout as
+    the request timeout, a broker answering in a little more than it was never waited for: each
+    retry timed out, reconnected and asked again, where their client gets its answer.
 
     librdkafka's log lines go to a logger of kprobe's (shown with -v), never to stderr raw; its
     errors per broker (`host:port/2: Failed to resolve ...`) are kept to explain a failed partition.
@@ -138,7 +144,7 @@ def _conf(addresses: Sequence[BootstrapAddress], ctx: RunContext, trip_errors: d
 
     conf: dict[str, Any] = dict(ctx.props)
     conf.update({"bootstrap.servers": ",".join(a.hostport for a in addresses), "client.id": "kprobe-roundtrip",
-                 "logger": logger, "error_cb": on_error, "socket.timeout.ms": max(10, int(ctx.timeout * 1000))})
+                 "logger": logger, "error_cb": on_error})
     protocols = {a.protocol for a in addresses if a.protocol}
     if len(protocols) == 1 and "security.protocol" not in ctx.props:
         conf["security.protocol"] = protocols.pop()
