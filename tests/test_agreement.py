@@ -196,10 +196,10 @@ def cases_for(scenario: str, lab: Any) -> list[Case]:
             # Seven JVMs starting at once, each loading the TLS stack for its first handshake, on two CPUs beside
             # the brokers: a working Java client took longer than 5 s to see its topic once (a loaded run).
             case.budget_ms = max(case.budget_ms, 15000)
-            # And kprobe's TLS probe before its round trip took 7 s of such a run in CI (a bootstrap alone 3.3 s,
-            # 0.2 s idle), where the librdkafka client needed 13.7 s of its 15 for the round trip: kprobe's, on
-            # the 9 s left of a deadline of budget + 1, lost a partition the client had. Its failing cases now
-            # end with the Java clients' (25 to 28 s), not before them.
+            # And kprobe's run does its TLS probe before its round trip: in such a CI run a TLS bootstrap alone took
+            # 3.3 s (0.2 s idle), then the endpoints are checked, while the librdkafka client needed 13.7 s of its 15
+            # for its round trip alone; kprobe's round trip, on what a deadline of budget + 1 s left it, lost a
+            # partition the client had. Its failing cases now end with the Java clients' (25 to 28 s), not before.
             case.probe_s = 10
         # Every client of a scenario starting at once makes its fresh brokers slow to answer kprobe's bootstrap
         # (connect, ApiVersions, Metadata, the identity check; each within --timeout): a working TLS bootstrap took
