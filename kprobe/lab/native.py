@@ -261,7 +261,31 @@ class NativeLab(RunningLab):
                     pass
             except OSError:
                 return False
-        return True
+        return node.spec.role == "controller" or self._lists_running_brokers(node_id)
+
+    def _lists_running_brokers(self, node_id: int) -> bool:
+        """Whether the broker's own Metadata answer lists every broker running now, itself among them.
+
+        Why: a broker logs "Kafka Server started" and opens its ports before its own metadata shows it (a
+        KRaft broker's unfencing reaches its metadata cache a moment after): a Metadata request in that gap
+        gets the other brokers alone (a suite run saw broker 0 answer with brokers 1 and 2 only), which a
+        test, or a user's first probe of a lab just up, would take for a broken cluster. Asked on the
+        inter-broker listener, which every broker has (a Metadata answer names only the brokers that have
+        the listener it came in on); where that listener needs TLS or SASL, the ports are all there is.
+        """
+        from kprobe.kafka.connection import fetch_and_identify
+        from kprobe.kafka.wire import WireError
+
+        listener = next(rl for rl in self.nodes[node_id].listeners.values() if rl.spec.inter_broker)
+        if listener.spec.protocol != "PLAINTEXT":
+            return True
+        running = {n for n, node in self.nodes.items()
+                   if node.spec.role != "controller" and n in self.processes and self.processes[n].poll() is None}
+        try:
+            meta = fetch_and_identify(listener.bind_ip, listener.port, timeout=2, identity=False)[0]
+        except (OSError, ValueError, WireError):
+            return False  # not answering yet: asked again on the next round
+        return running <= {b.node_id for b in meta.brokers}
 
     def _log_tail(self, node_id: int) -> str:
         for path in (self.log_path(node_id), self.node_dir(node_id) / "stdout.log"):
