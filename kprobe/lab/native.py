@@ -261,14 +261,13 @@ class NativeLab(RunningLab):
                     pass
             except OSError:
                 return False
-        return node.spec.role == "controller" or self._lists_running_brokers(node_id)
+        return not node.spec.is_broker or self._lists_running_brokers(node_id)
 
     def _lists_running_brokers(self, node_id: int) -> bool:
         """Whether the broker's own Metadata answer lists every broker running now, itself among them.
 
-        Why: a broker logs "Kafka Server started" and opens its ports before its own metadata shows it (a
-        KRaft broker's unfencing reaches its metadata cache a moment after): a Metadata request in that gap
-        gets the other brokers alone (a suite run saw broker 0 answer with brokers 1 and 2 only), which a
+        Why: a broker's log line "Kafka Server started" and its open ports do not mean its own metadata
+        lists it yet: a suite run saw broker 0 answer a Metadata request with brokers 1 and 2 alone, which a
         test, or a user's first probe of a lab just up, would take for a broken cluster. Asked on the
         inter-broker listener, which every broker has (a Metadata answer names only the brokers that have
         the listener it came in on); where that listener needs TLS or SASL, the ports are all there is.
@@ -280,7 +279,7 @@ class NativeLab(RunningLab):
         if listener.spec.protocol != "PLAINTEXT":
             return True
         running = {n for n, node in self.nodes.items()
-                   if node.spec.role != "controller" and n in self.processes and self.processes[n].poll() is None}
+                   if node.spec.is_broker and n in self.processes and self.processes[n].poll() is None}
         try:
             meta = fetch_and_identify(listener.bind_ip, listener.port, timeout=2, identity=False)[0]
         except (OSError, ValueError, WireError):
