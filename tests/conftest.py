@@ -362,6 +362,20 @@ def pytest_collection_modifyitems_last_uses(config: pytest.Config, items: list[p
             _LAST_USE[name] = index
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the test's fixtures, start again the labs of its lab fixtures that this worker had stopped.
+
+    Why here: a lab fixture is session-scoped, and hands out the same `_SessionLab` after the worker
+    stopped its lab (pytest_runtest_teardown below); the lab then started again at the test's first use
+    of it, inside the test's body, on whatever clock the test kept there (a deadline test's wall clock
+    read 17 s in CI, its run's own 1.5 s). Started here, the start is the setup's. After the skip marks
+    are read (this hook is not tryfirst): a test that skips starts nothing.
+    """
+    for fixture in getattr(item, "fixturenames", ()):
+        if fixture in LAB_FIXTURES:
+            start_once(_LABS, LAB_FIXTURES[fixture])
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """After a test (and its fixtures' teardown), stop the labs no later test of this process uses.

@@ -204,9 +204,8 @@ def test_full_disk_for_out_dir_leaves_no_partial_report(listeners_lab, tmp_path)
     """`--out DIR` writes DIR/<date>/<name>.json through a temporary file: neither may survive."""
     out = tmp_path / "reports"
     out.mkdir()
-    bootstrap = listeners_lab.bootstrap("LISTENER_FRED")  # before the clock: the fixture may start the lab again
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", bootstrap,
+    done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-b", listeners_lab.bootstrap("LISTENER_FRED"),
                            "--out", str(out), "--json"], capture_output=True, text=True, timeout=60,
                           check=False, preexec_fn=small_disk)
     elapsed = time.monotonic() - started

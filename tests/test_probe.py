@@ -186,13 +186,11 @@ def test_three_brokers_healthy(three_lab):
 
 def test_blackholed_endpoint_times_out_within_one_connect_timeout(three_lab):
     timeout = 1.5
-    # The addresses first: the fixture starts the lab again if this worker had stopped it, not on the clock.
-    client, blackholed = three_lab.bootstrap("CLIENT", 0), three_lab.real_endpoint("BLACKHOLED", 0)
     started = time.monotonic()
-    healthy = probe(client, timeout=timeout)
+    healthy = probe(three_lab.bootstrap("CLIENT", 0), timeout=timeout)
     healthy_s = time.monotonic() - started
     started = time.monotonic()
-    report = probe(blackholed, timeout=timeout)
+    report = probe(three_lab.real_endpoint("BLACKHOLED", 0), timeout=timeout)
     blackholed_s = time.monotonic() - started
     valid(report)
     assert healthy.status == "ok"
@@ -286,12 +284,8 @@ def test_bad_input_is_one_line_and_exit_2(args):
 # -- deadlines and Ctrl-C -------------------------------------------------------------------------
 
 def test_deadline_ends_the_run_and_reports_what_is_known(three_lab):
-    # The address first: on a worker that had stopped the three-brokers lab, the fixture starts it again there, and
-    # that start is not the run's. (A CI run's wall clock here took 17 s while the run's own clock kept its 1.5 s
-    # deadline; the lab's start, 10 s and more on a loaded machine, was the likeliest rest of it.)
-    dark = three_lab.real_endpoint("DARK", 0)
     started = time.monotonic()
-    done = cli("probe", "-b", dark, "--json", "--timeout", "10", "--deadline", "1.5")
+    done = cli("probe", "-b", three_lab.real_endpoint("DARK", 0), "--json", "--timeout", "10", "--deadline", "1.5")
     elapsed = time.monotonic() - started
     # A deadline is not Ctrl-C: the verdict stands on what is known (exit 1, never "ok"), and what
     # was cut short is unchecked, not called a timeout a client would see.
@@ -305,7 +299,7 @@ def test_deadline_ends_the_run_and_reports_what_is_known(three_lab):
     assert {t["status"] for e in data["endpoints"] for t in e["tcp"]} == {"timeout"}
     assert {t["error"] for e in data["endpoints"] for t in e["tcp"]} == {"stopped at the run's deadline"}
     assert [f["code"] for f in data["findings"]] == ["RUN_INCOMPLETE"]
-    text = cli("probe", "-b", dark, "--timeout", "10", "--deadline", "1.5").stdout
+    text = cli("probe", "-b", three_lab.real_endpoint("DARK", 0), "--timeout", "10", "--deadline", "1.5").stdout
     assert text.rstrip().endswith(", deadline reached)"), text
     # The deadline on the run's own clock; the wall clock adds the interpreter's start and exit, and must stay
     # short of the 10 s timeout the connects were given.

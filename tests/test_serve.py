@@ -142,10 +142,9 @@ def test_the_shipped_rules_pass_their_promtool_unit_tests():
 
 @needs_prometheus
 def test_probe_exposition_parses_and_follows_prometheus_conventions(three_lab, tmp_path):
-    target = three_lab.bootstrap("CLIENT")  # before the clock: the fixture may start the lab again
     with serving("--allow-target", "127.0.0.3*:*") as (url, _):
         started = time.monotonic()
-        status, body, headers = get(f"{url}/probe?target={target}", timeout_header="10")
+        status, body, headers = get(f"{url}/probe?target={three_lab.bootstrap('CLIENT')}", timeout_header="10")
         elapsed = time.monotonic() - started
         own = get(f"{url}/metrics")[1]
     assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")

@@ -647,10 +647,9 @@ def test_a_run_that_raises_ends_watch_with_one_line_and_exit_3(listeners_lab, tm
     bug can end it, so a watch that swallowed the bug and went on would hit the timeout.
     """
     env = {k: v for k, v in os.environ.items() if k != "KPROBE_DEBUG"}
-    bootstrap = listeners_lab.bootstrap("LISTENER_FRED")  # before the clock: the fixture may start the lab again
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", _BUG_ON_RUN_2, RUN_MODULE, "watch", "-b",
-                           bootstrap, "--no-identity", "--every", "0.2s",
+                           listeners_lab.bootstrap("LISTENER_FRED"), "--no-identity", "--every", "0.2s",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=60, check=False, env=env)
     elapsed = time.monotonic() - started
     assert done.returncode == 3, (done.returncode, done.stderr[-2000:])  # an internal error, never 0, 1 or 130
