@@ -716,6 +716,47 @@ def test_spark_that_cannot_start_is_one_line_naming_its_log(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("where", ["cache", "temp"])
+def test_a_link_planted_where_the_spark_log_goes_is_never_followed(tmp_path, monkeypatch, where):
+    """The JVM's log file is made by `mkstemp` under the cache, or in the temp directory when the cache
+    cannot be written: a link planted at the name a run of this pid would take this second (or the next
+    few) is left alone, and the file it points to is not truncated. Opened again for the JVM, a log that
+    has become a link is refused in one line rather than written through."""
+    import tempfile
+
+    from kprobe.aggregate import jvm
+
+    victim = tmp_path / "victim"
+    victim.write_text("root's own secrets\n")
+    victim.chmod(0o600)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    if where == "cache":
+        monkeypatch.setenv("KPROBE_CACHE_DIR", str(tmp_path / "cache"))
+        folder, prefix = tmp_path / "cache" / "aggregate", "spark"
+        folder.mkdir(parents=True)
+    else:
+        (tmp_path / "cache").write_text("not a directory")  # the cache cannot be made: the temp directory
+        monkeypatch.setenv("KPROBE_CACHE_DIR", str(tmp_path / "cache"))
+        folder, prefix = temp, "kprobe-spark"
+    now = time.time()
+    links = [folder / f"{prefix}-{time.strftime('%Y%m%dT%H%M%S', time.localtime(now + s))}-{os.getpid()}.log"
+             for s in range(4)]
+    for link in links:
+        link.symlink_to(victim)
+    log = jvm._new_log()
+    assert victim.read_text() == "root's own secrets\n"
+    assert all(link.is_symlink() for link in links)
+    assert log is not None and log.parent == folder and log not in links
+    assert not log.is_symlink() and log.stat().st_mode & 0o777 == 0o600 and log.read_bytes() == b""
+    log.unlink()
+    log.symlink_to(victim)  # replaced between its making and the JVM's start
+    with pytest.raises(KprobeError, match="cannot write Spark's log"), jvm._jvm_output_to(log):
+        pass
+    assert victim.read_text() == "root's own secrets\n"
+
+
 @pytest.mark.parametrize("case", ["same", "parent", "child", "foreign", "file"])
 def test_out_that_would_delete_data_is_refused(tmp_path, case):
     inputs = tmp_path / "reports"

@@ -299,20 +299,24 @@ def _starts_jvm() -> bool:
 def _new_log() -> Path | None:
     """A new log file for this run's JVM under kprobe's cache (else the temp dir); older ones pruned.
 
-    One file per run: parallel runs (tests, two terminals) must not write into one another's.
+    One file per run: parallel runs (tests, two terminals) must not write into one another's. Made by
+    `mkstemp` (a name of its own, created with O_EXCL, never through a link, mode 0600) in either place:
+    a name another user could guess in the temp directory, or one planted in a cache shared with
+    others, would let a link there turn this run's writes onto a file of their choosing.
     """
-    name = f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    prefix = f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-"
     mine = cache_root() / "aggregate"
-    for path in (mine / name, Path(tempfile.gettempdir()) / f"kprobe-{name}"):
+    for folder, name in ((mine, prefix), (Path(tempfile.gettempdir()), f"kprobe-{prefix}")):
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, made = tempfile.mkstemp(prefix=name, suffix=".log", dir=folder)
         except OSError:
             continue
-        if path.parent == mine:
+        os.close(fd)
+        if folder == mine:
             for old in sorted(mine.glob("spark-*.log"))[:-LOGS_KEPT]:
                 old.unlink(missing_ok=True)
-        return path
+        return Path(made)
     return None  # nowhere to write: the JVM's lines reach the terminal, as with `verbose`
 
 
@@ -329,7 +333,12 @@ def _jvm_output_to(log: Path | None) -> Iterator[None]:
         yield
         return
     _flush()
-    target = os.open(log, os.O_WRONLY | os.O_APPEND)
+    # Not through a link: the file `_new_log` made is opened again, and a link put in its place since
+    # would send the JVM's output to another file. Refused in one line, as a log that cannot be written.
+    try:
+        target = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise KprobeError(f"cannot write Spark's log {log}: {exc.strerror}: remove it and run again") from None
     saved = (os.dup(1), os.dup(2))
     try:
         os.dup2(target, 1)
