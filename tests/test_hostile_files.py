@@ -5,6 +5,8 @@
   fast, in bounded memory.
 - A gzip bomb for `kprobe show`: refused in one line after a bounded number of bytes; the other reports
   in the same command still show.
+- Trust stores made to cost: PEM armour that never closes, a PKCS12 store of thousands of keys and
+  certificates, a PKCS12 store nested thousands deep: one line, exit 2, in bounded CPU.
 
 Peak memory and CPU are the child's own (tests/measured_run.py says how, and why not the wall clock).
 So every test that bounds memory runs a real `python -m kprobe`-like child; the tests of file modes, which
@@ -227,3 +229,87 @@ def test_a_bomb_line_in_a_stream_ends_the_stream_after_the_good_lines(tmp_path):
 def test_an_advertised_host_with_a_trailing_newline_is_not_a_host():
     assert host_problem("kafka-1\n") == "the host contains characters no host name or address has"
     assert host_problem("kafka-1") is None
+
+
+# -- trust stores made to cost: one line, exit 2, in bounded CPU --------------------------------------------
+
+def _tlv(tag: int, body: bytes) -> bytes:
+    """One DER element (definite length)."""
+    if len(body) < 0x80:
+        return bytes([tag, len(body)]) + body
+    size = len(body).to_bytes((len(body).bit_length() + 7) // 8, "big")
+    return bytes([tag, 0x80 | len(size)]) + size + body
+
+
+def _oid(dotted: str) -> bytes:
+    from kprobe.clientprops.der import oid
+
+    return _tlv(0x06, oid(dotted))
+
+
+DATA = "1.2.840.113549.1.7.1"
+
+
+def _pfx(content: bytes) -> bytes:
+    """A PFX (version 3) whose authSafe is data holding `content`, with no MAC."""
+    return _tlv(0x30, _tlv(0x02, b"\x03") + _tlv(0x30, _oid(DATA) + _tlv(0xA0, content)))
+
+
+def _bag(kind: str, key_id: bytes, alias: str, value: bytes) -> bytes:
+    """A SafeBag with a friendlyName and a localKeyId: a shrouded key bag, or an X.509 certificate bag."""
+    attributes = _tlv(0x31, _tlv(0x30, _oid("1.2.840.113549.1.9.20") + _tlv(0x31, _tlv(0x1E, alias.encode("utf-16-be"))))
+                      + _tlv(0x30, _oid("1.2.840.113549.1.9.21") + _tlv(0x31, _tlv(0x04, key_id))))
+    if kind == "key":
+        return _tlv(0x30, _oid("1.2.840.113549.1.12.10.1.2") + _tlv(0xA0, value) + attributes)
+    cert = _tlv(0x30, _oid("1.2.840.113549.1.9.22.1") + _tlv(0xA0, _tlv(0x04, value)))
+    return _tlv(0x30, _oid("1.2.840.113549.1.12.10.1.3") + _tlv(0xA0, cert) + attributes)
+
+
+def _many_keys(size: int) -> bytes:
+    """About `size` bytes of key bags and as many certificate bags, none of them a key's: every key's leaf is
+    looked for in vain."""
+    n = size // 170  # a key bag and a certificate bag take about 170 bytes
+    bags = [_bag("key", b"k%d" % i, f"key{i}", _tlv(0x30, b"")) for i in range(n)]
+    bags += [_bag("cert", b"c%d" % i, f"cert{i}", _tlv(0x30, b"")) for i in range(n)]
+    safe = _tlv(0x30, b"".join(bags))
+    return _pfx(_tlv(0x04, _tlv(0x30, _tlv(0x30, _oid(DATA) + _tlv(0xA0, _tlv(0x04, safe))))))
+
+
+def _nested(depth: int) -> bytes:
+    """The authSafe's OCTET STRING as a BER constructed string, each one holding the next, `depth` deep."""
+    inner = _tlv(0x04, b"")
+    for _ in range(depth):
+        inner = _tlv(0x24, inner)
+    return _pfx(inner)
+
+
+# Each store's type, how it is made (when its test runs, not at collection), and the start of what kprobe says.
+HOSTILE_STORES = {
+    # 219 KiB of BEGIN lines without an END: a lazy pattern that searches the rest of the text from each of
+    # them is quadratic, 8.6 s of CPU here.
+    "unclosed-pem": ("PEM", lambda: b"-----BEGIN CERTIFICATE-----\n" * (219 * 1024 // 28),
+                     "(PEM): no trusted certificate in the store, so Java fails"),
+    # 2 MiB of keys and certificates: a scan of every certificate for each key's leaf is quadratic, 11 s here.
+    "many-keys-p12": ("PKCS12", lambda: _many_keys(2 * 1024 * 1024), "(PKCS12): no trusted certificate in the store"),
+    # 5,000 levels in 20 KB: past Python's recursion limit for a reader that recurses without a bound.
+    "nested-p12": ("PKCS12", lambda: _nested(5000), "(PKCS12): the store is truncated or corrupt"),
+}
+
+
+@pytest.mark.parametrize(("name", "password"), [("unclosed-pem", None), ("many-keys-p12", None), ("nested-p12", None),
+                                              ("nested-p12", "changeit")])
+def test_a_hostile_truststore_is_one_line_in_bounded_cpu(tmp_path, name, password):
+    """Refused before anything is probed, in CPU bounded whatever the store holds: one scan, lookups by id,
+    a bounded depth. With a password, a PKCS12 store fails its MAC first and is then walked, to tell a corrupt
+    store from a wrong password."""
+    kind, make, says = HOSTILE_STORES[name]
+    store = tmp_path / f"{name}.store"
+    store.write_bytes(make())
+    props = tmp_path / "client.properties"
+    props.write_text(f"security.protocol=SSL\nssl.truststore.location={store}\nssl.truststore.type={kind}\n"
+                     + (f"ssl.truststore.password={password}\n" if password else ""))
+    done, seconds, mib = measured("probe", "-b", f"127.0.0.1:{_closed_port()}", "--timeout", "1", "-F", str(props))
+    assert done.returncode == 2 and done.stdout == "", done.stderr[-2000:]
+    line = one_line(done)
+    assert line.startswith(f"kprobe: error: client.properties: ssl.truststore.location={store} {says}"), line
+    assert seconds < 2 and mib < 128, (seconds, mib)

@@ -6,7 +6,12 @@ PEM block's first element are read with these few functions.
 
 from __future__ import annotations
 
-__all__ = ["Corrupt", "expect", "items", "oid", "tlv"]
+__all__ = ["MAX_DEPTH", "Corrupt", "expect", "items", "oid", "tlv"]
+
+# How deeply a reader follows an element that holds more of its kind (a BER string in chunks, each chunk a
+# string) before it calls the structure corrupt: stores as tools write them nest one level, while a hostile
+# file nests thousands of headers in a few kilobytes, past Python's recursion limit.
+MAX_DEPTH = 32
 
 
 class Corrupt(ValueError):

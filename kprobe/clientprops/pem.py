@@ -27,13 +27,40 @@ def cert_pem(der: bytes) -> str:
     return pem("CERTIFICATE", der)
 
 
-_PEM_BLOCK = r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----"  # compiled on first use (re caches it)
+# A BEGIN or END line's armour, found where it starts (a lookahead, so that the dashes closing one line can
+# open the next, as in the block pattern Kafka's PemStore and re.findall read alike).
+_MARKER = r"(?=-----(BEGIN|END) ([A-Z0-9 ]+)-----)"  # compiled on first use (re caches it)
 
 
 def _pem_blocks(text: str) -> list[tuple[str, bytes]]:
-    """(label, DER) of each PEM block; header lines ("Proc-Type: ...") are dropped, as Kafka's parser does."""
+    """(label, DER) of each PEM block; header lines ("Proc-Type: ...") are dropped, as Kafka's parser does.
+
+    A block runs from a BEGIN line to the first END line of its label after it; a BEGIN line that no END
+    line of its label follows opens nothing. The armour is found in one scan and every BEGIN line is
+    matched against the END lines of its label, in order, so a hostile file costs its length: a lazy
+    ``BEGIN (label)-----(.*?)-----END`` pattern searched the rest of the text from every unmatched BEGIN
+    line, quadratic in the lines.
+    """
+    markers = [(m.start(), m.group(1) == "BEGIN", m.group(2)) for m in re.finditer(_MARKER, text)]
+    ends: dict[str, list[int]] = {}
+    for start, begin, label in markers:
+        if not begin:
+            ends.setdefault(label, []).append(start)
+    seen = dict.fromkeys(ends, 0)  # per label, how many of its END lines lie before the scan
     out = []
-    for label, body in re.findall(_PEM_BLOCK, text, re.DOTALL):
+    after = 0  # where the last block ended: a BEGIN line inside a block is its content
+    for start, begin, label in markers:
+        if not begin or start < after or label not in ends:
+            continue
+        body_start = start + len(label) + 16  # "-----BEGIN " and "-----" around the label
+        found, stop = seen[label], ends[label]
+        while found < len(stop) and stop[found] < body_start:
+            found += 1
+        seen[label] = found
+        if found == len(stop):
+            continue
+        body = text[body_start : stop[found]]
+        after = stop[found] + len(label) + 14  # "-----END " and "-----"
         b64 = "".join(line.strip() for line in body.splitlines() if ":" not in line)
         try:
             out.append((label, base64.b64decode(b64, validate=True)))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 
-from kprobe.clientprops.der import Corrupt, expect, items, oid, tlv
+from kprobe.clientprops.der import MAX_DEPTH, Corrupt, expect, items, oid, tlv
 from kprobe.clientprops.pem import cert_pem
 from kprobe.clientprops.stores import KEY, KEY_PASSWORD, TRUST, KeyPair, Props, StoreError
 
@@ -92,13 +92,17 @@ class _Walk:
         self.unreadable = unreadable  # encrypted safes this walker cannot open (a cipher other than PBES2/AES)
 
 
-def _octets(data: bytes, item: tuple[int, int, int]) -> bytes:
-    """An OCTET STRING's bytes, primitive or constructed (BER), or an IMPLICIT one (tag [0])."""
+def _octets(data: bytes, item: tuple[int, int, int], depth: int = 0) -> bytes:
+    """An OCTET STRING's bytes, primitive or constructed (BER), or an IMPLICIT one (tag [0]).
+
+    A constructed string holds strings, which may be constructed in turn: past MAX_DEPTH levels the store
+    is corrupt, so that a file of nested headers ends in one line and not in a RecursionError.
+    """
     tag, start, end = item
     if tag in (0x04, 0x80):
         return data[start:end]
-    if tag in (0x24, 0xA0):
-        return b"".join(_octets(data, part) for part in items(data, start, end))
+    if tag in (0x24, 0xA0) and depth < MAX_DEPTH:
+        return b"".join(_octets(data, part, depth + 1) for part in items(data, start, end))
     raise Corrupt
 
 
@@ -235,20 +239,27 @@ def _p12_java_trusted(bags: list[_Bag]) -> list[bytes]:
             entries[alias.lower()] = ("key" if bag.key else "cert", bag, key_id)
         else:
             loose.append((bag, key_id))
+    # A key's leaf as Java finds it among the loose certificates: of those with the key's localKeyId, the
+    # first that also has its alias, else the last; else the last with its alias. Looked up, not scanned
+    # for each key: keys x certificates is seconds for a hostile 1 MiB store.
+    by_id_and_alias: dict[tuple[bytes, str], _Bag] = {}
+    by_id: dict[bytes, _Bag] = {}
+    by_alias: dict[str, _Bag] = {}
+    for cert, cert_id in loose:
+        name = cert.alias.lower() if cert.alias is not None else None
+        if cert_id is not None:
+            by_id[cert_id] = cert
+            if name is not None:
+                by_id_and_alias.setdefault((cert_id, name), cert)
+        if name is not None:
+            by_alias[name] = cert
     trusted: list[bytes] = []
     for alias, (kind, bag, key_id) in entries.items():
         if kind == "cert":
             trusted.append(bag.value)
             continue
-        by_id = by_alias = None
-        for cert, cert_id in loose:
-            if cert_id == key_id:
-                by_id = cert  # Java keeps the last keyId match, and stops at one that has the alias too
-                if cert.alias is not None and cert.alias.lower() == alias:
-                    break
-            elif cert.alias is not None and cert.alias.lower() == alias:
-                by_alias = cert
-        leaf = by_id or by_alias
+        assert key_id is not None  # a key without localKeyId has "01" (above)
+        leaf = by_id_and_alias.get((key_id, alias)) or by_id.get(key_id) or by_alias.get(alias)
         if leaf is not None:
             trusted.append(leaf.value)
     return trusted
