@@ -84,6 +84,9 @@ CASES = [
     ["probe", "-b", "127.0.0.1:" + "9" * 5000], ["probe", *B, "--resolve", "kafka-1\n=127.0.0.1"],
     ["check", "{deep_yaml}"], ["check", "{deep_flow_map}"], ["check", "{bad_date}"], ["check", "{huge_int}"],
     ["show", "{deep_report}"], ["show", "{deep_stream}"], ["diff", "{deep_report}", "{deep_report}"],
+    # -F files that are not text (bytes 0-255 repeated; the same without NUL), and a JAAS password with spaces
+    # left unquoted (its words must not be echoed).
+    ["probe", *B, "-F", "{binary}"], ["probe", *B, "-F", "{control_keys}"], ["probe", *B, "-F", "{jaas_spaces}"],
 ]
 
 
@@ -99,7 +102,8 @@ def test_there_are_at_least_40_cases():
 
 
 def _files(tmp_path: Path) -> dict[str, str]:
-    """Bad -F files made fresh per test: one line without '=', and bytes that are not UTF-8."""
+    """Bad -F files made fresh per test: one line without '=', bytes that are not UTF-8, files that are not
+    text, an unquoted password with spaces."""
     malformed = tmp_path / "malformed.properties"
     # librdkafka's own keys make it a librdkafka file, read line by line as kcat reads it (a Java file would
     # take `just-a-word` as a key with an empty value, as java.util.Properties does: tests/test_client_config.py).
@@ -107,6 +111,13 @@ def _files(tmp_path: Path) -> dict[str, str]:
     not_utf8 = tmp_path / "latin1.properties"
     not_utf8.write_bytes(b"sasl.username=j\xf6rg\n")
     files = {"{malformed}": str(malformed), "{not_utf8}": str(not_utf8)}
+    for name, data in (("binary.properties", bytes(range(256)) * 64),
+                       ("control_keys.properties", bytes(range(1, 256)) * 64),
+                       ("jaas_spaces.properties", b"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                        b"sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                        b"username=app password=correct " + SECRET.encode() + b" battery staple;\n")):
+        (tmp_path / name).write_bytes(data)
+        files["{" + name.split(".")[0] + "}"] = str(tmp_path / name)
     # Nested 20,000 deep, and values YAML's resolver cannot build (issue 29, item 8).
     for name, text in (("deep_yaml.yaml", "services: " + "[" * 20_000 + "]" * 20_000 + "\n"),
                        ("deep_flow_map.yaml", "services: " + "{a: " * 20_000 + "1" + "}" * 20_000 + "\n"),

@@ -69,6 +69,40 @@ def test_jaas_refused_in_one_line_without_the_value(text, says):
     assert "client.properties" in str(caught.value)
 
 
+@pytest.mark.parametrize(("options", "says"), [
+    ("username=app password=correct horse battery staple;",
+     'the value of option password has spaces or characters a bare word cannot hold: quote it, write password="..."'),
+    ("username=app password=correct!horse;",
+     'the value of option password has spaces or characters a bare word cannot hold: quote it, write password="..."'),
+    ('username="app" password "correct horse";',
+     "what follows option username's value is not an option: write options as key=\"value\", separated by spaces"),
+])
+def test_an_unquoted_value_with_spaces_names_its_option_and_never_a_word_of_it(options, says):
+    """The words after an unquoted value's first are more of it, most likely a password's: no message quotes one."""
+    with pytest.raises(UsageError) as caught:
+        parse_jaas(f"{PLAIN} required {options}", source="client.properties")
+    assert str(caught.value) == f"bad sasl.jaas.config in client.properties: {says}"
+    for word in ("correct", "horse", "battery", "staple"):
+        assert word not in str(caught.value)
+
+
+def test_a_few_control_characters_in_keys_are_warned_about_more_are_not_text(tmp_path, caplog):
+    """A stray control character in a key is a key kprobe does not know; past three such lines, not a text file."""
+    odd = "".join(f"x{chr(c)}y=1\n" for c in (1, 2, 27))
+    with caplog.at_level(logging.WARNING, logger="kprobe.config"):
+        client = load([write(tmp_path, f"security.protocol=PLAINTEXT\n#\x04 a comment\n{odd}")])
+    assert len(client.warnings) == 3 and client.props["security.protocol"] == "PLAINTEXT"
+    path = write(tmp_path, f"security.protocol=PLAINTEXT\n{odd}x\x7fy=1\n")
+    with pytest.raises(UsageError) as caught:
+        load([path])
+    assert str(caught.value) == (f"cannot read -F {path}: keys with control characters on more than 3 lines, so it is "
+                                 "not a text file (a key store or another binary file?): give the properties file "
+                                 "itself")
+    (tmp_path / "nul.properties").write_bytes(b"security.protocol=PLAINTEXT\nsasl.password=a\0b\n")
+    with pytest.raises(UsageError, match="it holds NUL bytes, so it is not a text file"):
+        load([str(tmp_path / "nul.properties")])
+
+
 # -- Java client properties translated -------------------------------------------------------------------
 
 def test_confluent_cloud_file_is_read_whole(tmp_path, caplog):

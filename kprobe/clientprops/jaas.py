@@ -135,11 +135,8 @@ def parse_jaas(text: str, *, source: str = "") -> LoginModule:
     i = 2
     while i < len(tokens) and tokens[i][0] != ";":
         kind, key = tokens[i]
-        if kind not in ("word", "quoted"):
-            raise UsageError(f"bad sasl.jaas.config{where}: expected an option name after {class_name} {flag}: "
-                             "write options as key=\"value\"")
-        if i + 1 >= len(tokens) or tokens[i + 1][0] != "=":
-            raise UsageError(f"bad sasl.jaas.config{where}: option {key} has no '=': write {key}=\"value\"")
+        if kind not in ("word", "quoted") or i + 1 >= len(tokens) or tokens[i + 1][0] != "=":
+            raise UsageError(f"bad sasl.jaas.config{where}: {_not_an_option(tokens, i, class_name, flag)}")
         if i + 2 >= len(tokens) or tokens[i + 2][0] not in ("word", "quoted"):
             raise UsageError(f"bad sasl.jaas.config{where}: the value of {key} is missing or unquoted (Kafka reads "
                              f"an unquoted number as no value): write {key}=\"value\"")
@@ -152,3 +149,24 @@ def parse_jaas(text: str, *, source: str = "") -> LoginModule:
         raise UsageError(f"bad sasl.jaas.config{where}: it holds more than one login module, and a Kafka client "
                          "takes exactly one: keep the one for this listener's sasl.mechanism")
     return LoginModule(class_name, flag, options)
+
+
+def _not_an_option(tokens: list[tuple[str, str]], i: int, class_name: str, flag: str) -> str:
+    """Why tokens[i], where an option's name belongs, is not one, and the fix; never the token itself.
+
+    After an unquoted value the token is most likely more of that value: a password with spaces
+    (`password=correct horse battery staple;`) reads as password=correct, then stray words. So the
+    message names only what is known to be a name: the option before it, or none. The token itself may
+    be a piece of a password.
+    """
+    if i == 2:
+        kind, key = tokens[i]
+        if kind == "word":  # right after the control flag: a name, never part of a value
+            return f"option {key} has no '=': write {key}=\"value\""
+        return f"expected an option name after {class_name} {flag}: write options as key=\"value\""
+    previous = tokens[i - 3][1]  # the last option read: name, '=', value, then this token
+    if tokens[i - 1][0] == "word":
+        return (f"the value of option {previous} has spaces or characters a bare word cannot hold: quote it, "
+                f"write {previous}=\"...\"")
+    return (f"what follows option {previous}'s value is not an option: write options as key=\"value\", "
+            "separated by spaces")

@@ -13,6 +13,7 @@ dropped without a word is how a probe ends up judging a configuration the user n
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,13 @@ from kprobe.records import field, record
 
 _LOG = logger("kprobe.config")
 MAX_FILE_BYTES = 1024 * 1024  # a client properties file is a few hundred bytes; a key store is read elsewhere
+# Keys with control characters a file may hold before it is taken for something other than text: a stray one
+# from an editor is named in a warning like any unknown key; a binary file read as properties makes one per
+# line break it happens to hold, hundreds of lines of noise before a probe of settings nobody wrote.
+MAX_CONTROL_KEYS = 3
+# A line (either family's readers end one at \r or \n) whose key, read loosely up to a separator, holds a
+# control character: one scan of the file, whatever its number of lines.
+_CONTROL_KEY = re.compile(r"(?:\A|(?<=[\r\n]))[ \t\f]*(?![#!])[^=: \t\f\r\n\x00-\x1f\x7f]*[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _JAVA_BLANKS = "".join(chr(c) for c in range(33))  # what Java's String.trim() strips
 _KEY_START = re.compile(r"^[ \t\f]*([^\s#!=:\\][^\s=:\\]*)")
 # What to use instead, for the other family's most common names.
@@ -72,6 +80,7 @@ def load(files: Sequence[str], pairs: Iterable[str] = (), *, kcat_default: bool 
             sources.append((str(found), "kcat"))
     for name, how in sources:
         data = _read(name)
+        _check_text(data, name)
         label = Path(name).name
         # Keys are ASCII in practice: Latin-1 reads them from any bytes, to tell the dialect first.
         dialect = "librdkafka" if how == "kcat" else dialect_of(_keys_of(data.decode("latin-1")))
@@ -108,6 +117,23 @@ def load(files: Sequence[str], pairs: Iterable[str] = (), *, kcat_default: bool 
     for line in warnings:
         _LOG.warning("%s", line)
     return ClientProperties(props=props, given=given, warnings=tuple(warnings), notes=tuple(notes))
+
+
+def _check_text(data: bytes, name: str) -> None:
+    """Refuse a file that is not text before any of its lines is warned about or used.
+
+    NUL bytes, which no text file holds, or more than MAX_CONTROL_KEYS lines whose key (the start of the
+    line, up to a separator) holds a control character. Keys alone are looked at: a value may hold bytes of
+    another encoding, and a line's key is where a binary file read as properties shows itself.
+    """
+    if b"\0" in data:
+        raise UsageError(f"cannot read -F {name}: it holds NUL bytes, so it is not a text file (a key store or "
+                         "another binary file?): give the properties file itself")
+    lines = _CONTROL_KEY.finditer(data.decode("latin-1"))
+    if sum(1 for _ in itertools.islice(lines, MAX_CONTROL_KEYS + 1)) > MAX_CONTROL_KEYS:
+        raise UsageError(f"cannot read -F {name}: keys with control characters on more than {MAX_CONTROL_KEYS} "
+                         "lines, so it is not a text file (a key store or another binary file?): give the "
+                         "properties file itself")
 
 
 def _java(raw: Mapping[str, str], label: str, *, decided: bool) -> tuple[dict[str, str], list[str]]:
