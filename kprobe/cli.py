@@ -736,7 +736,9 @@ def lab_exec(
         raise UsageError("name a command to run: kprobe lab exec VANTAGE -- CMD [ARGS...]")
     namespace, workdir = find_vantage(vantage, scenario)
     if command[0] == "kprobe" and not shutil.which("kprobe"):
-        command = [sys.executable, "-m", "kprobe", *command[1:]]  # the kprobe running this, off PATH (a venv)
+        from kprobe.private import python_argv
+
+        command = python_argv("kprobe", *command[1:])  # the kprobe running this, off PATH (a venv)
     sys.stdout.flush()
     os.execvp("ip", exec_argv(namespace, workdir, vantage, command))
 

@@ -14,9 +14,16 @@ packets) was never staged. Here each network is a Linux network namespace:
 Safety, by construction: every address is checked to lie in 198.18.0.0/15 or the lab's IPv6 ULA
 prefix before it is added; every command runs inside a namespace the lab made (`ip -n NS`,
 `ip netns exec NS`; veth pairs are created between two lab namespaces, never in the root one); the
-veths get no link-local address (`addrgenmode none`). `<id>` is the pid of the lab's process, so
-a start (and `kprobe lab down`) removes the namespaces of a lab whose process is gone, after
-killing what still runs in them: nothing outlives a `kill -9` past the next start.
+veths get no link-local address (`addrgenmode none`). `<id>` is the pid of the lab's process.
+
+What the lab touches, by construction too: its files live in a directory only root can use
+(`/run/kprobe-netns/kpl-<id>`, checked: owner, mode, not a link), never in a shared temp
+directory another user could have prepared; each lab records there, before making it, every
+namespace it makes, with its process's start time. A start (and `kprobe lab down`) removes the
+recorded namespaces of a lab whose process is gone (killing what still runs in them), so nothing
+outlives a `kill -9` past the next start; a namespace the lab did not record is never touched,
+whatever its name. Its children run this kprobe (`python -P`), never a `kprobe/` in the caller's
+working directory.
 
 Name resolution in a vantage: a hosts file per vantage, bind-mounted on /etc/hosts in a private
 mount namespace by `kprobe lab exec` (glibc, the JVM and librdkafka all read it first), so no DNS
@@ -26,6 +33,7 @@ server needs to run inside the namespaces.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import json
 import os
@@ -48,7 +56,8 @@ from kprobe.lab.netns_scenarios import (
     get_netns_scenario,
     private6,
 )
-from kprobe.lab.supervisor import alive, wait_until_ready
+from kprobe.lab.supervisor import alive, identity, is_process, wait_until_ready
+from kprobe.private import UnsafePath, private_dir, python_argv, replace_file
 
 PREFIX = "kpl-"
 V4_NET = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544: never a real network
@@ -58,6 +67,8 @@ COMMAND_TIMEOUT = 20.0
 READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 20.0
 READY_ENV = "KPROBE_NETNS_READY"
+RECORD = "lab.json"  # in a lab's work directory: its process, scenario and the namespaces it made
+RUN_DIR = Path("/run")
 
 
 class NetnsUnavailable(KprobeError):
@@ -99,7 +110,7 @@ def _run(*args: str, input_text: str | None = None) -> str:
 
 
 def lab_namespaces() -> list[str]:
-    """Every namespace carrying the lab's prefix, live or stale."""
+    """Every namespace carrying the lab's prefix, live or stale: what there is, not what the lab may remove."""
     try:
         out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
                              check=False).stdout
@@ -108,19 +119,68 @@ def lab_namespaces() -> list[str]:
     return sorted(line.split()[0] for line in out.splitlines() if line.startswith(PREFIX))
 
 
-def _owner(namespace: str) -> int:
-    """The pid of the lab process that made a namespace (`kpl-<pid>-...`), 0 when unreadable."""
-    part = namespace[len(PREFIX):].split("-", 1)[0]
-    return int(part) if part.isdigit() else 0
+def lab_base(run_dir: Path = RUN_DIR) -> Path:
+    """The root-only directory that holds every namespace lab's work directory (made, or checked, here).
+
+    Why not the temp directory: any user may create a name there first and fill it with links, which
+    root would then write through, or with a broker configuration that root's JVM would run. `/run`
+    is root's own; where it is not (a container without one), a checked directory in the temp dir.
+    """
+    try:
+        info = run_dir.lstat()
+        usable = run_dir.is_dir() and not run_dir.is_symlink() and info.st_uid == os.geteuid() \
+            and not info.st_mode & 0o022
+    except OSError:
+        usable = False
+    parent = run_dir if usable else Path(tempfile.gettempdir())
+    try:
+        return private_dir(parent / "kprobe-netns")
+    except UnsafePath as exc:
+        raise NetnsUnavailable(f"the namespace lab will not use its directory: {exc}") from None
 
 
 def workdir_for(lab_id: str) -> Path:
-    """Where a lab keeps its hosts files, broker data and ready file (found again from the id)."""
-    return Path(tempfile.gettempdir()) / f"{PREFIX}{lab_id}"
+    """Where a lab keeps its record, hosts files, broker data and ready files (found again from the id)."""
+    return lab_base() / f"{PREFIX}{lab_id}"
+
+
+def _record(workdir: Path) -> dict:
+    """A lab's record (`{}` when it has none yet, or it cannot be read)."""
+    try:
+        record = json.loads((workdir / RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _recorded() -> list[tuple[Path, dict]]:
+    """Every lab work directory with its record, running or left by a lab that died."""
+    base = lab_base()
+    return [(entry, _record(entry)) for entry in sorted(base.iterdir())
+            if entry.name.startswith(PREFIX) and entry.is_dir() and not entry.is_symlink()]
+
+
+def _is_running(workdir: Path, record: dict) -> bool:
+    """Whether the lab of a record still runs: the very process that wrote it (pid and start time)."""
+    pid = record.get("pid")
+    if not isinstance(pid, int):  # made, not yet recorded: nothing of it to remove unless its pid is gone
+        owner = workdir.name[len(PREFIX):]
+        return owner.isdigit() and alive(int(owner))
+    return is_process(pid, record.get("start"), b"")
+
+
+def _names(record: dict) -> list[str]:
+    """The namespaces a record names, only those that carry its own lab's prefix.
+
+    A record is root's, but even a damaged one must not reach another lab's namespaces or anyone else's.
+    """
+    names = record.get("namespaces")
+    mine = f"{PREFIX}{record.get('lab_id')}-"
+    return [n for n in names if isinstance(n, str) and n.startswith(mine)] if isinstance(names, list) else []
 
 
 def _remove(namespaces: list[str]) -> None:
-    """Kill what runs in each namespace (the lab's brokers), then delete it and its work directory."""
+    """Kill what runs in each namespace (the lab's brokers), then delete it."""
     for namespace in namespaces:
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             pids = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True,
@@ -133,25 +193,31 @@ def _remove(namespaces: list[str]) -> None:
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run(["ip", "netns", "delete", namespace], capture_output=True, timeout=COMMAND_TIMEOUT,
                            check=False)
-    for owner in {_owner(ns) for ns in namespaces}:
-        if owner:
-            shutil.rmtree(workdir_for(str(owner)), ignore_errors=True)
 
 
 def remove_stale() -> list[str]:
-    """Remove the namespaces of labs whose process is gone (a `kill -9`); the names removed."""
-    stale = [ns for ns in lab_namespaces() if not alive(_owner(ns))]
-    _remove(stale)
-    return stale
+    """Remove what labs whose process is gone (a `kill -9`) recorded: their namespaces (the names
+    removed) and work directories. Nothing unrecorded is touched.
+    """
+    existing = set(lab_namespaces())
+    removed: list[str] = []
+    for workdir, record in _recorded():
+        if _is_running(workdir, record):
+            continue
+        names = [ns for ns in _names(record) if ns in existing]
+        _remove(names)
+        removed += names
+        shutil.rmtree(workdir, ignore_errors=True)
+    return removed
 
 
 def running_labs() -> dict[int, list[str]]:
-    """Live namespace labs: owner pid -> its namespaces."""
+    """Live namespace labs: owner pid -> the namespaces it recorded that exist."""
+    existing = set(lab_namespaces())
     labs: dict[int, list[str]] = {}
-    for namespace in lab_namespaces():
-        owner = _owner(namespace)
-        if alive(owner):
-            labs.setdefault(owner, []).append(namespace)
+    for workdir, record in _recorded():
+        if isinstance(record.get("pid"), int) and _is_running(workdir, record):
+            labs[record["pid"]] = [ns for ns in _names(record) if ns in existing]
     return labs
 
 
@@ -161,11 +227,16 @@ class NetnsLab:
     def __init__(self, scenario: NetnsScenario, lab_id: str | None = None) -> None:
         self.scenario = scenario
         self.lab_id = lab_id or str(os.getpid())
-        self.workdir = workdir_for(self.lab_id)
+        self.owns_workdir = False
         self.children: list[subprocess.Popen[bytes]] = []  # the brokers' launcher, each vantage's DNS server
         self.made: list[str] = []
         self.describe_lines: list[str] = []
         self.network_seconds = 0.0  # how long the namespaces, links and rules took (the issue's 5 s budget)
+
+    @functools.cached_property
+    def workdir(self) -> Path:
+        """Under the root-only base, made or checked on first use (so a lab object needs no root until it starts)."""
+        return workdir_for(self.lab_id)
 
     def ns(self, role: str) -> str:
         """The namespace of a role ("cluster", "router") or a vantage's name."""
@@ -188,8 +259,9 @@ class NetnsLab:
 
     def _add_ns(self, role: str) -> str:
         name = self.ns(role)
-        _run("ip", "netns", "add", name)
         self.made.append(name)
+        self._write_record()  # before it exists: a kill -9 between the two leaves nothing unrecorded
+        _run("ip", "netns", "add", name)
         _run("ip", "-n", name, "link", "set", "lo", "up")
         return name
 
@@ -212,9 +284,24 @@ class NetnsLab:
             _run("ip", "-n", namespace, "-6", "neigh", "replace", check_address(f"fd6b:7072:6f62:{index}::{host}"),
                  "lladdr", macs[peer], "dev", ifname, "nud", "permanent")
 
+    def _write_record(self) -> None:
+        """The lab's record: who runs it (pid, start time), its scenario (`lab down NAME`), what it made."""
+        record = {**identity(os.getpid()), "lab_id": self.lab_id, "scenario": self.scenario.name,
+                  "namespaces": self.made}
+        replace_file(self.workdir / RECORD, json.dumps(record))
+
+    def _make_workdir(self) -> None:
+        """A new, root-only work directory; one left under this id by a lab that died is removed first."""
+        try:
+            os.mkdir(self.workdir, 0o700)
+        except FileExistsError:
+            raise LabError(f"a namespace lab with id {self.lab_id} is already running (its directory "
+                           f"{self.workdir} exists): stop it first with `kprobe lab down`") from None
+        self.owns_workdir = True
+        self._write_record()
+
     def _build(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / "scenario").write_text(self.scenario.name)  # for `kprobe lab down NAME`
+        self._make_workdir()
         router = self._add_ns("router")
         cluster = self._add_ns("cluster")
         _run("ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1",
@@ -256,8 +343,9 @@ class NetnsLab:
         """The hosts and resolv.conf files `lab exec` bind-mounts in a vantage (or the monitoring network)."""
         hosts = ["127.0.0.1 localhost", "::1 localhost"]
         hosts += [f"{check_address(address)} {name}" for name, address in self.scenario.hosts_of(target).items()]
-        (self.workdir / f"hosts-{target}").write_text("\n".join(hosts) + "\n")
-        (self.workdir / f"resolv-{target}").write_text("nameserver 127.0.0.1\n")
+        # Read by `lab exec` (bind-mounted as /etc/hosts), so as readable as /etc/hosts itself.
+        replace_file(self.workdir / f"hosts-{target}", "\n".join(hosts) + "\n", mode=0o644)
+        replace_file(self.workdir / f"resolv-{target}", "nameserver 127.0.0.1\n", mode=0o644)
 
     def _build_monitoring(self, router: str, index: int) -> None:
         """The monitoring network: a namespace linked to the router, its collector's address on `lo`."""
@@ -298,11 +386,12 @@ class NetnsLab:
 
         ready = self.workdir / f"{what}-{namespace}.json"
         log = ready.with_suffix(".log")
-        with open(log, "wb") as out:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as out:
             proc = subprocess.Popen(
-                ["ip", "netns", "exec", namespace, sys.executable, "-m", "kprobe.lab.netns", what, *args, str(ready)],
+                ["ip", "netns", "exec", namespace, *python_argv("kprobe.lab.netns", what, *args, str(ready))],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=die_with_parent(),
+                preexec_fn=die_with_parent(), cwd="/",
             )
         self.children.append(proc)
         return proc, ready, log
@@ -363,8 +452,12 @@ class NetnsLab:
                 child.kill()
                 child.wait(timeout=STOP_TIMEOUT)
         self.children.clear()
-        _remove([ns for ns in lab_namespaces() if ns.startswith(f"{PREFIX}{self.lab_id}-")])
+        existing = set(lab_namespaces())
+        _remove([ns for ns in self.made if ns in existing])
         self.made.clear()
+        if self.owns_workdir:  # never another lab's, whose id a refused start shared
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.owns_workdir = False
 
     def __enter__(self) -> NetnsLab:
         return self
@@ -419,8 +512,7 @@ def run_foreground(name: str) -> None:
         lines = lab.describe()
         ready = os.environ.get(READY_ENV)
         if ready:
-            Path(ready + ".tmp").write_text(json.dumps({"pid": os.getpid(), "describe": lines}))
-            Path(ready + ".tmp").replace(ready)
+            replace_file(Path(ready), json.dumps({"pid": os.getpid(), "describe": lines}))
         print("\n".join(lines), flush=True)
         print("lab running; Ctrl-C stops it", flush=True)
         while not stop.wait(0.5):
@@ -436,9 +528,9 @@ def start_detached(name: str, timeout: float = READY_TIMEOUT) -> list[str]:
     ready = Path(tempfile.mkdtemp(prefix="kprobe-netns-")) / "ready.json"
     log = ready.with_name("lab.log")
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "kprobe", "lab", "up", "--netns", name],
+        proc = subprocess.Popen(python_argv("kprobe", "lab", "up", "--netns", name),
                                 env={**os.environ, READY_ENV: str(ready)}, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd="/")
     wait_until_ready(proc, ready, log, timeout, "the namespace lab")
     describe = json.loads(ready.read_text())["describe"]
     shutil.rmtree(ready.parent, ignore_errors=True)  # kept only while a failed start needs its log quoted
@@ -456,9 +548,8 @@ def _is_lab_command(pid: int) -> bool:
 
 
 def _scenario_of(owner: int) -> str:
-    with contextlib.suppress(OSError):
-        return (workdir_for(str(owner)) / "scenario").read_text().strip()
-    return ""
+    scenario = _record(workdir_for(str(owner))).get("scenario")
+    return scenario if isinstance(scenario, str) else ""
 
 
 def stop_all(scenario: str | None = None, timeout: float = STOP_TIMEOUT) -> list[str]:
@@ -501,8 +592,7 @@ def _brokers_main(name: str, role: str, ready: str) -> None:
         lines = [f"{what} {node_id} on {node.spec.address}: " + ", ".join(
             f"{listener} {rl.bind_ip}:{rl.port} advertises {rl.advertised}" for listener, rl in node.listeners.items())
             for node_id, node in lab.nodes.items()]
-        Path(ready + ".tmp").write_text(json.dumps({"describe": lines}))
-        Path(ready + ".tmp").replace(ready)
+        replace_file(Path(ready), json.dumps({"describe": lines}))
         while not stop.wait(0.5):
             pass
     finally:
@@ -523,8 +613,7 @@ def _dns_main(name: str, vantage_name: str, ready: str) -> None:
     server = DnsServer({host: (address,) for host, address in hosts.items()}, "127.0.0.1", 53,
                        name=vantage_name).start()
     try:
-        Path(ready + ".tmp").write_text(json.dumps({"nameserver": server.nameserver}))
-        Path(ready + ".tmp").replace(ready)
+        replace_file(Path(ready), json.dumps({"nameserver": server.nameserver}))
         while not stop.wait(0.5):
             pass
     finally:

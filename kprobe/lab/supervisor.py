@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kprobe.errors import LabError, UsageError
 from kprobe.paths import cache_root
+from kprobe.private import python_argv, replace_file
 
 STATE_ENV = "KPROBE_LAB_STATE_FILE"
 
@@ -40,11 +41,16 @@ def state_path(scenario: str) -> Path:
 
 
 def _states() -> dict[str, tuple[Path, dict[str, object]]]:
-    """Every detached lab's state, by scenario; an unreadable file is removed (a crash mid-write)."""
+    """Every detached lab's state, by scenario; an unreadable file is removed (a crash mid-write).
+
+    A file this user does not own is passed over: what it names is not this user's to signal.
+    """
     found: dict[str, tuple[Path, dict[str, object]]] = {}
     directory = state_dir()
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
+            if path.lstat().st_uid != os.geteuid() or path.is_symlink():
+                continue
             state = json.loads(path.read_text())
         except (OSError, ValueError):
             path.unlink(missing_ok=True)
@@ -67,6 +73,38 @@ def alive(pid: int) -> bool:
     return True
 
 
+def started_at(pid: int) -> int | None:
+    """When a process started (clock ticks since boot, /proc/PID/stat), None when there is none.
+
+    Why: a pid alone names whatever process has it now; with its start time it names one process
+    for good, so a record read later cannot make kprobe signal a stranger that took the pid over.
+    """
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+        return int(data[data.rindex(b")") + 2:].split()[19])  # field 22; the name before it may hold spaces
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_process(pid: int, start: object, marker: bytes) -> bool:
+    """Whether `pid` is still the process recorded: the same start time, `marker` in its command line."""
+    if pid <= 0 or not isinstance(start, int) or started_at(pid) != start:
+        return False
+    try:
+        return marker in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def identity(pid: int) -> dict[str, int | None]:
+    """A process as a record keeps it: its pid and start time (see `is_process`)."""
+    return {"pid": pid, "start": started_at(pid)}
+
+
+SUPERVISOR_MARK = b"\0lab\0up\0"  # `kprobe lab up ...` on its command line
+JVM_MARK = b"-Dkprobe.lab="  # every lab broker's JVM carries it (native.py)
+
+
 def run_foreground(scenario: str, backend: str) -> None:
     """Start, print how to reach it, wait for Ctrl-C or SIGTERM, stop."""
     from kprobe.lab import start_lab
@@ -84,11 +122,9 @@ def run_foreground(scenario: str, backend: str) -> None:
         lines = lab.describe()
         state_file = os.environ.get(STATE_ENV)
         if state_file:
-            state = {**lab.to_state(), "pid": os.getpid(), "describe": lines,
-                     "jvm_pids": list(getattr(lab, "pids", {}).values())}
-            tmp = Path(state_file + ".tmp")
-            tmp.write_text(json.dumps(state, indent=2))
-            tmp.replace(state_file)
+            state = {**lab.to_state(), **identity(os.getpid()), "describe": lines,
+                     "jvms": [identity(pid) for pid in getattr(lab, "pids", {}).values()]}
+            replace_file(Path(state_file), json.dumps(state, indent=2))
         else:
             print("\n".join(lines), flush=True)
             print("lab running; Ctrl-C stops it", flush=True)
@@ -128,8 +164,8 @@ def start_detached(scenario: str, backend: str, timeout: float = 180.0) -> list[
     held = _states().get(scenario)
     if held is not None:
         old_path, state = held
-        pid = int(str(state.get("pid") or 0))
-        if pid and alive(pid):
+        pid = _int(state.get("pid"))
+        if is_process(pid, state.get("start"), SUPERVISOR_MARK):
             raise UsageError(f"lab {scenario} is already running (pid {pid}): stop it with `kprobe lab down "
                              f"{scenario}`, or use it as it is")
         old_path.unlink(missing_ok=True)  # its supervisor died: a stale record
@@ -139,8 +175,9 @@ def start_detached(scenario: str, backend: str, timeout: float = 180.0) -> list[
     env = {**os.environ, STATE_ENV: str(path)}
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kprobe", "lab", "up", scenario, "--backend", backend],
+            python_argv("kprobe", "lab", "up", scenario, "--backend", backend),
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+            cwd="/",  # a daemon pins no directory of the caller's
         )
     wait_until_ready(proc, path, log, timeout, "the lab")
     state = json.loads(path.read_text())
@@ -163,20 +200,35 @@ def stop_detached(scenario: str | None = None, timeout: float = 30.0) -> list[st
     return [_stop_one(name, path, state, timeout) for name, (path, state) in states.items()]
 
 
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _stop_one(scenario: str, path: Path, state: dict[str, object], timeout: float) -> str:
-    """Signal a supervisor, wait for it to tear its lab down, kill what it left."""
-    pid = int(str(state.get("pid") or 0))
-    if pid and alive(pid):
-        os.kill(pid, signal.SIGTERM)
+    """Signal a supervisor, wait for it to tear its lab down, kill what it left.
+
+    Only processes that are still the ones recorded (pid, start time, command line) are signalled:
+    a supervisor that died long ago may have handed its pid to anything.
+    """
+    pid, start = _int(state.get("pid")), state.get("start")
+    stopped = is_process(pid, start, SUPERVISOR_MARK)
+    if stopped:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            return f"lab {scenario} runs as another user (pid {pid}): stop it as that user"
         end = time.monotonic() + timeout
-        while alive(pid) and time.monotonic() < end:
+        while is_process(pid, start, SUPERVISOR_MARK) and time.monotonic() < end:
             time.sleep(0.1)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-    jvms = state.get("jvm_pids")
+        if is_process(pid, start, SUPERVISOR_MARK):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    jvms = state.get("jvms")
     for jvm in jvms if isinstance(jvms, list) else []:
-        if alive(int(jvm)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(int(jvm), signal.SIGKILL)
+        if isinstance(jvm, dict) and is_process(_int(jvm.get("pid")), jvm.get("start"), JVM_MARK):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(_int(jvm.get("pid")), signal.SIGKILL)
     path.unlink(missing_ok=True)
-    return f"stopped lab {scenario}"
+    return f"stopped lab {scenario}" if stopped else f"lab {scenario} was no longer running: removed its record"
