@@ -3,7 +3,8 @@
 Each trouble a collector can give gets its own words, asked of the collector before producing and read
 from the delivery error after: a topic that does not exist (with the command that makes it), a report
 larger than the topic takes, a collector that cannot be reached at all, a principal not allowed to
-write. The report stays spooled in each case; --publish-create makes the topic and publishes.
+write. The report stays spooled in each case; --publish-create makes the topic and publishes. A spooled
+file that can never be sent is moved aside, without a broker.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import socket
 import subprocess
 import time
 import uuid
@@ -216,3 +218,38 @@ def test_publish_create_without_publish_is_bad_usage(tmp_path):
     assert (bad.returncode, bad.stdout) == (2, "")
     assert bad.stderr == ("kprobe: error: --publish-property: bad security.protocol 'FOO': use one of PLAINTEXT, SSL, "
                           "SASL_PLAINTEXT, SASL_SSL\n")
+
+
+def test_a_spooled_file_that_is_no_report_is_moved_aside_once_and_the_spool_goes_on(tmp_path):
+    """Files a forwarder cannot send (no vantage name for the key, not a JSON object) are set aside as `.broken`,
+    each said once, and the reports after them are tried: left in place they stopped every run at the same file.
+
+    No broker: the collector is a closed loopback port, and refused connections go on to the producer (a
+    restarting collector may be back in time), whose loop reads every spooled file in turn.
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{sock.getsockname()[1]}"
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o700)
+    # Older than any report a run spools (names start with a nanosecond timestamp): the first ones reached.
+    no_vantage, not_object = spool / f"{1:020d}-no-vantage.json", spool / f"{2:020d}-not-an-object.json"
+    no_vantage.write_text('{"id": "r-1", "bootstraps": [{"cluster_id": "c"}]}')
+    not_object.write_text("[1, 2]")
+    refused = f"kprobe: collector {closed} not reachable (connect to {closed}: Connection refused)"
+
+    first = kprobe("probe", "-b", closed, "--no-identity", "--json", "--timeout", "1", "--publish",
+                   f"{closed}/kprobe-reports", "--spool", str(spool))
+    assert first.returncode == 3  # the probe's own verdict on a closed bootstrap; publishing never fails a run
+    assert first.stderr == (
+        f"kprobe: spooled report {no_vantage.name} is not a kprobe report (it has no vantage name); moved aside to "
+        f"{no_vantage.stem}.broken\n"
+        f"kprobe: spooled report {not_object.name} is not a kprobe report (it has no vantage name); moved aside to "
+        f"{not_object.stem}.broken\n"
+        f"{refused}; 1 report stays spooled\n")
+    assert sorted(p.name for p in spool.glob("*.broken")) == [f"{no_vantage.stem}.broken", f"{not_object.stem}.broken"]
+    assert [json.loads(p.read_text())["id"] for p in spool.glob("*.json")] == [json.loads(first.stdout)["id"]]
+
+    again = kprobe("probe", "-b", closed, "--no-identity", "--timeout", "1", "--publish", f"{closed}/kprobe-reports",
+                   "--spool", str(spool))
+    assert again.stderr == f"{refused}; 2 reports stay spooled\n"  # said once: the broken files are out of the spool

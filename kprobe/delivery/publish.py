@@ -93,9 +93,34 @@ class Spool:
         return sorted(p for p in self.directory.glob("*.json") if not p.name.startswith("."))
 
 
-def _key(report: Mapping[str, Any]) -> bytes:
-    cluster = next((b.get("cluster_id") for b in report.get("bootstraps", []) if b.get("cluster_id")), None)
-    return f"{cluster or 'unknown'}/{report['vantage']['name']}".encode()
+def _key(report: Any) -> bytes:
+    """`<cluster id>/<vantage>`; ValueError for a document without a vantage name, which is no report to send."""
+    vantage = report.get("vantage") if isinstance(report, dict) else None
+    name = vantage.get("name") if isinstance(vantage, dict) else None
+    if not isinstance(name, str):
+        raise ValueError("no vantage name")
+    bootstraps = report.get("bootstraps")
+    cluster = next((b.get("cluster_id") for b in bootstraps if isinstance(b, dict) and b.get("cluster_id")),
+                   None) if isinstance(bootstraps, list) else None
+    return f"{cluster or 'unknown'}/{name}".encode()
+
+
+def _set_aside(path: Path, why: str) -> None:
+    """Move a spooled file that can never be sent out of the spool (`.broken`), saying so once.
+
+    Left in place it would stop every later run at the same file, and the spool would never drain; renamed,
+    it is out of the spool's listing and kept for a person to look at.
+    """
+    broken = path.with_suffix(".broken")
+    try:
+        path.rename(broken)
+    except FileNotFoundError:  # removed meanwhile (by hand, or by another kprobe): nothing left to set aside
+        return
+    except OSError as exc:
+        _LOG.warning("spooled report %s is %s and cannot be moved aside (%s): remove it", path.name, why,
+                     exc.strerror or type(exc).__name__)
+        return
+    _LOG.warning("spooled report %s is %s; moved aside to %s", path.name, why, broken.name)
 
 
 def reports_topic(brokers: int) -> tuple[int, int, dict[str, str]]:
@@ -312,7 +337,7 @@ def _forward(spool: Spool, target: Target, props: Mapping[str, str], *, timeout:
         producer = Producer(conf)
     except KafkaException as exc:
         raise UsageError(f"bad publishing properties: {exc.args[0].str() if exc.args else exc}") from None
-    sent = 0
+    sent = aside = 0
     try:
         for path in pending:
             try:
@@ -320,9 +345,15 @@ def _forward(spool: Spool, target: Target, props: Mapping[str, str], *, timeout:
                 report = json.loads(text)
             except FileNotFoundError:  # removed by hand (or by a kprobe that ignores the lock): nothing to send
                 continue
-            except (OSError, ValueError):
-                _LOG.warning("spooled report %s is unreadable; moved aside", path.name)
-                path.rename(path.with_suffix(".broken"))
+            except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
+                _set_aside(path, "unreadable")
+                aside += 1
+                continue
+            try:
+                key = _key(report)
+            except ValueError:
+                _set_aside(path, "not a kprobe report (it has no vantage name)")
+                aside += 1
                 continue
             outcome: list[Any] = []
 
@@ -332,7 +363,7 @@ def _forward(spool: Spool, target: Target, props: Mapping[str, str], *, timeout:
             value = text.encode()
             local = False
             try:
-                producer.produce(target.topic, value=value, key=_key(report), on_delivery=on_delivery)
+                producer.produce(target.topic, value=value, key=key, on_delivery=on_delivery)
             except KafkaException as exc:  # refused before sending: larger than message.max.bytes, say
                 outcome.append(exc.args[0] if exc.args else exc)
                 local = True
@@ -346,7 +377,7 @@ def _forward(spool: Spool, target: Target, props: Mapping[str, str], *, timeout:
             if not outcome or outcome[0] is not None:
                 error = outcome[0] if outcome else None
                 problem = delivery_problem(error, target, collector, len(value), props, timeout, local=local)
-                _LOG.warning("%s; %s", problem, stay_spooled(len(pending) - sent))
+                _LOG.warning("%s; %s", problem, stay_spooled(len(pending) - sent - aside))
                 break
             os.unlink(path)  # acknowledged: only now is it safe to forget
             sent += 1
