@@ -1449,7 +1449,7 @@ def test_only_local_runs_without_verbose_go_to_a_warm_driver(monkeypatch):
 def test_a_socket_directory_others_could_write_is_not_used(tmp_path, monkeypatch, capsys):
     """The warm driver's socket lives in a directory of the user's alone: one that others could write (or a
     link) is refused, in one line, and the run goes on in its own process. A runtime directory too long for
-    a socket's path gives way to the temp directory."""
+    a socket's path gives way to the cache's, and that, too long as well, to the temp directory."""
     import tempfile
 
     from kprobe.aggregate import warm
@@ -1457,6 +1457,9 @@ def test_a_socket_directory_others_could_write_is_not_used(tmp_path, monkeypatch
     short = Path(tempfile.mkdtemp(prefix="kw-"))  # a Unix socket's path has at most 107 bytes
     monkeypatch.setattr(tempfile, "tempdir", str(short))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 80)))
+    monkeypatch.setenv("KPROBE_CACHE_DIR", str(short / "cache"))
+    assert warm._private_dir() == short / "cache" / f"warm-{os.getuid()}"
+    monkeypatch.setenv("KPROBE_CACHE_DIR", str(tmp_path / ("c" * 80)))
     assert warm._private_dir() == short / f"kprobe-{os.getuid()}"
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(short))
     folder = short / f"kprobe-{os.getuid()}"
@@ -1473,3 +1476,96 @@ def test_a_socket_directory_others_could_write_is_not_used(tmp_path, monkeypatch
     assert warm.run(options, light=True, keep_warm=60) is None
     assert "is not a directory of this user's alone" in capsys.readouterr().err
     shutil.rmtree(short)
+
+
+def test_without_a_runtime_directory_the_sockets_go_under_the_cache(tmp_path, monkeypatch):
+    """Without XDG_RUNTIME_DIR (cron sets none) the driver's sockets are under kprobe's cache, not the temp
+    directory, where another user (uid 65534 here) can make `kprobe-UID` first and send every warm run to a
+    cold one. The cache's directory is checked as the others are: made 0700, refused when it is another
+    user's, open to others, or a link."""
+    import tempfile
+
+    from kprobe.aggregate import warm
+
+    short = Path(tempfile.mkdtemp(prefix="kw-"))  # a Unix socket's path has at most 107 bytes
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(short))
+        monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+        monkeypatch.setenv("KPROBE_CACHE_DIR", str(short / "cache"))
+        taken = short / f"kprobe-{os.getuid()}"
+        taken.mkdir(mode=0o755)
+        os.chown(taken, 65534, 65534)  # another user's, made before any run of ours
+        folder = warm._private_dir()
+        info = folder.lstat()
+        assert (folder, info.st_mode & 0o777, info.st_uid) == (short / "cache" / f"warm-{os.getuid()}", 0o700,
+                                                               os.getuid())
+        assert warm._private_dir() == folder  # every run the same: the next run finds the driver
+        assert not list(taken.iterdir())
+        os.chown(folder, 65534, 65534)
+        with pytest.raises(OSError, match="is not a directory of this user's alone"):
+            warm._private_dir()
+        os.chown(folder, os.getuid(), os.getgid())
+        folder.chmod(0o770)
+        with pytest.raises(OSError, match="is not a directory of this user's alone"):
+            warm._private_dir()
+        folder.rmdir()
+        folder.symlink_to(tmp_path)
+        with pytest.raises(OSError, match="is not a directory of this user's alone"):
+            warm._private_dir()
+    finally:
+        shutil.rmtree(short)
+
+
+def test_a_request_nested_thousands_deep_or_with_no_real_idle_time_is_closed(monkeypatch):
+    """A line nested 100,000 deep (RecursionError in the JSON parser), or with an idle time of NaN, Infinity
+    or a negative number (JSON parses them all), is closed at once, not queued, and the driver goes on: the
+    next good request is queued."""
+    import socket
+
+    from kprobe.aggregate import warm
+
+    driver = warm._Driver()
+    good = {"options": warm._portable(JobOptions(("/data/in",), "/data/out")), "light": True, "keep_warm": 60}
+    bad = [b"[" * 100_000 + b"\n", b'{"options": ' + b"[" * 100_000 + b"\n",
+           *(json.dumps({**good, "keep_warm": value}).encode() + b"\n"
+             for value in (float("nan"), float("inf"), -1, 0))]
+    for line in bad:
+        ours, theirs = socket.socketpair()
+        with ours:
+            ours.sendall(line)
+            warm._receive(theirs, driver)  # returns: nothing queued, nothing to watch
+            ours.settimeout(5)
+            assert ours.recv(100) == b"", line[:40]
+            assert driver.jobs.empty(), line[:40]
+    ours, theirs = socket.socketpair()
+    with ours:
+        ours.sendall(json.dumps(good).encode() + b"\n")
+        watching = threading.Thread(target=warm._receive, args=(theirs, driver), daemon=True)
+        watching.start()
+        caller = driver.jobs.get(timeout=5)
+        assert (caller.options.out, caller.keep_warm) == ("/data/out", 60.0)
+        caller.close()
+        watching.join(5)
+        assert not watching.is_alive()
+
+
+@pytest.mark.parametrize(("keep_warm", "max_age"), [("nan", None), ("-5", None), ("inf", None), ("3600", "1")])
+def test_the_driver_stops_on_an_idle_time_that_is_no_time_and_at_its_age(keep_warm, max_age):
+    """The driver's own guard, past the flag's parser: an idle time of NaN (which had it wait forever) or a
+    negative one (which stopped it with a ValueError) means no wait, and no idle wait reaches past MAX_AGE
+    (one second here, instead of 12 hours)."""
+    import tempfile
+
+    runtime = Path(tempfile.mkdtemp(prefix="kw-"))  # a Unix socket's path has at most 107 bytes
+    sock = runtime / "k.sock"
+    setup = f"w.MAX_AGE = {max_age}; " if max_age else ""
+    code = f"import sys; import kprobe.aggregate.warm as w; {setup}sys.exit(w.main(sys.argv[1:]))"
+    started = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-c", code, str(sock), keep_warm], capture_output=True, text=True,
+                              timeout=30, cwd=runtime, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    finally:
+        shutil.rmtree(runtime)
+    took = time.monotonic() - started
+    assert (done.returncode, done.stderr) == (0, "")
+    assert took < (10 if max_age else 5), took

@@ -63,6 +63,9 @@ CASES = [
     ["aggregate", "--out", "/tmp/x"], ["aggregate", "/nonexistent/reports", "--out", "/tmp/x"],
     ["aggregate", ".", "--out", "/tmp/x", "--since", "yesterday"], ["aggregate", ".", "--out", "/proc/version"],
     ["aggregate", ".", "--out", "/tmp/x", "--kafka", "nobroker"], ["aggregate", ".", "--out", "/tmp/x", "--keep-warm", "2d"],
+    # a warm driver waited forever on NaN and stopped on a negative idle time: the flag takes neither, nor inf
+    ["aggregate", ".", "--out", "/tmp/x", "--keep-warm", "nan"], ["aggregate", ".", "--out", "/tmp/x", "--keep-warm", "inf"],
+    ["aggregate", ".", "--out", "/tmp/x", "--keep-warm", "-5m"],
     # --resolve HOST=ADDR and --connect-to HOST:PORT=ADDR:PORT, one message per bad form
     ["probe", *B, "--resolve", "broker0"], ["probe", *B, "--resolve", "broker0=broker1"],
     ["probe", *B, "--resolve", "bad host=127.0.0.1"], ["probe", *B, "--resolve", "=127.0.0.1"],

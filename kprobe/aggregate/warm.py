@@ -26,11 +26,13 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import queue
 import select
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -50,8 +52,9 @@ from kprobe.errors import KprobeError
 START_WAIT = 20.0
 HEARTBEAT = 5.0
 SILENCE = 60.0
-# A driver retires after a job once it is this old, and the next run starts a new one: a schedule every few
-# minutes would otherwise keep one driver (its JVM, Spark's scratch directories under /tmp) for weeks.
+# A driver retires once it is this old (after the job it is running, if one is), and the next run starts a new
+# one: a schedule every few minutes would otherwise keep one driver (its JVM, Spark's scratch directories under
+# /tmp, its ports on loopback) for weeks. Its idle wait never reaches past it either.
 MAX_AGE = 12 * 3600.0
 LOGS_KEPT = 20
 # The longest line either side reads: a request (the options), a progress line, the summary (ten gaps). A
@@ -115,24 +118,33 @@ def _note(text: str) -> None:
     sys.stderr.flush()
 
 
-# A Unix socket's path has at most 107 bytes; the socket's name and the user's folder take about 45.
-SOCKET_DIR_MAX = 60
+# A Unix socket's path has at most 107 bytes (108 with its NUL); a socket here is KEY.sock, 24 hex digits.
+SOCKET_PATH_MAX = 107
+_SOCKET_NAME = len("/" + "0" * 24 + ".sock")
 
 
 def _private_dir() -> Path:
     """The directory of this user's driver sockets: theirs alone (0700), refused if anyone else could write it.
 
-    Under XDG_RUNTIME_DIR when there is one, else the temp directory; short, because a Unix socket's
-    path has a limit of about 107 bytes.
+    `$XDG_RUNTIME_DIR/kprobe-UID` when there is one; else `kprobe`'s cache, `warm-UID` under it, rather
+    than the temp directory, where another user could make `kprobe-UID` first and so send every warm run
+    of a schedule (cron sets no XDG_RUNTIME_DIR) to a cold one. The first of these whose socket paths fit
+    a Unix socket's limit is the one; the temp directory only when neither does. The same choice in every
+    run of one environment, so that each finds the driver the one before it started.
     """
-    base = os.environ.get("XDG_RUNTIME_DIR") or ""
-    if not base or len(base) > SOCKET_DIR_MAX:
-        base = tempfile.gettempdir()
-    folder = Path(base, f"kprobe-{os.getuid()}")
+    from kprobe.paths import cache_root
+
+    uid = os.getuid()
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or ""
+    candidates = [Path(runtime, f"kprobe-{uid}")] if runtime else []
+    candidates += [cache_root() / f"warm-{uid}", Path(tempfile.gettempdir(), f"kprobe-{uid}")]
+    folder = next((c for c in candidates if len(os.fsencode(c)) + _SOCKET_NAME <= SOCKET_PATH_MAX), candidates[-1])
+    if folder.parent == cache_root():
+        folder.parent.mkdir(parents=True, exist_ok=True)  # the cache's own, as its other users make it
     with contextlib.suppress(FileExistsError):
         folder.mkdir(mode=0o700)
     info = os.lstat(folder)
-    if not os.path.isdir(folder) or os.path.islink(folder) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
         raise OSError(f"{folder} is not a directory of this user's alone (mode 0700)")
     return folder
 
@@ -338,7 +350,8 @@ def serve(path: Path, keep_warm: float) -> None:
     before the session stops: a run arriving then starts a new driver rather than wait for this one.
     Runs that come while a job runs wait their turn, told it is alive every HEARTBEAT seconds; one that
     found its state held (`busy`) looks at it again when its turn comes (`_job`). Past
-    MAX_AGE the driver takes no more jobs; those waiting are closed, and their runs start a new driver.
+    MAX_AGE, idle or once its job is done, the driver takes no more jobs; those waiting are closed, and
+    their runs start a new driver.
     """
     lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -359,9 +372,9 @@ def serve(path: Path, keep_warm: float) -> None:
     threading.Thread(target=_accept, args=(listener, driver), daemon=True).start()
     born = time.monotonic()
     try:
-        while time.monotonic() - born < MAX_AGE:
+        while (left := MAX_AGE - (time.monotonic() - born)) > 0:
             try:
-                caller = driver.jobs.get(timeout=keep_warm)
+                caller = driver.jobs.get(timeout=_idle(keep_warm, left))
             except queue.Empty:
                 break
             keep_warm = caller.keep_warm
@@ -377,6 +390,17 @@ def serve(path: Path, keep_warm: float) -> None:
             caller.close()
         os.close(lock)
         _stop(driver)
+
+
+def _idle(keep_warm: float, left: float) -> float:
+    """How long to wait for the next job: `keep_warm` seconds, never past the driver's MAX_AGE (`left` of it).
+
+    Defensive, as the flag's parser and `_receive` refuse such values already: a NaN would have the queue
+    wait forever, a negative one raise ValueError and stop the driver mid-life, so either means no wait.
+    """
+    if not math.isfinite(keep_warm) or keep_warm <= 0:
+        return 0.0
+    return min(keep_warm, left)
 
 
 def _accept(listener: socket.socket, driver: _Driver) -> None:
@@ -396,7 +420,12 @@ def _peer(conn: socket.socket) -> tuple[int, int]:
 
 
 def _receive(conn: socket.socket, driver: _Driver) -> None:
-    """Read one caller's request and queue it; anything else (another user, a malformed line) is closed."""
+    """Read one caller's request and queue it; anything else (another user, a malformed line) is closed.
+
+    Whatever the line holds, this thread ends with the connection closed: a request nested thousands
+    deep (RecursionError from the JSON parser), one of the wrong shape, or an idle time that is not a
+    positive number of seconds (JSON's NaN and Infinity parse, and would stall or stop the driver).
+    """
     try:
         pid, uid = _peer(conn)
         if uid != os.getuid():
@@ -410,10 +439,12 @@ def _receive(conn: socket.socket, driver: _Driver) -> None:
         fields = request["options"]
         options = JobOptions(**{**fields, "inputs": tuple(fields["inputs"]),
                                 "kafka": tuple(tuple(k) for k in fields["kafka"])})
-        caller = _Caller(conn, options, bool(request["light"]), float(request["keep_warm"]),
-                         bool(request.get("busy")), pid)
+        keep_warm = float(request["keep_warm"])
+        if not math.isfinite(keep_warm) or keep_warm <= 0:
+            raise ValueError("an idle time that is not a positive number of seconds")
+        caller = _Caller(conn, options, bool(request["light"]), keep_warm, bool(request.get("busy")), pid)
         conn.settimeout(None)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         conn.close()
         return
     if not driver.offer(caller):
