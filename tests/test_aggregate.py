@@ -1292,6 +1292,71 @@ def warm_drivers(runtime: Path) -> list[int]:
     return found
 
 
+def listening_ports(pid: int) -> list[int]:
+    """The TCP ports process `pid` listens on: its sockets (/proc/PID/fd) found listening in /proc/PID/net/tcp*."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            link = os.readlink(fd)
+            if link.startswith("socket:["):
+                inodes.add(link[len("socket:["):-1])
+    ports = []
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                ports.append(int(fields[1].rsplit(":", 1)[1], 16))
+    return sorted(ports)
+
+
+def spark_request(port: int, body: bytes) -> tuple[int, bytes] | None:
+    """What a Spark transport server on 127.0.0.1:`port` answers one RpcRequest carrying `body`, sent as any
+    local user could, with no authentication: (message type, message), or None when no Spark frame answers
+    (another protocol's port: Py4J's)."""
+    import socket
+    import struct
+
+    frame = struct.pack(">qbqi", 8 + 1 + 8 + 4 + len(body), 3, 42, len(body)) + body  # 3: RpcRequest, id 42
+    data = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as conn:
+        conn.sendall(frame)
+        with contextlib.suppress(OSError):
+            while len(data) < 8 or len(data) < struct.unpack(">q", data[:8])[0]:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    if len(data) < 9 or len(data) != struct.unpack(">q", data[:8])[0]:
+        return None
+    return data[8], data[9:]
+
+
+def unauthenticated_spark_answers(pid: int) -> dict[int, list[tuple[int, bytes]]]:
+    """What each Spark port of the JVM `pid` answers to two requests of a local user without the secret.
+
+    To the driver's RPC: a message to its `endpoint-verifier` whose content is a Java-serialized string
+    (Spark deserializes a message's content, and answers in a Java-serialized RpcResponse). To the block
+    manager: OpenBlocks of a block that does not exist (Spark looks it up, and answers it is not found).
+    """
+    import struct
+
+    def utf(text: str) -> bytes:
+        return struct.pack(">H", len(text)) + text.encode()
+
+    def string(text: str) -> bytes:
+        return struct.pack(">i", len(text)) + text.encode()
+
+    answers = {}
+    for port in listening_ports(pid):
+        rpc = (b"\x00" + b"\x01" + utf("127.0.0.1") + struct.pack(">i", port) + utf("endpoint-verifier")
+               + b"\xac\xed\x00\x05\x74" + utf("kprobe-probe"))
+        open_blocks = b"\x00" + string("app") + string("driver") + struct.pack(">i", 1) + string("rdd_999_0")
+        replies = [spark_request(port, rpc), spark_request(port, open_blocks)]
+        if any(replies):
+            answers[port] = [r for r in replies if r is not None]
+    return answers
+
+
 def watched(argv: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, set[str], int]:
     """A run as its own process, the names of every process seen below it while it ran, and its pid."""
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -1307,7 +1372,8 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
     """`kprobe aggregate --keep-warm`, as a schedule runs it: every run a process of its own.
 
     1. The first run starts a driver (a process of its own session, its socket 0600 in a 0700 directory)
-       and prints what a run prints. A caller that sends garbage is closed and the driver goes on.
+       and prints what a run prints. A caller that sends garbage is closed and the driver goes on. Its
+       JVM's ports on loopback refuse a peer that does not authenticate (spark.authenticate).
     2. The next run, interrupted (Ctrl-C) after its records are written, says so in one line, and the
        driver cancels its job, which leaves nothing committed, and goes on.
     3. The rerun counts every record once (that a driver's runs equal a full run is the job's own: the same
@@ -1362,6 +1428,16 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
                 endless.sendall(b"x" * (LINE_MAX + 1000))
             with contextlib.suppress(ConnectionResetError):
                 assert endless.recv(100) == b""
+        # Spark's ports on loopback (the driver's RPC, its block manager) answer a local user without the
+        # session's secret with a refusal only (RpcFailure, "Expected SaslMessage"): without
+        # authentication the driver deserialized the first request's content and answered it, the block
+        # manager looked the block up.
+        spark_ports = unauthenticated_spark_answers(jvms[0])
+        assert len(spark_ports) >= 2, spark_ports
+        for port, replies in spark_ports.items():
+            assert len(replies) == 2, (port, replies)
+            for kind, message in replies:
+                assert kind == 5 and b"Expected SaslMessage" in message, (port, kind, message[:300])
         assert warm_drivers(runtime) == [driver]
 
         write_jsonl(inputs / "b", iter(items[third:2 * third]), per_file=10)

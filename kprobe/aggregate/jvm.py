@@ -183,12 +183,16 @@ def _defaults() -> dict[str, str]:
 
 
 def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = False,
-            verbose: bool = False, light: bool | None = None) -> SparkSession:
+            verbose: bool = False, light: bool | None = None, authenticate: bool = False) -> SparkSession:
     """A session; under spark-submit the master is already set and `master` is None.
 
     With `kafka`, the Kafka source's jars are resolved (cached) and put on the session. A local
     driver JVM this call starts gets LIGHT_JVM when `light` is True, HEAVY_JVM when it is False, and
     the JVM's defaults when it is None, or when PYSPARK_SUBMIT_ARGS says how to start it.
+
+    With `authenticate` (a local master), Spark's own ports (the driver's RPC and its block manager, on
+    loopback) take only peers that prove they hold the session's secret: a session kept for hours (the
+    warm driver) would otherwise take Java-serialized messages and block requests from any local user.
 
     Quiet unless `verbose`. The JVM that PySpark starts inherits the terminal, and writes its own
     start-up lines (`WARNING: Using incubator modules`, log4j's profile and default-level notes,
@@ -218,6 +222,10 @@ def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = Fal
             # A scheduled run is a process of its own each time: the web UI (a Jetty server and its
             # listeners, started with the context) is start-up cost that no one looks at.
             builder = builder.config("spark.ui.enabled", "false")
+        if authenticate:
+            # A local master needs no secret from us: Spark makes one for the session, kept in the JVM
+            # (not in its configuration, nor in any log), and its in-process executor holds the same.
+            builder = builder.config("spark.authenticate", "true")
         if light is not None and "PYSPARK_SUBMIT_ARGS" not in os.environ and _starts_jvm():
             # spark-submit's launcher builds the driver's command line from this in client mode; a
             # --conf replaces spark-defaults.conf's value, so the user's options are kept in it.

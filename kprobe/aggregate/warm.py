@@ -534,7 +534,8 @@ def _job(driver: _Driver, options: JobOptions, light: bool, busy: bool) -> tuple
     from kprobe.aggregate.job import run, session
 
     if driver.spark is None:
-        driver.spark = session(options.master, kafka=bool(options.kafka), light=light)
+        # Authenticated: its ports stay open on loopback for as long as the driver lives (MAX_AGE).
+        driver.spark = session(options.master, kafka=bool(options.kafka), light=light, authenticate=True)
     spark = driver.spark
     try:
         return summary_lines(run(spark, options)), False
