@@ -146,6 +146,24 @@ RoundtripCreateOpt = Annotated[
     bool, typer.Option("--roundtrip-create", help="Create the --roundtrip topic when it does not exist "
                                                   "(one partition per broker, the broker's replication factor).")
 ]
+GroupOpt = Annotated[
+    str | None,
+    typer.Option("--group", metavar="GROUP_ID",
+                 help="The consumer group your application uses (default: group.id from -F/-X): kprobe asks which "
+                      "broker coordinates it and checks that broker's endpoint and its partition of "
+                      "__consumer_offsets."),
+]
+TransactionalIdOpt = Annotated[
+    str | None,
+    typer.Option("--transactional-id", metavar="ID",
+                 help="The transactional.id your producer uses (default: transactional.id from -F/-X): its "
+                      "coordinator and its partition of __transaction_state are checked the same way."),
+]
+TopicOpt = Annotated[
+    list[str],
+    typer.Option("--topic", "-t", help="A topic your application uses (repeatable): its metadata's errors (it does "
+                 "not exist, this principal may not describe it, partitions without a leader) become findings."),
+]
 FormatOpt = Annotated[
     str | None, typer.Option("--format", help="text, json, prometheus or markdown (a summary for a ticket); "
                              "default text, json with --json.")
@@ -218,6 +236,9 @@ def probe(
     controllers: ControllersOpt = [],  # noqa: B006
     roundtrip: RoundtripOpt = None,
     roundtrip_create: RoundtripCreateOpt = False,
+    group: GroupOpt = None,
+    transactional_id: TransactionalIdOpt = None,
+    topic: TopicOpt = [],  # noqa: B006
 ) -> None:
     """Bootstrap against each address separately, then resolve and connect to every endpoint the
     brokers advertise, from here. With --controllers, the KRaft controllers too, as admin tools reach them.
@@ -261,6 +282,9 @@ def watch(
     controllers: ControllersOpt = [],  # noqa: B006
     roundtrip: RoundtripOpt = None,
     roundtrip_create: RoundtripCreateOpt = False,
+    group: GroupOpt = None,
+    transactional_id: TransactionalIdOpt = None,
+    topic: TopicOpt = [],  # noqa: B006
 ) -> None:
     """Probe on a schedule in one long-lived process, one run at a time.
 
@@ -277,7 +301,8 @@ def watch(
         bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
         compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to,
-        controllers=controllers, roundtrip=roundtrip, roundtrip_create=roundtrip_create),
+        controllers=controllers, roundtrip=roundtrip, roundtrip_create=roundtrip_create, group=group,
+        transactional_id=transactional_id, topics=topic),
         every=every, jitter=jitter, count=count)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, out_dir=out_dir, prom_file=prom_file, publish=publish,

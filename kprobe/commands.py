@@ -68,6 +68,9 @@ PROBE: tuple[Option, ...] = (
     ("controllers", LIST, ("--controllers",), None),
     ("roundtrip", TEXT, ("--roundtrip",), None),
     ("roundtrip_create", FLAG, ("--roundtrip-create",), None),
+    ("group", TEXT, ("--group",), None),
+    ("transactional_id", TEXT, ("--transactional-id",), None),
+    ("topic", LIST, ("--topic", "-t"), None),
 )
 LIST_OPTIONS: tuple[Option, ...] = (
     _SHARED["bootstrap"],
@@ -198,7 +201,8 @@ def probe_command(*, bootstrap: list[str] = [], prop: list[str] = [],  # noqa: B
                   no_identity: bool = False, tls_expiry_days: float = 30.0,
                   compare_nameserver: list[str] = [], resolve: list[str] = [],  # noqa: B006
                   connect_to: list[str] = [], controllers: list[str] = [],  # noqa: B006
-                  roundtrip: str | None = None, roundtrip_create: bool = False) -> int:
+                  roundtrip: str | None = None, roundtrip_create: bool = False, group: str | None = None,
+                  transactional_id: str | None = None, topic: list[str] = []) -> int:  # noqa: B006
     """`kprobe probe` (kprobe.cli has its help): the run, its outputs, and the exit code."""
     from kprobe.config import probe_options
     from kprobe.delivery.deliver import deliver, outputs_from
@@ -210,7 +214,8 @@ def probe_command(*, bootstrap: list[str] = [], prop: list[str] = [],  # noqa: B
         bootstrap=bootstrap, props=prop, prop_files=prop_file, nameservers=nameserver, timeout=timeout,
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
         compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to,
-        controllers=controllers, roundtrip=roundtrip, roundtrip_create=roundtrip_create)
+        controllers=controllers, roundtrip=roundtrip, roundtrip_create=roundtrip_create, group=group,
+        transactional_id=transactional_id, topics=topic)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, output=output, out_dir=out_dir, prom_file=prom_file,
         publish=publish, publish_props=publish_property, spool=spool, spool_max=spool_max,

@@ -179,6 +179,10 @@ class ProbeOptions:
     # --roundtrip TOPIC (None: not asked) and --roundtrip-create.
     roundtrip: str | None = None
     roundtrip_create: bool = False
+    # The application (--group, --transactional-id, --topic; group.id and transactional.id from the properties).
+    group: str | None = None
+    transactional_id: str | None = None
+    topics: Sequence[str] = ()
     # The properties as the user gave them (Java names and all), for the report; `props` are what the clients take.
     given_props: Mapping[str, str] | None = None
 
@@ -300,6 +304,7 @@ def probe_options(
     identity: bool = True, tls_expiry_days: float = 30.0, compare_nameservers: Iterable[str] = (),
     resolve: Iterable[str] = (), connect_to: Iterable[str] = (), controllers: Iterable[str] = (),
     roundtrip: str | None = None, roundtrip_create: bool = False, kcat_default: bool = True,
+    group: str | None = None, transactional_id: str | None = None, topics: Iterable[str] = (),
 ) -> ProbeOptions:
     """The options of `kprobe probe` and `kprobe watch`, as typed.
 
@@ -317,6 +322,9 @@ def probe_options(
         raise UsageError(f"bad --tls-expiry-days {tls_expiry_days:g}: give a number of days from 0 to 3650")
     _check_roundtrip(roundtrip, roundtrip_create, bootstrap=bool(addresses), nameservers=nameservers,
                      remapped=bool(names or ends))
+    topics = [check_topic_name(t, "--topic") for t in topics]
+    group = _check_key(group, "--group", "a group id")
+    transactional_id = _check_key(transactional_id, "--transactional-id", "a transactional id")
     return ProbeOptions(
         bootstraps=addresses,
         props=properties,
@@ -332,8 +340,29 @@ def probe_options(
         controllers=controller_addresses,
         roundtrip=roundtrip,
         roundtrip_create=roundtrip_create,
+        group=group,
+        transactional_id=transactional_id,
+        topics=tuple(dict.fromkeys(topics)),
         given_props=given,
     )
+
+
+def check_topic_name(topic: str, option: str) -> str:
+    """A topic name as Kafka takes it, or one line saying what one is."""
+    if not topic or len(topic) > 249 or topic in (".", "..") or not re.fullmatch(r"[A-Za-z0-9._-]+", topic):
+        raise UsageError(f"bad {option} {topic!r}: a topic name is 1-249 characters of letters, digits, "
+                         "'.', '_' and '-'")
+    return topic
+
+
+def _check_key(value: str | None, option: str, what: str) -> str | None:
+    """A group or transactional id: any non-empty text a client sends (Kafka takes any string but the empty one)."""
+    if value is None:
+        return None
+    if not value.strip() or len(value) > 32767 or any(ord(c) < 32 for c in value):
+        raise UsageError(f"bad {option} {value!r}: give {what} as your client's configuration has it (non-empty, "
+                         "printable)")
+    return value
 
 
 def _check_roundtrip(topic: str | None, create: bool, *, bootstrap: bool, nameservers: Iterable[str],
@@ -343,9 +372,7 @@ def _check_roundtrip(topic: str | None, create: bool, *, bootstrap: bool, namese
         if create:
             raise UsageError("--roundtrip-create needs --roundtrip TOPIC: it creates that topic when it is missing")
         return
-    if not topic or len(topic) > 249 or topic in (".", "..") or not re.fullmatch(r"[A-Za-z0-9._-]+", topic):
-        raise UsageError(f"bad --roundtrip {topic!r}: a topic name is 1-249 characters of letters, digits, "
-                         "'.', '_' and '-'")
+    check_topic_name(topic, "--roundtrip")
     if not bootstrap:
         raise UsageError("--roundtrip needs -b: the round trip produces through the brokers, not the controllers")
     if list(nameservers) or remapped:

@@ -73,7 +73,7 @@ def test_describe_configs_names_the_node_that_answers():
 @pytest.mark.parametrize(("code", "message", "why"), [
     (31, None, "not authorised to describe broker configs (CLUSTER_AUTHORIZATION_FAILED)"),
     (29, None, "not authorised to describe broker configs (TOPIC_AUTHORIZATION_FAILED)"),
-    (42, "some other complaint", "DescribeConfigs answered KAFKA_ERROR_42: some other complaint"),
+    (42, "some other complaint", "DescribeConfigs answered INVALID_REQUEST: some other complaint"),
     (-1, None, "DescribeConfigs answered UNKNOWN_SERVER_ERROR"),
 ])
 def test_describe_configs_refusals_say_why(code, message, why):

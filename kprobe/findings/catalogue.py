@@ -20,7 +20,7 @@ INFO: Severity = "info"
 SEVERITY_ORDER: dict[Severity, int] = {ERROR: 0, WARNING: 1, INFO: 2}
 
 Stage = Literal["bootstrap", "advertised", "identity", "consistency", "tls", "dns", "run", "controllers", "shapes",
-                "roundtrip", "config"]
+                "roundtrip", "application", "config"]
 
 
 @record
@@ -208,6 +208,46 @@ CATALOGUE: dict[str, Kind] = {
     "ROUNDTRIP_FAILED": Kind(
         "roundtrip", (ERROR,), "A broker answered --roundtrip's produce or fetch with an error",
         "The endpoint works, the request does not: an authorization error, too few in-sync replicas."),
+    # The application's view (kprobe/findings/application.py): coordinators, internal topics, the topics it names.
+    "OFFSETS_TOPIC_UNCREATABLE": Kind(
+        "application", (ERROR,), "__consumer_offsets does not exist and the brokers cannot create it",
+        "Consumers in a group find no coordinator and read nothing (\"group coordinator is unavailable\"); producers "
+        "work."),
+    "OFFSETS_PARTITIONS_OFFLINE": Kind(
+        "application", (ERROR,), "Partitions of __consumer_offsets have no leader",
+        "Groups whose key hashes to those partitions find no coordinator and hang; other groups work."),
+    "TRANSACTION_LOG_UNCREATABLE": Kind(
+        "application", (WARNING, ERROR), "__transaction_state does not exist and the brokers cannot create it",
+        "Transactional producers time out in initTransactions(); plain producers and consumers work."),
+    "TRANSACTION_LOG_OFFLINE": Kind(
+        "application", (WARNING, ERROR), "Partitions of __transaction_state have no leader",
+        "Transactional ids whose key hashes to those partitions time out in initTransactions()."),
+    "TRANSACTION_LOG_UNDER_MIN_ISR": Kind(
+        "application", (WARNING, ERROR), "__transaction_state has (or will have) fewer in-sync replicas than its "
+        "min.isr", "Transactional writes are refused (NOT_ENOUGH_REPLICAS): initTransactions() or commits fail."),
+    "COORDINATOR_NOT_AVAILABLE": Kind(
+        "application", (ERROR,), "No coordinator for the named group or transactional id",
+        "Consumers of the group cannot join or commit; the transactional producer times out in initTransactions()."),
+    "COORDINATOR_UNREACHABLE": Kind(
+        "application", (ERROR,), "The coordinator of the named group or transactional id does not work from here",
+        "The group cannot consume (or the transactional producer cannot start) from here, although its partition "
+        "leaders may work."),
+    "TOPIC_NOT_FOUND": Kind(
+        "application", (ERROR,), "A topic the application names does not exist",
+        "Consumers read nothing; producers fail with \"Topic not present in metadata\" unless topics are created on "
+        "first use."),
+    "TOPIC_NOT_AUTHORIZED": Kind(
+        "application", (ERROR,), "This principal may not describe a topic the application names",
+        "TOPIC_AUTHORIZATION_FAILED for that topic: no produce, no consume."),
+    "TOPIC_WITHOUT_LEADER": Kind(
+        "application", (ERROR,), "A topic the application names has partitions without a leader",
+        "Records for those partitions can be neither produced nor consumed."),
+    "TOPIC_METADATA_ERROR": Kind(
+        "application", (ERROR,), "The metadata for a topic the application names came with an error",
+        "Clients cannot use that topic until the error clears."),
+    "NO_TOPICS_VISIBLE": Kind(
+        "application", (WARNING,), "A SASL principal sees no topic at all",
+        "Its clients get TOPIC_AUTHORIZATION_FAILED for every topic they name."),
     # kprobe check: judged from the listener settings alone, before anything runs (kprobe/findings/config.py).
     "ADVERTISED_WILDCARD": Kind(
         "config", (ERROR,), "A listener advertises 0.0.0.0 or ::",

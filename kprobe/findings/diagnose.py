@@ -20,20 +20,28 @@ from kprobe.findings.catalogue import INFO, SEVERITY_ORDER, WARNING, finding
 from kprobe.findings.common import Repeat, merge_repeats
 from kprobe.findings.consistency import consistency_findings
 from kprobe.findings.identity import identity_findings
-from kprobe.models import BootstrapResult, ControllerBootstrapResult, EndpointResult, Finding, Roundtrip
+from kprobe.models import (
+    Application,
+    BootstrapResult,
+    ControllerBootstrapResult,
+    EndpointResult,
+    Finding,
+    Roundtrip,
+)
 from kprobe.net.addresses import is_loopback_ip, is_loopback_name
 
 
 def diagnose(
     bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult],
     controllers: Sequence[ControllerBootstrapResult] = (), controller_endpoints: Sequence[EndpointResult] = (),
-    roundtrip: Roundtrip | None = None,
+    roundtrip: Roundtrip | None = None, application: Application | None = None,
 ) -> list[Finding]:
     """All findings of one probe, errors first, in a stable order.
 
     `controllers` and `controller_endpoints` are what --controllers found (KIP-919's admin path);
     the run-level findings (incomplete, remapped, identity not checked) cover them too. `roundtrip`
-    (--roundtrip) is judged last, against the verdict every other rule gave.
+    (--roundtrip) is judged last, against the verdict every other rule gave; `application` (coordinators,
+    internal topics, named topics: kprobe.probe.application) after the endpoints, whose verdict it reads.
     """
     by_address = {b.address: b for b in bootstraps}
     findings: list[Finding] = []
@@ -72,6 +80,10 @@ def diagnose(
         from kprobe.findings.controllers import controllers_findings
 
         findings.extend(controllers_findings(controllers, controller_endpoints))
+    if application is not None or _sees_nothing(bootstraps):
+        from kprobe.findings.application import application_findings
+
+        findings.extend(application_findings(application, bootstraps, endpoints, findings))
     if roundtrip is not None:
         from kprobe.findings.roundtrip import roundtrip_findings
 
@@ -91,6 +103,12 @@ def diagnose(
             "endpoint identities checked, or pass --no-identity."))
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.node_id if f.node_id is not None else -1, f.code))
     return findings
+
+
+def _sees_nothing(bootstraps: Sequence[BootstrapResult]) -> bool:
+    """Whether NO_TOPICS_VISIBLE can apply: a SASL bootstrap's full listing with no topic in it."""
+    return any(b.status == "ok" and b.metadata is not None and not b.metadata.topics and not b.full_metadata_lost
+               and (b.protocol or "").startswith("SASL") for b in bootstraps)
 
 
 def _tls_inputs(endpoints: Sequence[EndpointResult]) -> bool:

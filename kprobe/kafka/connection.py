@@ -18,7 +18,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from kprobe.kafka import codec
@@ -379,11 +379,14 @@ def fetch_and_identify(
     identity: bool = True,
     expected: int | None = None,
     auto_create: bool = False,
+    then: Callable[[KafkaConnection, ClusterMetadata, int | None], None] | None = None,
 ) -> tuple[ClusterMetadata, int | None, str | None]:
     """Metadata, then (if asked) which node answered, on one connection.
 
     `expected` is the node id to ask about; by default the first advertised broker. `auto_create`: ask
-    for `topics` as a producer does (codec.encode_metadata_request says when that is wanted).
+    for `topics` as a producer does (codec.encode_metadata_request says when that is wanted). `then` is
+    called last with the open connection, the answer and the node id, for the questions that follow
+    the metadata on the same connection (kprobe.kafka.coordinators).
     """
     sec = security or Security()
     with KafkaConnection(
@@ -407,10 +410,12 @@ def fetch_and_identify(
                 exc.metadata_stalled = True  # ApiVersions (and SASL) answered here: only this answer is missing
             raise
         meta = replace(meta, local_address=conn.local_address())
-        if not identity:
-            return meta, None, None
-        ask = expected if expected is not None else (meta.brokers[0].node_id if meta.brokers else 0)
-        node_id, why = identify(conn, ask)
+        node_id, why = None, None
+        if identity:
+            ask = expected if expected is not None else (meta.brokers[0].node_id if meta.brokers else 0)
+            node_id, why = identify(conn, ask)
+        if then is not None:
+            then(conn, meta, node_id)
         return meta, node_id, why
 
 

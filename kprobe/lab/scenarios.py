@@ -516,6 +516,64 @@ _COLLECTOR = Scenario(
     ),
 )
 
+_DEFAULTS = Scenario(
+    name="defaults",
+    summary="one broker whose internal topics keep Kafka's defaults (replication factor 3): groups and "
+            "transactions cannot work",
+    story="A single broker on 127.0.0.150, set up as many Compose files and tutorials leave it: "
+          "offsets.topic.replication.factor and transaction.state.log.replication.factor at Kafka's default of 3, "
+          "transaction.state.log.min.isr at 2. Every endpoint works and producers produce, but __consumer_offsets "
+          "and __transaction_state can never be created: consumers in a group read nothing, transactional "
+          "producers time out in initTransactions. Topic orders is made at start.",
+    topics={"orders": 2},
+    broker_config={"offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+                   "transaction.state.log.min.isr": "2"},
+    nodes=(
+        NodeSpec(
+            node_id=0,
+            address="127.0.0.150",
+            hostnames=("kafka",),
+            listeners=(
+                ListenerSpec("INTERNAL", inter_broker=True, note="inter-broker"),
+                ListenerSpec("CLIENT", note="healthy: the broker's own address"),
+            ),
+        ),
+    ),
+)
+
+
+def _groups_node(node_id: int) -> NodeSpec:
+    return NodeSpec(
+        node_id=node_id,
+        address=f"127.0.0.{151 + node_id}",
+        hostnames=(f"kafka{node_id}",),
+        listeners=(
+            ListenerSpec("INTERNAL", inter_broker=True, note="inter-broker"),
+            ListenerSpec("CLIENT", note="healthy: every broker advertises its own address"),
+            ListenerSpec("BROKEN2", advertise="{addr}:1" if node_id == 2 else "{addr}:{port}",
+                         note="broker 2 advertises a port where nothing listens; the groups it coordinates fail"),
+        ),
+        rack=f"rack{node_id}",
+    )
+
+
+_GROUPS = Scenario(
+    name="groups",
+    summary="three brokers, __consumer_offsets with one replica per partition; broker 2's BROKEN2 endpoint refuses; "
+            "__transaction_state cannot be created",
+    story="Three brokers on 127.0.0.151-153. __consumer_offsets has 3 partitions of one replica each, so each "
+          "broker coordinates the groups whose id hashes to its partition, and stopping a broker takes its groups "
+          "down. Through BROKEN2 broker 2 advertises a port where nothing listens: the groups it coordinates cannot "
+          "consume from there, the others can. transaction.state.log.replication.factor is 4, more than the "
+          "brokers: transactional producers time out. Topic billing is made at start.",
+    topics={"billing": 3},
+    broker_config={"offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "3",
+                   "transaction.state.log.replication.factor": "4", "transaction.state.log.min.isr": "1",
+                   "broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"},
+    nodes=tuple(_groups_node(i) for i in range(3)),
+    views={"lan": {f"kafka{i}": (f"127.0.0.{151 + i}",) for i in range(3)}},
+)
+
 _KRAFT_CONTROLLER_NAME = "controller-0.kraft.internal"
 _KRAFT_CONTROLLER_ID = 9
 
@@ -715,7 +773,7 @@ _NODEPORT = Scenario(
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s for s in (_LISTENERS, _CLOUD, _THREE, _TLS, _SASL, _SCRAM, _OAUTH, _SNI_INGRESS, _COLLECTOR,
-                        _CONTROLLERS, _DUAL_STACK, _PORT_FORWARD, _NODEPORT)
+                        _CONTROLLERS, _DUAL_STACK, _PORT_FORWARD, _NODEPORT, _DEFAULTS, _GROUPS)
 }
 
 

@@ -10,6 +10,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+# What an application needs beyond reachable leaders (coordinators, internal topics) lives apart too.
+from kprobe.models.application import (  # noqa: F401
+    INTERNAL_DEFAULTS,
+    INTERNAL_SETTINGS,
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    TRANSACTIONS_TOPIC,
+    Application,
+    ApplicationAnswer,
+    ApplicationQuestions,
+    Coordinator,
+    CoordinatorKind,
+    CoordinatorReply,
+    InternalTopic,
+    NamedTopic,
+    NamedTopicStatus,
+    asks_anything,
+    internal_trouble,
+    questions_from,
+)
+
 # The partition table lives apart (built for speed, not reading) and is named from here.
 from kprobe.models.partitions import (  # noqa: F401
     RUN_MAX,
@@ -182,6 +203,9 @@ class BootstrapResult:
     # The TLS alert the broker ended the connection with ("bad certificate", "certificate unknown"), when
     # it refused the client's side of TLS (tls_failure client_certificate_required or _refused).
     tls_alert: str | None = None
+    # What the same connection answered about the application after its Metadata: coordinators, the internal
+    # topics' settings, named topics (None: nothing was asked, every internal topic there and online).
+    application: ApplicationAnswer | None = None
 
     @property
     def brokers(self) -> tuple[AdvertisedBroker, ...]:
@@ -460,6 +484,9 @@ class Report:
     controller_endpoints: tuple[EndpointResult, ...] = ()
     # --roundtrip (None: not asked).
     roundtrip: Roundtrip | None = None
+    # The application's view: its coordinators, the internal topics behind them, its topics (None: nothing to say,
+    # as in reports written before kprobe judged applications).
+    application: Application | None = None
 
     @property
     def reachable(self) -> int:

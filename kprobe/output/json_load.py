@@ -17,11 +17,14 @@ from typing import Any, TypeVar, get_args
 from kprobe.errors import BadReport
 from kprobe.models import (
     AdvertisedBroker,
+    Application,
     BootstrapResult,
     BootstrapStatus,
     ClusterMetadata,
     ControllerBootstrapResult,
     ControllerStatus,
+    Coordinator,
+    CoordinatorKind,
     DnsResult,
     DnsSource,
     DnsStatus,
@@ -31,6 +34,9 @@ from kprobe.models import (
     Finding,
     Identity,
     IdentityStatus,
+    InternalTopic,
+    NamedTopic,
+    NamedTopicStatus,
     PartitionRoundtrip,
     PartitionRoundtripStatus,
     Protocol,
@@ -146,6 +152,7 @@ def from_dict(data: object) -> Report:
     resolver = vantage.obj("resolver")
     controllers = top.obj("controllers")
     roundtrip = top.obj("roundtrip")
+    application = top.obj("application")
     settings = top.obj("settings")
     seen: dict[tuple[object, ...], AdvertisedBroker] = {}
     return Report(
@@ -168,6 +175,7 @@ def from_dict(data: object) -> Report:
         controllers=controllers.items("bootstraps", lambda c: _controller(c, seen)) if controllers else None,
         controller_endpoints=controllers.items("endpoints", lambda e: _endpoint(e, seen)) if controllers else (),
         roundtrip=_roundtrip(roundtrip) if roundtrip else None,
+        application=_application(application) if application else None,
     )
 
 
@@ -358,6 +366,31 @@ def _roundtrip(o: _Obj) -> Roundtrip:
             error=p.text("error"), broker_error=p.flag("broker_error"))),
         created=o.flag("created"), error=o.text("error"), topic_missing=o.flag("topic_missing"), ms=o.number("ms"),
     )
+
+
+def _application(o: _Obj) -> Application:
+    return Application(
+        group=o.text("group"), transactional_id=o.text("transactional_id"),
+        topics=o.items("topics", lambda t: NamedTopic(
+            name=t.text("name", required=True), status=t.word("status", get_args(NamedTopicStatus), required=True),
+            partitions=t.integer("partitions", 0) or 0, leaderless=_integers(t, "leaderless"), error=t.text("error"))),
+        internal_topics=o.items("internal_topics", lambda t: InternalTopic(
+            name=t.text("name", required=True), exists=_maybe_flag(t, "exists"),
+            partitions=t.integer("partitions", 0) or 0, live_brokers=t.integer("live_brokers", 0) or 0,
+            replication_factor=t.integer("replication_factor"), min_isr=t.integer("min_isr"),
+            settings_read=t.flag("settings_read"), offline=_integers(t, "offline"),
+            under_min_isr=_integers(t, "under_min_isr"))),
+        coordinators=o.items("coordinators", lambda c: Coordinator(
+            kind=c.word("kind", get_args(CoordinatorKind), required=True), key=c.text("key", required=True),
+            partition=c.integer("partition"), partition_leader=c.integer("partition_leader"),
+            node_id=c.integer("node_id"), endpoint=c.text("endpoint"), status=c.text("status"),
+            error=c.text("error"))),
+    )
+
+
+def _maybe_flag(o: _Obj, key: str) -> bool | None:
+    value = o._get(key, (bool, type(None)), None, False)
+    return value if isinstance(value, bool) else None
 
 
 __all__ = ["BadReport", "check_schema", "from_dict", "summary_of"]

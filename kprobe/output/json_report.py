@@ -11,6 +11,7 @@ from typing import Any
 
 from kprobe import __version__
 from kprobe.models import (
+    Application,
     BootstrapResult,
     ControllerBootstrapResult,
     DnsResult,
@@ -160,6 +161,23 @@ def _roundtrip(rt: Roundtrip) -> dict[str, Any]:
     }
 
 
+def application_dict(app: Application) -> dict[str, Any]:
+    """The application section (additive in v1): internal topics, coordinators, named topics."""
+    return {
+        "group": app.group, "transactional_id": app.transactional_id,
+        "topics": [{"name": t.name, "status": t.status, "partitions": t.partitions, "leaderless": list(t.leaderless),
+                    "error": t.error} for t in app.topics],
+        "internal_topics": [{"name": t.name, "exists": t.exists, "partitions": t.partitions,
+                             "live_brokers": t.live_brokers, "replication_factor": t.replication_factor,
+                             "min_isr": t.min_isr, "settings_read": t.settings_read, "offline": list(t.offline),
+                             "under_min_isr": list(t.under_min_isr), "can_create": t.can_create, "serves": t.serves}
+                            for t in app.internal_topics],
+        "coordinators": [{"kind": c.kind, "key": c.key, "partition": c.partition,
+                          "partition_leader": c.partition_leader, "node_id": c.node_id, "java_id": c.java_id,
+                          "endpoint": c.endpoint, "status": c.status, "error": c.error} for c in app.coordinators],
+    }
+
+
 def to_dict(report: Report) -> dict[str, Any]:
     """The report as plain JSON-ready data."""
     severities = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
@@ -190,6 +208,8 @@ def to_dict(report: Report) -> dict[str, Any]:
         },
         # Additive in v1: --roundtrip, a real client's produce and consume on every partition; null when not asked.
         "roundtrip": None if report.roundtrip is None else _roundtrip(report.roundtrip),
+        # Additive in v1: the application's view; null when nothing was named and the internal topics serve.
+        "application": None if report.application is None else application_dict(report.application),
         "summary": {
             "status": report.status,
             "bootstraps": len(report.bootstraps),

@@ -12,18 +12,21 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from kprobe.kafka.connection import ListenerAnswer, ask_listener, fetch_and_identify, small_metadata
+from kprobe.kafka.connection import KafkaConnection, ListenerAnswer, ask_listener, fetch_and_identify, small_metadata
 from kprobe.kafka.mechanisms import MSK_IAM
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import WireError
 from kprobe.logs import logger
 from kprobe.models import (
     AdvertisedBroker,
+    ApplicationAnswer,
+    ApplicationQuestions,
     BootstrapAddress,
     BootstrapResult,
     BootstrapStatus,
     ClusterMetadata,
     Protocol,
+    asks_anything,
 )
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import run_bounded
@@ -35,13 +38,15 @@ _LOG = logger("kprobe.probe.bootstrap")
 
 def fetch_bootstrap(
     address: BootstrapAddress, ctx: RunContext, *, topics: Sequence[str] | None = None, identity: bool = False,
-    auto_create: bool = False,
+    auto_create: bool = False, application: ApplicationQuestions | None = None,
 ) -> BootstrapResult:
     """One bootstrap's answer, or why there is none; never raises for network trouble.
 
     With `identity`, the same connection also asks which node answered (DescribeConfigs), so
     a fix can name the broker the bootstrap address really reaches. `auto_create` asks for `topics`
-    as a producer does (only --publish wants that: kprobe.delivery.publish).
+    as a producer does (only --publish wants that: kprobe.delivery.publish). `application` (a probe's
+    run, even with no application named) asks what the application needs after the metadata
+    (kprobe.kafka.coordinators): only where there is something to learn.
     """
     started = time.perf_counter()
     hostport = address.hostport
@@ -59,6 +64,14 @@ def fetch_bootstrap(
         mechanism = MSK_IAM  # sent as OAUTHBEARER; a failure's fix is MSK's, not an identity provider's
     failures: list[WireError] = []
     failed_at = dns.addresses[0]
+    answers: list[ApplicationAnswer | None] = []
+    then = None
+    if application is not None:
+        def then(conn: KafkaConnection, meta: ClusterMetadata, node_id: int | None) -> None:
+            if asks_anything(meta, application):
+                from kprobe.kafka.coordinators import ask_application
+
+                answers.append(ask_application(conn, meta, node_id, application))
     for ip in dns.addresses:
         if time.monotonic() >= deadline:
             failures.append(WireError("timeout", "run deadline reached", deadline=True))
@@ -66,7 +79,7 @@ def fetch_bootstrap(
         try:
             meta, node_id, note = fetch_and_identify(
                 ip, address.port, timeout=timeout, deadline=deadline, security=security,
-                server_hostname=address.host, topics=topics, identity=identity, auto_create=auto_create,
+                server_hostname=address.host, topics=topics, identity=identity, auto_create=auto_create, then=then,
             )
         except WireError as exc:
             if exc.metadata_stalled and topics != []:
@@ -83,7 +96,7 @@ def fetch_bootstrap(
         result = BootstrapResult(address=hostport, status="ok", answered_by_id=-1,
                                  answered_by_name=f"{hostport}/bootstrap", connected_to=ip, metadata=meta,
                                  ms=_ms(started), node_id=node_id, identity_note=note, protocol=security.protocol,
-                                 sasl_mechanism=mechanism)
+                                 sasl_mechanism=mechanism, application=answers[-1] if answers else None)
         _LOG.debug("bootstrap %s: metadata v%s from %s in %.1f ms, %d brokers", hostport, meta.api_version, ip,
                    result.ms or 0, len(meta.brokers))
         return result
@@ -197,6 +210,7 @@ def fetch_all(
     topics: Sequence[str] | None = None,
     identity: bool = False,
     on_done: Callable[[BootstrapResult], None] | None = None,
+    application: ApplicationQuestions | None = None,
 ) -> list[BootstrapResult]:
     """Every bootstrap in parallel, each in a daemon thread bounded by the deadline.
 
@@ -205,7 +219,7 @@ def fetch_all(
     addresses = list(addresses)
 
     def work(address: BootstrapAddress) -> BootstrapResult:
-        result = fetch_bootstrap(address, ctx, topics=topics, identity=identity)
+        result = fetch_bootstrap(address, ctx, topics=topics, identity=identity, application=application)
         if on_done is not None:
             on_done(result)
         return result

@@ -19,6 +19,7 @@ from kprobe.findings.diagnose import diagnose
 from kprobe.logs import logger
 from kprobe.models import (
     CLIENTS_CONNECT,
+    ApplicationQuestions,
     BootstrapResult,
     ControllerBootstrapResult,
     DnsResult,
@@ -28,6 +29,7 @@ from kprobe.models import (
     Roundtrip,
     RunStatus,
     Vantage,
+    questions_from,
 )
 from kprobe.net.addresses import format_hostport
 from kprobe.probe.bootstrap import fetch_all
@@ -65,6 +67,7 @@ class ProbeRun:
         # --roundtrip: filled in after the checks, on what is left of the deadline.
         self.roundtrip: Roundtrip | None = None
         self.run_id = report_id()
+        self.questions = ApplicationQuestions()
         self.interrupted = False
         self.on_phase: Callable[[str], None] | None = None
         # Called (from worker threads) as each bootstrap's answer or failure is in: a progress bar counts them.
@@ -98,8 +101,12 @@ class ProbeRun:
         # listener (LISTENER_NOT_FOUND) show only there. One response per bootstrap, bounded like any request
         # by --timeout, the run's deadline and the codec's frame limit; tens of thousands of partitions
         # make a few megabytes, which a probe every minute can afford.
+        # The application's questions ride on each bootstrap connection after its metadata; asked only where
+        # there is something to learn (kprobe.kafka.coordinators), so a healthy plain probe pays nothing.
+        self.questions = questions_from(ctx.props, group=opts.group, transactional_id=opts.transactional_id,
+                                        topics=opts.topics)
         self.bootstraps = fetch_all(bootstraps, ctx, topics=None, identity=opts.identity,
-                                    on_done=self._bootstrap_done)
+                                    on_done=self._bootstrap_done, application=self.questions)
         _proxy_note(self.bootstraps)
         self.endpoints = [ctx.remap(e) for e in collect(self.bootstraps)]
         _LOG.debug("%d distinct advertised endpoints after %.0f ms", len(self.endpoints),
@@ -187,7 +194,12 @@ class ProbeRun:
             roundtrip = Roundtrip(topic=opts.roundtrip, client="librdkafka", status="unfinished",
                                   error="interrupted before the round trip ended" if self.interrupted
                                   else "the run ended before the round trip")
-        findings = diagnose(bootstraps, results, controllers or (), controller_endpoints, roundtrip)
+        application = None
+        if self.results is not None and (self.questions or any(b.application for b in bootstraps)):
+            from kprobe.probe.application import judge_application
+
+            application = judge_application(bootstraps, results, self.questions)
+        findings = diagnose(bootstraps, results, controllers or (), controller_endpoints, roundtrip, application)
         # A deadline is not an interruption: what did not answer by then is a timeout or unchecked,
         # and the verdict stands on what is known (what is unchecked is never called ok).
         status: RunStatus
@@ -221,6 +233,7 @@ class ProbeRun:
             controllers=controllers,
             controller_endpoints=controller_endpoints,
             roundtrip=roundtrip,
+            application=application,
             settings={"timeout_s": opts.timeout, "deadline_s": opts.deadline, "identity": opts.identity,
                       "tls_expiry_days": opts.tls_expiry_days, "properties": redact(given),
                       "compare_nameservers": [f"{ip}:{port}" for ip, port in opts.compare_nameservers],
@@ -228,7 +241,11 @@ class ProbeRun:
                       "resolve": dict(opts.resolve),
                       "connect_to": {format_hostport(*k): format_hostport(*v) for k, v in opts.connect_to.items()},
                       "controllers": [c.hostport for c in opts.controllers],
-                      "roundtrip": opts.roundtrip, "roundtrip_create": opts.roundtrip_create},
+                      "roundtrip": opts.roundtrip, "roundtrip_create": opts.roundtrip_create,
+                      "group": self.questions.groups[0] if self.questions.groups else None,
+                      "transactional_id": (self.questions.transactional_ids[0] if self.questions.transactional_ids
+                                           else None),
+                      "topics": list(self.questions.topics)},
         )
 
 

@@ -26,7 +26,8 @@ SEVERITY_WORDS = ("error", "warning", "info")
 # A rule module's name for each stage (run-level findings are diagnose.py's own).
 STAGE_MODULE = {"bootstrap": "bootstrap.py", "advertised": "advertised.py", "identity": "identity.py",
                 "consistency": "consistency.py", "tls": "tls.py", "dns": "dns.py", "run": "diagnose.py",
-                "controllers": "controllers.py", "shapes": "shapes.py", "roundtrip": "roundtrip.py", "config": "config.py"}
+                "controllers": "controllers.py", "shapes": "shapes.py", "roundtrip": "roundtrip.py", "config": "config.py",
+                "application": "application.py"}
 CODE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 
 

@@ -1,0 +1,228 @@
+"""Rules for what an application needs beyond reachable leaders: coordinators, internal topics, its topics.
+
+Every consumer in a group and every transactional producer talks to a coordinator, the leader of
+its key's partition of `__consumer_offsets` or `__transaction_state`. Where that topic cannot be
+created (fewer live brokers than its replication factor), has partitions without a leader, or the
+coordinator's endpoint fails from here, the application hangs while every other broker works:
+consumers read nothing ("group coordinator is unavailable"), `initTransactions` times out. These
+rules name the cause and the setting. Groups that cannot work are an error (most consumers use
+one); transactions a warning unless a transactional id was named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kprobe.findings.catalogue import ERROR, WARNING, finding
+from kprobe.models import (
+    OFFSETS_TOPIC,
+    Application,
+    BootstrapResult,
+    Coordinator,
+    EndpointResult,
+    Finding,
+    InternalTopic,
+    NamedTopic,
+    Severity,
+    is_usable,
+)
+
+_CONSUMERS = ("consumers in a group (any client with a group.id) find no group coordinator "
+              "(COORDINATOR_NOT_AVAILABLE; \"group coordinator is unavailable\") and read nothing, while producers "
+              "work")
+_TRANSACTIONS = "transactional producers time out in initTransactions(), while plain producers and consumers work"
+_SETTING_PREFIX = {OFFSETS_TOPIC: "offsets.topic", "__transaction_state": "transaction.state.log"}
+_ENV = {OFFSETS_TOPIC: "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR",
+        "__transaction_state": "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"}
+
+
+def application_findings(application: Application | None, bootstraps: Sequence[BootstrapResult],
+                         endpoints: Sequence[EndpointResult], findings: Sequence[Finding]) -> list[Finding]:
+    """Every application finding; `findings` are the verdict's, which say whether a coordinator's endpoint works."""
+    out = _no_topics_visible(bootstraps)
+    if application is None:
+        return out
+    for topic in application.internal_topics:
+        out.extend(_internal(topic, application))
+    for coordinator in application.coordinators:
+        out.extend(_coordinator(coordinator, application, endpoints, findings))
+    for named in application.topics:
+        out.extend(_named(named))
+    return out
+
+
+def _severity(topic: InternalTopic, application: Application) -> Severity:
+    if topic.name == OFFSETS_TOPIC:
+        return ERROR
+    return ERROR if application.transactional_id else WARNING
+
+
+def _who(topic: InternalTopic) -> str:
+    return _CONSUMERS if topic.name == OFFSETS_TOPIC else _TRANSACTIONS
+
+
+def _settings_note(topic: InternalTopic, key: str, value: int | None) -> str:
+    if topic.settings_read:
+        return f"{key}={value}"
+    return f"{key}={value} (Kafka's default: the brokers' setting could not be read from here)"
+
+
+def _internal(topic: InternalTopic, application: Application) -> list[Finding]:
+    prefix = _SETTING_PREFIX[topic.name]
+    severity = _severity(topic, application)
+    rf_key = f"{prefix}.replication.factor"
+    if topic.exists is False and not topic.can_create:
+        code = "OFFSETS_TOPIC_UNCREATABLE" if topic.name == OFFSETS_TOPIC else "TRANSACTION_LOG_UNCREATABLE"
+        lowest = [f"{rf_key}={topic.live_brokers}"]
+        if topic.min_isr is not None and topic.min_isr > topic.live_brokers:
+            lowest.append(f"{prefix}.min.isr={topic.live_brokers}")
+        return [finding(
+            code, severity,
+            f"{topic.name} does not exist and the brokers cannot create it: "
+            f"{_settings_note(topic, rf_key, topic.replication_factor)} asks for more replicas than the "
+            f"{topic.live_brokers} live broker(s). So {_who(topic)}. The brokers try to create it at a client's first "
+            "FindCoordinator, and fail every time.",
+            f"Set {' and '.join(lowest)} on every broker ({_ENV[topic.name]} in a Compose file) and restart them, "
+            f"or run at least {topic.replication_factor} brokers. The topic is created with the settings in force at "
+            "the first coordinator lookup after that.")]
+    if topic.exists is False and topic.min_isr is not None and topic.replication_factor is not None \
+            and topic.min_isr > topic.replication_factor:
+        return [finding(
+            "TRANSACTION_LOG_UNDER_MIN_ISR", severity,
+            f"{topic.name} does not exist yet and will be created with {rf_key}={topic.replication_factor} but "
+            f"{prefix}.min.isr={topic.min_isr}: more in-sync replicas than it will have. Its writes will be refused "
+            f"(NOT_ENOUGH_REPLICAS), so {_TRANSACTIONS}.",
+            f"Set {prefix}.min.isr={topic.replication_factor} (KAFKA_TRANSACTION_STATE_LOG_MIN_ISR in a Compose file), "
+            f"or raise {rf_key}, on every broker, and restart them.")]
+    out: list[Finding] = []
+    if topic.offline:
+        code = "OFFSETS_PARTITIONS_OFFLINE" if topic.name == OFFSETS_TOPIC else "TRANSACTION_LOG_OFFLINE"
+        share = f"{len(topic.offline)} of {topic.partitions}"
+        keys = "groups" if topic.name == OFFSETS_TOPIC else "transactional ids"
+        named = application.group if topic.name == OFFSETS_TOPIC else application.transactional_id
+        which = ("kprobe probe --group GROUP" if topic.name == OFFSETS_TOPIC
+                 else "kprobe probe --transactional-id ID")
+        out.append(finding(
+            code, severity,
+            f"{share} partitions of {topic.name} have no leader ({_numbers(topic.offline)}): the {keys} whose key "
+            f"hashes there (about {share} of them) find no coordinator, so for them {_who(topic)}; the others work.",
+            "Bring back the brokers that hold those partitions' replicas. A key's partition is "
+            f"abs(hash(key)) % {topic.partitions}; {which} says whether a given one is affected"
+            + (f" (for {named!r}, see its coordinator's finding)" if named else "")
+            + f". With {rf_key} of 3 or more, one broker's loss takes no {keys} down."))
+    if topic.under_min_isr:
+        out.append(finding(
+            "TRANSACTION_LOG_UNDER_MIN_ISR", severity,
+            f"{len(topic.under_min_isr)} of {topic.partitions} partitions of {topic.name} have fewer in-sync "
+            f"replicas than {prefix}.min.isr={topic.min_isr} ({_numbers(topic.under_min_isr)}): their writes are "
+            f"refused (NOT_ENOUGH_REPLICAS), so for the transactional ids there {_TRANSACTIONS}.",
+            "Bring the followers back in sync (start the brokers that are missing), or lower "
+            f"{prefix}.min.isr to what the cluster keeps in sync (it applies when the topic is created; an existing "
+            "topic's min.insync.replicas is changed with kafka-configs.sh --alter --entity-type topics)."))
+    return out
+
+
+def _coordinator(c: Coordinator, application: Application, endpoints: Sequence[EndpointResult],
+                 findings: Sequence[Finding]) -> list[Finding]:
+    what = f"group {c.key!r}" if c.kind == "group" else f"transactional id {c.key!r}"
+    topic = next((t for t in application.internal_topics if t.name == (
+        OFFSETS_TOPIC if c.kind == "group" else "__transaction_state")), None)
+    fails = (f"consumers of {what} cannot join, commit or read committed offsets" if c.kind == "group"
+             else f"a producer with {what} times out in initTransactions()")
+    where = f"partition {c.partition} of {topic.name if topic else ''}" if c.partition is not None else ""
+    if c.node_id is None:
+        cause = _cause(c, topic)
+        return [finding(
+            "COORDINATOR_NOT_AVAILABLE", ERROR,
+            f"No coordinator for {what}: the broker answered FindCoordinator with {c.error}. Its key lives in {where}"
+            f"{cause[0]}. So {fails}, from anywhere.",
+            cause[1])]
+    result = next((r for r in endpoints if r.endpoint.node_id == c.node_id and r.endpoint.hostport == c.endpoint),
+                  None)
+    if result is None or is_usable(result, findings):
+        return []
+    return [finding(
+        "COORDINATOR_UNREACHABLE", ERROR,
+        f"The coordinator of {what} is broker {c.node_id} (the Java client logs it as id {c.java_id}), at "
+        f"{c.endpoint}, which does not work from here ({result.status}; its own finding says why). So {fails} from "
+        "here, even where every partition leader it uses works.",
+        f"Fix broker {c.node_id}'s endpoint as its own finding says: the coordinator is that broker's advertised "
+        f"listener. Until then, from here only the {'groups' if c.kind == 'group' else 'transactional ids'} whose "
+        "partition another broker leads work.",
+        node_id=c.node_id, endpoint=c.endpoint)]
+
+
+def _cause(c: Coordinator, topic: InternalTopic | None) -> tuple[str, str]:
+    """Why a FindCoordinator failed, from the internal topic's state: (clause for the message, fix)."""
+    if topic is None:
+        return "", "Run again; if it persists, look at the brokers' logs for the coordinator's errors."
+    prefix = _SETTING_PREFIX[topic.name]
+    if topic.exists is False and not topic.can_create:
+        return (f", which does not exist and cannot be created ({prefix}.replication.factor="
+                f"{topic.replication_factor}, {topic.live_brokers} live broker(s))",
+                f"Set {prefix}.replication.factor={topic.live_brokers} on every broker and restart them, or run at "
+                f"least {topic.replication_factor} brokers.")
+    if c.partition is not None and c.partition in topic.offline:
+        return (", which has no leader",
+                "Bring back the brokers that hold that partition's replicas.")
+    if topic.exists is False:
+        return (", which did not exist yet: this lookup has the brokers create it",
+                "Run again in a few seconds: the coordinator is ready once the topic's partitions have leaders.")
+    return ("", "Run again in a few seconds (a coordinator is loading after a leader change); if it persists, look at "
+                "the coordinator's broker log.")
+
+
+def _named(named: NamedTopic) -> list[Finding]:
+    if named.status == "not_found":
+        return [finding(
+            "TOPIC_NOT_FOUND", ERROR,
+            f"Topic {named.name!r} does not exist (UNKNOWN_TOPIC_OR_PARTITION). Consumers subscribed to it read "
+            "nothing; producers fail (\"Topic not present in metadata\") unless the brokers create topics on "
+            "first use (auto.create.topics.enable).",
+            f"Create it: kafka-topics.sh --create --topic {named.name} --partitions N --replication-factor R "
+            "(or check its spelling against kprobe list).")]
+    if named.status == "not_authorized":
+        return [finding(
+            "TOPIC_NOT_AUTHORIZED", ERROR,
+            f"This principal may not describe topic {named.name!r} (TOPIC_AUTHORIZATION_FAILED): the client gets "
+            "no metadata for it, so it can neither produce to it nor consume from it.",
+            f"Grant this principal Describe (and Read or Write, as it needs) on topic {named.name}: "
+            f"kafka-acls.sh --add --allow-principal User:NAME --operation Describe --operation Read "
+            f"--topic {named.name}.")]
+    if named.status == "no_leader":
+        which = _numbers(named.leaderless) if named.leaderless else "all"
+        return [finding(
+            "TOPIC_WITHOUT_LEADER", ERROR,
+            f"Topic {named.name!r} has partitions without a leader ({which}): records for them cannot be produced "
+            "or consumed until a replica leads again.",
+            "Bring back the brokers holding those partitions' replicas (kprobe list -t TOPIC names them).")]
+    if named.status == "error":
+        return [finding(
+            "TOPIC_METADATA_ERROR", ERROR,
+            f"The metadata for topic {named.name!r} came with an error: {named.error}. Clients cannot use it.",
+            "Check the topic's name and state with kprobe list -t TOPIC, and the brokers' logs.")]
+    return []
+
+
+def _no_topics_visible(bootstraps: Sequence[BootstrapResult]) -> list[Finding]:
+    """NO_TOPICS_VISIBLE: a SASL principal that sees no topic at all, internal ones included, may likely see none."""
+    sasl = [b for b in bootstraps if b.status == "ok" and b.metadata is not None and b.via == "kprobe"
+            and not b.full_metadata_lost and (b.protocol or "").startswith("SASL")]
+    if not sasl or any(b.metadata is not None and b.metadata.topics for b in sasl):
+        return []
+    if any(b.application is not None and b.application.topics
+           and any(t.error_code == 0 for t in b.application.topics) for b in sasl):
+        return []  # asked by name, a topic is there: the listing was empty for another reason
+    return [finding(
+        "NO_TOPICS_VISIBLE", WARNING,
+        f"The metadata lists no topic at all for this principal ({sasl[0].address}). On a cluster with an authorizer "
+        "that is what a principal without Describe on any topic sees: its clients will get "
+        "TOPIC_AUTHORIZATION_FAILED for every topic they name.",
+        "Grant this principal Describe (and Read or Write) on the topics it uses, or name one with --topic to have "
+        "kprobe ask for it.",
+        bootstrap=sasl[0].address)]
+
+
+def _numbers(values: Sequence[int]) -> str:
+    shown = ", ".join(str(v) for v in values[:20])
+    return shown + (f" and {len(values) - 20} more" if len(values) > 20 else "")

@@ -1,0 +1,201 @@
+"""What an application needs beyond reachable partition leaders: its coordinators and the internal topics behind them.
+
+A consumer in a group commits to, and a transactional producer registers with, one broker of its
+own: the coordinator, which a FindCoordinator answer names. That broker must be reachable from
+where the application runs, and the partition of `__consumer_offsets` (or `__transaction_state`)
+it leads must exist and be online, or the application hangs while every leader it produces to
+works. These are the values the bootstrap step brings back and the report carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from kprobe.records import field, record
+
+if TYPE_CHECKING:  # only names here: kprobe.models imports this module
+    from kprobe.models import ClusterMetadata, TopicInfo
+
+CoordinatorKind = Literal["group", "transaction"]
+# A topic the application named (--topic), as the metadata answered for it.
+NamedTopicStatus = Literal["ok", "not_found", "not_authorized", "no_leader", "error"]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTIONS_TOPIC = "__transaction_state"
+# Kafka's defaults for the settings that decide whether the internal topics can be created and written
+# (KafkaConfig / GroupCoordinatorConfig / TransactionLogConfig): what a broker that did not say runs with.
+INTERNAL_DEFAULTS: dict[str, int] = {
+    "offsets.topic.replication.factor": 3,
+    "offsets.topic.num.partitions": 50,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+    "transaction.state.log.num.partitions": 50,
+}
+INTERNAL_SETTINGS = tuple(INTERNAL_DEFAULTS)
+INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTIONS_TOPIC)
+# The client properties that name the application (the same keys in Java's and librdkafka's files).
+GROUP_KEY, TRANSACTIONAL_KEY = "group.id", "transactional.id"
+
+
+@record(kw_only=True)
+class ApplicationQuestions:
+    """What the user's application is (from -F's group.id and transactional.id, or options), for the bootstrap step."""
+
+    groups: tuple[str, ...] = ()
+    transactional_ids: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.groups or self.transactional_ids or self.topics)
+
+
+def questions_from(props: Mapping[str, str], *, group: str | None = None, transactional_id: str | None = None,
+                   topics: Sequence[str] = ()) -> ApplicationQuestions:
+    """The application as the user's own configuration names it; an option wins over the file's key."""
+    group = group or props.get(GROUP_KEY) or None
+    transactional_id = transactional_id or props.get(TRANSACTIONAL_KEY) or None
+    return ApplicationQuestions(groups=(group,) if group else (),
+                                transactional_ids=(transactional_id,) if transactional_id else (),
+                                topics=tuple(dict.fromkeys(topics)))
+
+
+def internal_trouble(meta: ClusterMetadata) -> bool:
+    """Whether the metadata leaves an internal topic in doubt: not listed, a partition without a leader, or
+    fewer than two replicas in sync (the transaction log's writes may then be refused: its min.isr is 2 by
+    default), so that its settings are worth asking for.
+    """
+    listed = {t.name: t for t in meta.topics}
+    for name in INTERNAL_TOPICS:
+        topic = listed.get(name)
+        if topic is None:
+            return True
+        if any(p.leader < 0 or len(p.isrs) < len(p.replicas) for p in topic.partitions):
+            return True
+        if name == TRANSACTIONS_TOPIC and any(len(p.isrs) < INTERNAL_DEFAULTS["transaction.state.log.min.isr"]
+                                              for p in topic.partitions):
+            return True
+    return False
+
+
+def asks_anything(meta: ClusterMetadata, questions: ApplicationQuestions) -> bool:
+    """Whether the bootstrap connection has anything to ask after the metadata: a healthy cluster probed
+    with no application named asks nothing (and loads none of the code that would ask).
+    """
+    return bool(questions.groups or questions.transactional_ids) or internal_trouble(meta) or any(
+        name not in {t.name for t in meta.topics} for name in questions.topics)
+
+
+@record(kw_only=True)
+class CoordinatorReply:
+    """One key's FindCoordinator answer: the coordinator's node and endpoint, or the error that came instead."""
+
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: int
+    error_message: str | None = None
+
+
+@record(kw_only=True)
+class ApplicationAnswer:
+    """What one bootstrap connection answered about the application, after its Metadata.
+
+    `settings` are the internal topics' broker settings (`INTERNAL_SETTINGS`) as DescribeConfigs gave
+    them, empty when they were not needed (every internal topic there and online) or could not be read
+    (`settings_error` says why); `topics` the named topics the full listing lacked, asked by name so that
+    the broker says why (unknown, not authorised); `errors` the requests that failed, in words.
+    """
+
+    groups: tuple[CoordinatorReply, ...] = ()
+    transactions: tuple[CoordinatorReply, ...] = ()
+    settings: dict[str, str] = field(default_factory=dict)
+    settings_error: str | None = None
+    topics: tuple[TopicInfo, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+@record(kw_only=True)
+class InternalTopic:
+    """`__consumer_offsets` or `__transaction_state` as seen from here, and whether it can serve.
+
+    `replication_factor` and `min_isr` are the broker settings the topic is (or would be) created with;
+    `settings_read` is False where they could not be read and Kafka's defaults are assumed. `offline`
+    lists partitions without a leader, `under_min_isr` those whose in-sync replicas are fewer than
+    `min_isr` (transactions only: their writes need that many).
+    """
+
+    name: str
+    exists: bool | None  # None: not visible to this principal (or not asked), so not known
+    partitions: int
+    live_brokers: int
+    replication_factor: int | None = None
+    min_isr: int | None = None
+    settings_read: bool = False
+    offline: tuple[int, ...] = ()
+    under_min_isr: tuple[int, ...] = ()
+
+    @property
+    def can_create(self) -> bool:
+        """Whether the brokers can create it (enough live brokers for its replication factor)."""
+        return self.replication_factor is None or self.live_brokers >= self.replication_factor
+
+    @property
+    def serves(self) -> bool:
+        """Whether every key can be served: it exists (or can be made), each partition led, enough in sync.
+
+        Where its existence is not known, nothing says it cannot.
+        """
+        if self.exists is None:
+            return True
+        if not self.exists:
+            return self.can_create
+        return not self.offline and not self.under_min_isr
+
+
+@record(kw_only=True)
+class Coordinator:
+    """A group's or transactional id's coordinator: where the key lives, who the broker says serves it.
+
+    `partition` is computed as the broker computes it; `partition_leader` is that partition's leader in
+    the metadata (None where the topic or the leader is missing), which the answer's `node_id` should
+    match. `endpoint` and `status` are the coordinator's advertised endpoint and what connecting to it
+    gave from here (`EndpointStatus`), `error` the FindCoordinator error when there was no coordinator.
+    """
+
+    kind: CoordinatorKind
+    key: str
+    partition: int | None = None
+    partition_leader: int | None = None
+    node_id: int | None = None
+    endpoint: str | None = None
+    status: str | None = None
+    error: str | None = None
+
+    @property
+    def java_id(self) -> int | None:
+        """The id the Java client logs for this coordinator (`Integer.MAX_VALUE - nodeId`)."""
+        return None if self.node_id is None else 2147483647 - self.node_id
+
+
+@record(kw_only=True)
+class NamedTopic:
+    """A topic the application uses (--topic), as the metadata answered for it here."""
+
+    name: str
+    status: NamedTopicStatus
+    partitions: int = 0
+    leaderless: tuple[int, ...] = ()
+    error: str | None = None
+
+
+@record(kw_only=True)
+class Application:
+    """The report's application section: what was named, the internal topics, the coordinators."""
+
+    group: str | None = None
+    transactional_id: str | None = None
+    topics: tuple[NamedTopic, ...] = ()
+    internal_topics: tuple[InternalTopic, ...] = ()
+    coordinators: tuple[Coordinator, ...] = ()
