@@ -166,7 +166,7 @@ LAB_FIXTURES = {
     "listeners_lab": "listeners", "cloud_lab": "cloud", "three_lab": "three-brokers", "controllers_lab": "controllers",
     "tls_lab": "tls", "sasl_lab": "sasl", "scram_lab": "scram", "sni_ingress_lab": "sni-ingress",
     "oauth_lab": "oauth", "collector_lab": "collector", "dual_stack_lab": "dual-stack",
-    "port_forward_lab": "port-forward", "nodeport_lab": "nodeport",
+    "port_forward_lab": "port-forward", "nodeport_lab": "nodeport", "defaults_lab": "defaults", "groups_lab": "groups",
 }
 _LABS: dict[str, NativeLab] = {}  # the session's running labs (lab_factory hands this very dict out)
 _LAST_USE: dict[str, int] = {}  # scenario -> the collection index of the last test that uses it

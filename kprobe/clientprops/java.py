@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kprobe.clientprops.jaas import LoginModule, parse_jaas
+from kprobe.clientprops.keys import APPLICATION
 from kprobe.errors import UsageError
 from kprobe.records import field, record
 
@@ -42,7 +43,7 @@ def translate(java: Mapping[str, str], *, source: str) -> Translated:
     out = Translated()
     props = out.props
     for key in ("bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.oauthbearer.token.endpoint.url",
-                "sasl.kerberos.service.name"):
+                "sasl.kerberos.service.name", *sorted(APPLICATION)):
         if java.get(key, "").strip():
             props[key] = java[key].strip()
     lookup = java.get("client.dns.lookup", "").strip()

@@ -16,6 +16,13 @@ from typing import Literal
 
 Dialect = Literal["java", "librdkafka"]
 
+# What names the application and how it uses the cluster, the same in both families: the group it joins,
+# the transactional id it registers, the rack it reads from (kprobe.probe.application judges each).
+APPLICATION = frozenset({
+    "group.id", "group.instance.id", "group.protocol", "transactional.id", "client.rack", "isolation.level",
+    "enable.idempotence",
+})
+
 # librdkafka names kprobe reads (its own wire client, the OAuth/MSK token makers, the librdkafka
 # fallback for GSSAPI), besides passing every property on to its librdkafka clients (--roundtrip).
 LIBRDKAFKA_USED = frozenset({
@@ -31,7 +38,7 @@ LIBRDKAFKA_USED = frozenset({
     "sasl.kerberos.service.name", "sasl.kerberos.principal", "sasl.kerberos.keytab", "sasl.kerberos.kinit.cmd",
     # kprobe's own, for Amazon MSK IAM (kprobe.kafka.oauth).
     "aws.region", "aws.profile", "aws.role.arn", "aws.role.session.name",
-})
+}) | APPLICATION
 
 # Java client names kprobe turns into the settings above (kprobe.clientprops.java).
 JAVA_USED = frozenset({
@@ -41,7 +48,7 @@ JAVA_USED = frozenset({
     "ssl.truststore.certificates", "ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.password",
     "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.key.password", "ssl.endpoint.identification.algorithm",
     "client.dns.lookup",
-})
+}) | APPLICATION
 
 # Names only one family has: what tells a file's dialect.
 JAVA_ONLY = frozenset({

@@ -125,7 +125,7 @@ def _find(conn: KafkaConnection, key_type: int, keys: Sequence[str], errors: lis
         low, high = conn.api_versions.get(API_FIND_COORDINATOR, (0, -1))
         errors.append(f"the broker offers FindCoordinator v{low}-v{high}, none of which can look up a {what}")
         return ()
-    replies = _ask(conn, version, key_type, keys)
+    replies = ask_coordinators(conn, version, key_type, keys)
     end = time.monotonic() + conn.timeout
     pause = 0.1
     while True:
@@ -134,10 +134,12 @@ def _find(conn: KafkaConnection, key_type: int, keys: Sequence[str], errors: lis
             return tuple(replies[k] for k in keys)
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
-        replies.update(_ask(conn, version, key_type, waiting))
+        replies.update(ask_coordinators(conn, version, key_type, waiting))
 
 
-def _ask(conn: KafkaConnection, version: int, key_type: int, keys: Sequence[str]) -> dict[str, CoordinatorReply]:
+def ask_coordinators(conn: KafkaConnection, version: int, key_type: int,
+                     keys: Sequence[str]) -> dict[str, CoordinatorReply]:
+    """One FindCoordinator round (a request per key before v4): each key's reply, by key."""
     batches = [list(keys)] if version >= BATCHED_FROM else [[k] for k in keys]
     replies: dict[str, CoordinatorReply] = {}
     for batch in batches:

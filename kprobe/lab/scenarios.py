@@ -559,16 +559,13 @@ def _groups_node(node_id: int) -> NodeSpec:
 
 _GROUPS = Scenario(
     name="groups",
-    summary="three brokers, __consumer_offsets with one replica per partition; broker 2's BROKEN2 endpoint refuses; "
-            "__transaction_state cannot be created",
-    story="Three brokers on 127.0.0.151-153. __consumer_offsets has 3 partitions of one replica each, so each "
-          "broker coordinates the groups whose id hashes to its partition, and stopping a broker takes its groups "
+    summary="three brokers, __consumer_offsets with one replica per partition; broker 2's BROKEN2 endpoint refuses",
+    story="Three brokers on 127.0.0.151-153. __consumer_offsets has 12 partitions of one replica each, so each "
+          "broker coordinates the groups whose id hashes to its partitions, and stopping a broker takes its groups "
           "down. Through BROKEN2 broker 2 advertises a port where nothing listens: the groups it coordinates cannot "
-          "consume from there, the others can. transaction.state.log.replication.factor is 4, more than the "
-          "brokers: transactional producers time out. Topic billing is made at start.",
+          "consume from there, the others can. Topic billing is made at start.",
     topics={"billing": 3},
-    broker_config={"offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "3",
-                   "transaction.state.log.replication.factor": "4", "transaction.state.log.min.isr": "1",
+    broker_config={"offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "12",
                    "broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"},
     nodes=tuple(_groups_node(i) for i in range(3)),
     views={"lan": {f"kafka{i}": (f"127.0.0.{151 + i}",) for i in range(3)}},

@@ -142,7 +142,10 @@ def _conf(addresses: Sequence[BootstrapAddress], ctx: RunContext, trip_errors: d
     def on_error(err: Any) -> None:
         _keep(trip_errors, str(err.str()))
 
-    conf: dict[str, Any] = dict(ctx.props)
+    # The application's own group and transactional id are not the round trip's: a transactional producer
+    # produces nothing before initTransactions(), and the round trip's consumer reads with a group of its own.
+    conf: dict[str, Any] = {k: v for k, v in ctx.props.items() if k not in ("group.id", "group.instance.id",
+                                                                          "transactional.id")}
     conf.update({"bootstrap.servers": ",".join(a.hostport for a in addresses), "client.id": "kprobe-roundtrip",
                  "logger": logger, "error_cb": on_error})
     protocols = {a.protocol for a in addresses if a.protocol}

@@ -1,0 +1,214 @@
+"""The application's view on real brokers: kprobe's verdict beside real group consumers and transactional producers.
+
+Every endpoint works in these cases, or the one that fails leads nothing the application produces
+to, and still an application hangs: its group's coordinator cannot be found or reached, its
+transactions cannot start. kprobe is given the application's own properties file (`-F`, with its
+`group.id` and `transactional.id`); the Java client and librdkafka load the same file and run as the
+application would (tests/real_group_clients.py). A case agrees when kprobe names the cause exactly
+where the applications fail, and says nothing where they work.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import restart_settled, topic_on
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from real_group_clients import AppOutcome, java_app, librdkafka_app
+
+from kprobe.kafka.connection import KafkaConnection
+from kprobe.kafka.coordinator_codec import KEY_GROUP, KEY_TRANSACTION, partition_for
+from kprobe.kafka.coordinators import ask_coordinators, find_coordinator_version
+from kprobe.lab.native import NativeLab
+
+BUDGET_MS = 8000  # each application's wait: a working group reads its record in well under a second here
+OFFSETS, TRANSACTIONS = "__consumer_offsets", "__transaction_state"
+
+
+def _probe(*args: str) -> tuple[int, dict]:
+    done = subprocess.run([sys.executable, "-m", "kprobe", "probe", "-m", "2s", "--json", *args], capture_output=True,
+                          text=True, timeout=60, check=False)
+    try:
+        return done.returncode, json.loads(done.stdout)
+    except ValueError:
+        raise AssertionError(f"no report (exit {done.returncode}): {done.stderr[-1000:]}") from None
+
+
+def _codes(report: dict) -> dict[str, list[tuple[str, int | None]]]:
+    found: dict[str, list[tuple[str, int | None]]] = {}
+    for f in report["findings"]:
+        found.setdefault(f["code"], []).append((f["severity"], f.get("node_id")))
+    return found
+
+
+def _properties(tmp_path: Path, name: str, bootstrap: str, **settings: str) -> Path:
+    path = tmp_path / f"{name}.properties"
+    lines = [f"bootstrap.servers={bootstrap}", *(f"{k.replace('_', '.')}={v}" for k, v in settings.items())]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _produce(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10000})
+    for p in range(partitions):
+        producer.produce(topic, value=b"for the group", partition=p)
+    assert producer.flush(15) == 0, "the test's own records were not delivered"
+
+
+def _apps(lab: NativeLab, tmp_path: Path, runs: list[tuple[str, str, Path]]) -> list[AppOutcome]:
+    """Each (mode, topic, properties) by both clients, all at once: their waits overlap."""
+    with ThreadPoolExecutor(max_workers=2 * len(runs)) as pool:
+        futures = [pool.submit(java_app, mode, lab.classpath, tmp_path, topic, props, BUDGET_MS)
+                   for mode, topic, props in runs]
+        futures += [pool.submit(librdkafka_app, mode, topic, props, BUDGET_MS) for mode, topic, props in runs]
+        return [f.result() for f in futures]
+
+
+def _leaders(lab: NativeLab, topic: str) -> dict[int, int]:
+    """A topic's partition leaders as broker 0 answers (-1: none)."""
+    ip, port = lab.real_endpoint("CLIENT", 0).rsplit(":", 1)
+    with KafkaConnection(ip, int(port), timeout=5) as conn:
+        conn.open()
+        topics = {t.name: t for t in conn.metadata([topic]).topics}
+    return {p.partition: p.leader for p in topics[topic].partitions} if topic in topics else {}
+
+
+def _offsets_ready(lab: NativeLab) -> dict[int, int]:
+    """__consumer_offsets, made by a first coordinator lookup (kprobe's, as a first consumer's) and led everywhere."""
+    _, report = _probe("-b", lab.bootstrap("CLIENT"), "--group", "warm-up")
+    assert report["application"]["coordinators"][0]["node_id"] is not None, report["findings"]
+    deadline = time.monotonic() + 30
+    while not (leaders := _leaders(lab, OFFSETS)) or min(leaders.values()) < 0:
+        assert time.monotonic() < deadline, f"__consumer_offsets not led everywhere: {leaders}"
+        time.sleep(0.1)
+    return leaders
+
+
+def _group_led_by(leaders: dict[int, int], node: int, prefix: str) -> str:
+    return next(g for g in (f"{prefix}-{i}" for i in range(1000)) if leaders[partition_for(g, len(leaders))] == node)
+
+
+def test_one_broker_with_kafkas_defaults_groups_and_transactions_cannot_work(defaults_lab, tmp_path: Path) -> None:
+    """offsets.topic.replication.factor and transaction.state.log.* at Kafka's defaults on one broker."""
+    bootstrap = defaults_lab.bootstrap("CLIENT")
+    _produce(bootstrap, "orders", 2)  # producers work: the endpoints are fine
+    app = _properties(tmp_path, "app", bootstrap, group_id="orders-app", transactional_id="orders-tx")
+
+    code, plain = _probe("-b", bootstrap)
+    assert code == 1
+    assert _codes(plain) == {"OFFSETS_TOPIC_UNCREATABLE": [("error", None)],
+                             "TRANSACTION_LOG_UNCREATABLE": [("warning", None)]}
+    message = next(f["message"] for f in plain["findings"] if f["code"] == "OFFSETS_TOPIC_UNCREATABLE")
+    assert "offsets.topic.replication.factor=3" in message and "1 live broker" in message
+
+    code, named = _probe("-F", str(app))
+    assert code == 1
+    assert _codes(named) == {"OFFSETS_TOPIC_UNCREATABLE": [("error", None)],
+                             "TRANSACTION_LOG_UNCREATABLE": [("error", None)],
+                             "COORDINATOR_NOT_AVAILABLE": [("error", None), ("error", None)]}
+    assert [c["error"] for c in named["application"]["coordinators"]] == ["COORDINATOR_NOT_AVAILABLE"] * 2
+
+    outcomes = _apps(defaults_lab, tmp_path, [("consume", "orders", app), ("transact", "orders", app)])
+    assert [o.ok for o in outcomes] == [False] * 4, outcomes
+
+
+def test_a_group_whose_coordinator_is_behind_the_broken_listener(groups_lab, tmp_path: Path) -> None:
+    """Broker 2 advertises a closed port on BROKEN2; the topic lives on brokers 0 and 1 only."""
+    topic = topic_on(groups_lab, "billing", [[0], [1]])
+    _produce(groups_lab.bootstrap("CLIENT"), topic, 2)
+    leaders = _offsets_ready(groups_lab)
+    stuck, works = _group_led_by(leaders, 2, "billing"), _group_led_by(leaders, 0, "billing")
+    bootstrap = groups_lab.bootstrap("BROKEN2", 0)
+    files = {g: _properties(tmp_path, g, bootstrap, group_id=g) for g in (stuck, works)}
+
+    code, report = _probe("-F", str(files[stuck]), "-t", topic)
+    assert code == 1
+    codes = _codes(report)
+    assert codes["COORDINATOR_UNREACHABLE"] == [("error", 2)] and codes["ADVERTISED_REFUSED"] == [("error", 2)]
+    coordinator = report["application"]["coordinators"][0]
+    assert (coordinator["node_id"], coordinator["java_id"], coordinator["status"]) == (2, 2147483645, "unreachable")
+    assert coordinator["partition_leader"] == 2 and coordinator["endpoint"].endswith(":1")
+    code, report = _probe("-F", str(files[works]), "-t", topic)
+    assert "COORDINATOR_UNREACHABLE" not in _codes(report) and "COORDINATOR_NOT_AVAILABLE" not in _codes(report)
+    assert report["application"]["coordinators"][0]["node_id"] == 0
+
+    outcomes = _apps(groups_lab, tmp_path, [("consume", topic, files[stuck]), ("consume", topic, files[works])])
+    assert [(o.client, o.ok) for o in outcomes] == [("java", False), ("java", True), ("librdkafka", False),
+                                                    ("librdkafka", True)], outcomes
+
+
+def test_an_offsets_partition_offline_after_its_broker_stops(groups_lab, tmp_path: Path) -> None:
+    """offsets.topic.replication.factor=1 and broker 2 stopped: its groups hang, the others work."""
+    topic = topic_on(groups_lab, "ledger", [[0], [1]])
+    _produce(groups_lab.bootstrap("CLIENT"), topic, 2)
+    leaders = _offsets_ready(groups_lab)
+    stuck, works = _group_led_by(leaders, 2, "ledger"), _group_led_by(leaders, 0, "ledger")
+    bootstrap = groups_lab.bootstrap("CLIENT", 0)
+    files = {g: _properties(tmp_path, g, bootstrap, group_id=g) for g in (stuck, works)}
+    on_two = sorted(p for p, leader in leaders.items() if leader == 2)
+    groups_lab.stop_node(2)
+    try:
+        deadline = time.monotonic() + 30
+        while any(_leaders(groups_lab, OFFSETS)[p] >= 0 for p in on_two):
+            assert time.monotonic() < deadline, "broker 2's offsets partitions kept a leader"
+            time.sleep(0.2)
+        code, report = _probe("-b", bootstrap)
+        assert code == 1
+        offline = next(f for f in report["findings"] if f["code"] == "OFFSETS_PARTITIONS_OFFLINE")
+        assert offline["severity"] == "error" and f"{len(on_two)} of 12 partitions" in offline["message"]
+        assert next(t for t in report["application"]["internal_topics"] if t["name"] == OFFSETS)["offline"] == on_two
+
+        code, report = _probe("-F", str(files[stuck]))
+        assert _codes(report)["COORDINATOR_NOT_AVAILABLE"] == [("error", None)]
+        assert "which has no leader" in next(f["message"] for f in report["findings"]
+                                             if f["code"] == "COORDINATOR_NOT_AVAILABLE")
+        code, report = _probe("-F", str(files[works]))
+        assert "COORDINATOR_NOT_AVAILABLE" not in _codes(report)
+
+        outcomes = _apps(groups_lab, tmp_path, [("consume", topic, files[stuck]), ("consume", topic, files[works])])
+        assert [(o.client, o.ok) for o in outcomes] == [("java", False), ("java", True), ("librdkafka", False),
+                                                        ("librdkafka", True)], outcomes
+    finally:
+        restart_settled(groups_lab, 2)
+
+
+KEYS = st.text(min_size=1, max_size=40)
+
+
+@pytest.fixture(scope="module")
+def placed(groups_lab) -> Iterator[dict[str, object]]:
+    """One connection to broker 0 and both internal topics' leaders, made by a first lookup of each kind."""
+    _offsets_ready(groups_lab)
+    _probe("-b", groups_lab.bootstrap("CLIENT"), "--transactional-id", "warm-up")
+    ip, port = groups_lab.real_endpoint("CLIENT", 0).rsplit(":", 1)
+    conn = KafkaConnection(ip, int(port), timeout=5)
+    conn.open()
+    deadline = time.monotonic() + 30
+    while not (txn := _leaders(groups_lab, TRANSACTIONS)) or min(txn.values()) < 0:
+        assert time.monotonic() < deadline, f"__transaction_state not led everywhere: {txn}"
+        time.sleep(0.1)
+    yield {"conn": conn, OFFSETS: _leaders(groups_lab, OFFSETS), TRANSACTIONS: txn}
+    conn.close()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=st.lists(KEYS, min_size=1, max_size=8, unique=True))
+def test_keys_are_placed_as_the_broker_places_them(placed: dict, keys: list[str]) -> None:
+    """abs(javaHash(key)) % partitions, held to the broker's own FindCoordinator answers, for any text."""
+    conn = placed["conn"]
+    for key_type, topic in ((KEY_GROUP, OFFSETS), (KEY_TRANSACTION, TRANSACTIONS)):
+        version = find_coordinator_version(conn.api_versions, key_type)
+        assert version is not None
+        answers = ask_coordinators(conn, version, key_type, keys)
+        leaders = placed[topic]
+        assert {k: answers[k].node_id for k in keys} == {k: leaders[partition_for(k, len(leaders))] for k in keys}
