@@ -51,7 +51,8 @@ def command(options: JobOptions, verbose: bool = False, where: bool = False, kee
     from kprobe.aggregate.job import run, session
     from kprobe.aggregate.jvm import keep_archive
 
-    spark = session(options.master, kafka=bool(options.kafka), verbose=verbose, light=light)
+    # Authenticated as the warm driver is: for the minutes a cold run lasts its ports are as open to local users.
+    spark = session(options.master, kafka=bool(options.kafka), verbose=verbose, light=light, authenticate=True)
     try:
         result = run(spark, options)
     finally:
