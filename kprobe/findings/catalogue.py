@@ -205,6 +205,9 @@ CATALOGUE: dict[str, Kind] = {
         "roundtrip", (ERROR, WARNING), "--roundtrip and kprobe's verdict disagree on a broker",
         "Error: clients fail where kprobe said they would work. Warning: a real client worked where kprobe "
         "said it would fail."),
+    "ROUNDTRIP_NOT_RUN": Kind(
+        "roundtrip", (ERROR,), "--roundtrip was asked for and could not run",
+        "Nothing was produced or read: the proof asked for is missing, and the reason is named."),
     "ROUNDTRIP_FAILED": Kind(
         "roundtrip", (ERROR,), "A broker answered --roundtrip's produce or fetch with an error",
         "The endpoint works, the request does not: an authorization error, too few in-sync replicas."),

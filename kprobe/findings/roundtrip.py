@@ -20,9 +20,19 @@ from kprobe.models import EndpointResult, Finding, PartitionRoundtrip, Roundtrip
 
 def roundtrip_findings(roundtrip: Roundtrip | None, endpoints: Sequence[EndpointResult],
                        findings: Sequence[Finding]) -> list[Finding]:
-    """ROUNDTRIP_DISAGREES and ROUNDTRIP_FAILED, one finding per leader; `findings` are the verdict's."""
-    if roundtrip is None or roundtrip.status == "not_run":
+    """ROUNDTRIP_DISAGREES and ROUNDTRIP_FAILED, one finding per leader, or ROUNDTRIP_NOT_RUN; `findings` are
+    the verdict's.
+    """
+    if roundtrip is None:
         return []
+    if roundtrip.status == "not_run":
+        # Asked for and not made: the report's verdict lacks the proof the user asked for, and says why.
+        return [finding(
+            "ROUNDTRIP_NOT_RUN", ERROR,
+            f"The round trip on topic {roundtrip.topic!r} did not run: {roundtrip.error}. Nothing was produced or "
+            "read, so this report cannot say a client gets through.",
+            "Act on the reason: a topic this principal may create (or --roundtrip-create with the right to create "
+            "it), or an existing topic of your own; with no bootstrap answering, fix that first.")]
     by_leader: dict[int, list[PartitionRoundtrip]] = {}
     for p in roundtrip.partitions:
         if p.leader is not None:

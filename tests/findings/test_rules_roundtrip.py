@@ -141,8 +141,11 @@ CASES: list[Case] = [
         [("ADVERTISED_REFUSED", "error", 2, "192.0.2.12:9093")],
         roundtrip=trip(ok(0, 0), ok(1, 1), lost(2, 2), status="failed"),
     ),
-    case("not-run-says-nothing", [BOOT], HEALTHY, [],
-         roundtrip=Roundtrip(topic="canary", client=CLIENT, status="not_run", error="topic missing", topic_missing=True)),
+    case("not-run-is-an-error-that-says-why", [BOOT], HEALTHY, [("ROUNDTRIP_NOT_RUN", "error", None, None)],
+         roundtrip=Roundtrip(topic="canary", client=CLIENT, status="not_run",
+                             error="CreateTopics refused: Broker: Topic authorization failed"),
+         says=[("ROUNDTRIP_NOT_RUN", None, "message", "did not run: CreateTopics refused: Broker: Topic authorization "
+                "failed")]),
 ]
 
 
