@@ -36,9 +36,18 @@ DEFS = SCHEMA["$defs"]
     (models.ControllerStatus, DEFS["controller_bootstrap"]["properties"]["status"]["enum"]),
     (models.RoundtripStatus, SCHEMA["properties"]["roundtrip"]["properties"]["status"]["enum"]),
     (models.PartitionRoundtripStatus, DEFS["roundtrip_partition"]["properties"]["status"]["enum"]),
+    (models.CoordinatorKind, SCHEMA["properties"]["application"]["properties"]["coordinators"]["items"]["properties"]
+     ["kind"]["enum"]),
+    (models.NamedTopicStatus, SCHEMA["properties"]["application"]["properties"]["topics"]["items"]["properties"]
+     ["status"]["enum"]),
 ], ids=lambda v: getattr(v, "__name__", None) or "")
 def test_literal_matches_schema_enum(literal, enum):
     assert list(get_args(literal)) == list(enum)
+
+
+def test_the_internal_topics_are_the_schemas():
+    internal = SCHEMA["properties"]["application"]["properties"]["internal_topics"]["items"]["properties"]["name"]
+    assert list(models.INTERNAL_TOPICS) == internal["enum"]
 
 
 def test_every_severity_is_ordered_and_every_code_uses_known_severities():

@@ -535,3 +535,18 @@ def verdict(result: EndpointResult, findings: Sequence[Finding]) -> str:
             return "unusable"
         return "usable" if result.status == "reachable" else result.status
     return result.status
+
+
+def coordinator_verdict(coordinator: Coordinator, endpoints: Sequence[EndpointResult],
+                        findings: Sequence[Finding]) -> str | None:
+    """The coordinator's endpoint in the endpoint table's word (`usable`, `refused`, ...), None with no coordinator.
+
+    A coordinator is one of the advertised endpoints, so it is judged as that row is: the text
+    report, Markdown and `kprobe diff` then never call usable a coordinator the table calls
+    unusable. Where the report has no such row (an edited file), the connect status it kept stands.
+    """
+    if coordinator.node_id is None:
+        return None
+    row = next((r for r in endpoints if r.endpoint.node_id == coordinator.node_id
+                and r.endpoint.hostport == coordinator.endpoint), None)
+    return verdict(row, findings) if row is not None else coordinator.status or "unchecked"

@@ -1,8 +1,9 @@
 """`kprobe diff` in words, in JSON for scripts, and in Markdown for a ticket.
 
 The table puts one endpoint's two verdicts on one line, so "works from the office, not over the
-VPN" reads straight across; the findings only one side has follow, with their fixes; the last
-line says whether the verdicts agree, as the exit code does.
+VPN" reads straight across; the application's coordinators and internal topics whose state changed
+read the same way; the findings only one side has follow, with their fixes; the last line says
+whether the verdicts agree, as the exit code does.
 
 The words follow the question (`ReportDiff.before_after`): one vantage before and after a change
 reads in time ("run gap -> ok", "1 finding went away"); two vantages read side by side ("run gap
@@ -19,7 +20,7 @@ from typing import Any
 
 from kprobe.models import Finding
 from kprobe.output.sanitize import safe
-from kprobe.saved.compare import EndpointRow, ReportDiff, Side
+from kprobe.saved.compare import ApplicationChange, EndpointRow, ReportDiff, Side
 
 _CHANGE_WORDS = {"same": "", "changed": "changed", "moved": "moved", "only_a": "only in A", "only_b": "only in B"}
 _SIDE_BY_SIDE_WORDS = {"same": "", "changed": "differs", "moved": "other endpoint", "only_a": "only at A",
@@ -28,12 +29,16 @@ _SIDE_BY_SIDE_WORDS = {"same": "", "changed": "differs", "moved": "other endpoin
 _COUNTS_IN_TIME = (("changed", "verdict changed", "verdicts changed"), ("moved", "endpoint moved", "endpoints moved"),
                    ("only_a", "endpoint only in A", "endpoints only in A"),
                    ("only_b", "endpoint only in B", "endpoints only in B"),
+                   ("coordinator", "coordinator changed", "coordinators changed"),
+                   ("internal_topic", "internal topic changed", "internal topics changed"),
                    ("findings_a", "finding went away", "findings went away"),
                    ("findings_b", "finding appeared", "findings appeared"))
 _COUNTS_SIDE_BY_SIDE = (("changed", "verdict differs", "verdicts differ"),
                         ("moved", "node advertised at another endpoint", "nodes advertised at other endpoints"),
                         ("only_a", "endpoint only at A", "endpoints only at A"),
                         ("only_b", "endpoint only at B", "endpoints only at B"),
+                        ("coordinator", "coordinator differs", "coordinators differ"),
+                        ("internal_topic", "internal topic differs", "internal topics differ"),
                         ("findings_a", "finding only at A", "findings only at A"),
                         ("findings_b", "finding only at B", "findings only at B"))
 
@@ -85,6 +90,16 @@ def _finding_titles(diff: ReportDiff, name: Callable[[str], str] = safe) -> tupl
 
 
 _HEADER = ("NODE", "ENDPOINT", "A", "B", "")
+_APPLICATION_HEADER = ("PART", "A", "B")
+
+
+def _application_subject(change: ApplicationChange, code: Callable[[str], str] | None = None) -> str:
+    """`group 'billing'`, `transactional id 'tx'` or the internal topic; with `code`, names as Markdown code spans."""
+    name = code(change.name) if code is not None else safe(change.name)
+    if change.part == "internal_topic":
+        return name
+    quoted = name if code is not None else f"'{name}'"
+    return f"{'group' if change.kind == 'group' else 'transactional id'} {quoted}"
 
 
 def _finding_lines(f: Finding, width: int) -> list[str]:
@@ -105,7 +120,9 @@ def verdict_line(diff: ReportDiff) -> str:
     a, b = diff.a.report.status, diff.b.report.status
     if diff.status_changed:
         parts.append(f"run {a} -> {b}" if diff.before_after else f"run {a} at A, {b} at B")
-    found = {"findings_a": len(diff.only_a), "findings_b": len(diff.only_b)}
+    found = {"findings_a": len(diff.only_a), "findings_b": len(diff.only_b),
+             "coordinator": sum(1 for c in diff.application if c.part == "coordinator"),
+             "internal_topic": sum(1 for c in diff.application if c.part == "internal_topic")}
     for change, one, many in _COUNTS_IN_TIME if diff.before_after else _COUNTS_SIDE_BY_SIDE:
         n = found.get(change, sum(1 for r in diff.rows if r.change == change))
         if n:
@@ -127,6 +144,14 @@ def render_text(diffs: list[ReportDiff], *, width: int = 100) -> str:
             widths = [max(len(row[i]) for row in [_HEADER, *rows]) for i in range(len(_HEADER))]
             lines.append("Advertised endpoints, as each side saw them:")
             for row in [_HEADER, *rows]:
+                lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+            lines.append("")
+        if diff.application:
+            rows = [(_application_subject(c), safe(c.state_a), safe(c.state_b)) for c in diff.application]
+            widths = [max(len(row[i]) for row in [_APPLICATION_HEADER, *rows]) for i in range(3)]
+            lines.append("Coordinators and internal topics that changed:" if diff.before_after
+                         else "Coordinators and internal topics that differ:")
+            for row in [_APPLICATION_HEADER, *rows]:
                 lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
             lines.append("")
         for title, findings in zip(_finding_titles(diff), (diff.only_a, diff.only_b), strict=True):
@@ -162,6 +187,8 @@ def to_dict(diff: ReportDiff) -> dict[str, Any]:
         "endpoints": [{"node_id": r.node_id, "a": r.endpoint_a, "b": r.endpoint_b, "verdict_a": r.verdict_a,
                        "verdict_b": r.verdict_b, "addresses_a": list(r.addresses_a),
                        "addresses_b": list(r.addresses_b), "change": r.change} for r in diff.rows],
+        "application": [{"part": c.part, "kind": c.kind, "name": c.name, "a": c.state_a, "b": c.state_b}
+                        for c in diff.application],
         "findings_only_a": [_finding_dict(f) for f in diff.only_a],
         "findings_only_b": [_finding_dict(f) for f in diff.only_b],
     }
@@ -207,6 +234,10 @@ def render_markdown(diffs: list[ReportDiff]) -> str:
                      markdown.prose(c[3], is_safe=True), f"**{c[4]}**" if c[4] else ""]
                     for r, c in ((r, _cells(r, before_after=diff.before_after)) for r in diff.rows)]
             lines += [*markdown.table(["Node", "Endpoint", "A", "B", "Change"], rows), ""]
+        if diff.application:
+            cells = [[_application_subject(c, markdown.code), markdown.prose(c.state_a), markdown.prose(c.state_b)]
+                     for c in diff.application]
+            lines += [*markdown.table(["Part", "A", "B"], cells), ""]
         for title, findings in zip(_finding_titles(diff, markdown.code), (diff.only_a, diff.only_b), strict=True):
             if findings:
                 lines += [f"**{title}**", ""]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from kprobe import __version__
 from kprobe.models import Finding, Report
 from kprobe.output.sanitize import safe
-from kprobe.output.text import endpoint_rows, summary_line
+from kprobe.output.text import ApplicationRow, application_rows, endpoint_rows, summary_line
 
 # Characters Markdown may read as markup in running text (emphasis, code, links, HTML, tables, headings,
 # strikethrough, entities); a backslash makes each literal. `>` and `!` need none once `<` and `[` have one.
@@ -99,6 +99,15 @@ def command_line(report: Report) -> str:
         parts += ["--roundtrip", str(settings["roundtrip"])]
         if settings.get("roundtrip_create"):
             parts.append("--roundtrip-create")
+    # The application named: an option only where the properties above do not already name it (-F's group.id).
+    named = props if isinstance(props, dict) else {}
+    for key, flag, prop in (("group", "--group", "group.id"), ("transactional_id", "--transactional-id",
+                                                               "transactional.id")):
+        if isinstance(settings.get(key), str) and named.get(prop) != settings[key]:
+            parts += [flag, str(settings[key])]
+    topics = settings.get("topics")
+    if isinstance(topics, list):
+        parts += [x for t in topics if isinstance(t, str) for x in ("--topic", t)]
     if report.vantage.name != report.vantage.hostname:
         parts += ["--vantage", report.vantage.name]
     return " ".join(_shell_word(safe(p)) for p in parts)
@@ -132,6 +141,18 @@ def finding_lines(f: Finding) -> list[str]:
     return [f"- **{f.severity.upper()}** {code(f.code, limit=64)}{place}  ",
             f"  {message(f.message)}  ",
             f"  **Fix:** {message(f.fix)}"]
+
+
+def _application_cells(row: ApplicationRow) -> list[str]:
+    """One application row: its subject (a user's or broker's name, in a code span) and its state.
+
+    What is wrong is bold, as an endpoint's verdict is when it is not usable: red and yellow in the
+    terminal, where a ticket has no colour.
+    """
+    subject = f"{row.what} {code(row.name)}" if row.what else code(row.name)
+    state = ": ".join(f"**{prose(text, is_safe=True)}**" if color in ("red", "yellow") else prose(text, is_safe=True)
+                      for text, color in row.parts)
+    return [subject, state]
 
 
 def render(report: Report) -> str:
@@ -168,6 +189,10 @@ def render(report: Report) -> str:
                 row[-1] = f"**{row[-1]}**"
         titles = [h if h in ("DNS", "TCP", "TLS") else h.title() for h in header]
         lines += [f"**{title}**", "", *table(titles, cells), ""]
+    app_rows = application_rows(report)
+    if app_rows:
+        lines += ["**Application**", "", *table(["Part", "State"],
+                                                 [_application_cells(r) for r in app_rows]), ""]
     rt = report.roundtrip
     if rt is not None:
         lines.append(f"**Round trip** on topic {code(rt.topic)} through {prose(rt.client)}: {rt.partitions_ok}/"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from kprobe.models import CLIENTS_CONNECT, EndpointResult, Report, is_usable
+from kprobe.models import CLIENTS_CONNECT, EndpointResult, Report, coordinator_verdict, is_usable
 from kprobe.output.sanitize import safe
 
 LABEL_LIMIT = 1024
@@ -175,6 +175,25 @@ def render(report: Report) -> str:
             if p.status == "ok" and p.roundtrip_ms is not None:
                 sample("kprobe_roundtrip_partition_seconds", {"topic": rt.topic, "partition": p.partition,
                                                               "vantage": vantage}, _seconds(p.roundtrip_ms))
+    if report.application is not None:
+        # Only when the report has an application section (an application named, or an internal topic missing
+        # or failing): a plain probe of a healthy cluster keeps the families it always had.
+        app = report.application
+        family("kprobe_internal_topic_serves", "1 if the internal topic (__consumer_offsets: groups; "
+               "__transaction_state: transactions) can serve every key: it exists or the brokers can create it, "
+               "and each partition has a leader and enough in-sync replicas.")
+        for internal in app.internal_topics:
+            sample("kprobe_internal_topic_serves", {"topic": internal.name, "vantage": vantage},
+                   1 if internal.serves else 0)
+        if app.coordinators:
+            family("kprobe_coordinator_usable", "1 if FindCoordinator named a coordinator for the group "
+                   "(kind=group) or transactional id (kind=transaction) and its endpoint is usable from this "
+                   "vantage, as kprobe_endpoint_usable judges it.")
+            for coordinator in app.coordinators:
+                word = coordinator_verdict(coordinator, report.endpoints, report.findings)
+                sample("kprobe_coordinator_usable", {"kind": coordinator.kind, "key": coordinator.key,
+                                                     "vantage": vantage},
+                       1 if word == "usable" or word in CLIENTS_CONNECT else 0)
     family("kprobe_dns_lookup_seconds", "Time to resolve the advertised host.")
     for host, ms in {r.endpoint.host: r.dns.ms for r in report.endpoints if r.dns.ms is not None}.items():
         sample("kprobe_dns_lookup_seconds", {"host": host, "vantage": vantage}, _seconds(ms or 0))

@@ -12,13 +12,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kprobe.models import (
+    OFFSETS_TOPIC,
+    Application,
     BootstrapResult,
     ControllerBootstrapResult,
+    Coordinator,
     EndpointResult,
     Finding,
+    InternalTopic,
+    NamedTopic,
     Report,
     Roundtrip,
     TcpResult,
+    coordinator_verdict,
     verdict,
 )
 from kprobe.output.sanitize import safe
@@ -162,6 +168,141 @@ def _controllers_summary(v: Verdict) -> str:
             f"{usable}/{endpoints} controller endpoints usable, ")
 
 
+@record
+class ApplicationRow:
+    """One line of the application block: what it is about (`what` and the untrusted `name`), then its state.
+
+    `parts` are already safe, each with the colour of what it says (None: plain); the text report
+    joins them with ": ", Markdown puts them in one cell. `name` stays raw so that each output quotes
+    it its own way (quotes in text, a code span in Markdown).
+    """
+
+    what: str  # "group", "transactional id", "topic", or "" for an internal topic
+    name: str
+    parts: tuple[tuple[str, str | None], ...]
+
+
+# Past this many partitions, a list of them ends in "and N more": a line, not a screen.
+_NUMBERS_SHOWN = 10
+
+
+def _numbers(values: Sequence[int]) -> str:
+    shown = ", ".join(str(v) for v in values[:_NUMBERS_SHOWN])
+    return shown + (f" and {len(values) - _NUMBERS_SHOWN} more" if len(values) > _NUMBERS_SHOWN else "")
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _coordinator_row(c: Coordinator, report: Report) -> ApplicationRow:
+    """Who coordinates the key, where its partition is, and what its endpoint gave from here."""
+    topic = OFFSETS_TOPIC if c.kind == "group" else "__transaction_state"
+    internal = next((t for t in report.application.internal_topics if t.name == topic), None) \
+        if report.application is not None else None
+    leaderless = internal is not None and c.partition in internal.offline
+    where = "" if c.partition is None else f"partition {c.partition} of {topic}" + (
+        f" led by {c.partition_leader}" if c.partition_leader is not None
+        else " (no leader)" if leaderless else "")
+    word = coordinator_verdict(c, report.endpoints, report.findings)
+    if word is None:
+        parts = ((where, None),) if where else ()
+        return ApplicationRow(what="group" if c.kind == "group" else "transactional id", name=c.key,
+                              parts=(*parts, (f"no coordinator ({safe(c.error or 'none named')})", "red")))
+    who = f"coordinator broker {c.node_id} at {safe(c.endpoint or '-')} (the Java client logs id {c.java_id})"
+    return ApplicationRow(what="group" if c.kind == "group" else "transactional id", name=c.key,
+                          parts=(((f"{who}, {where}" if where else who), None),
+                                 (f"{word} from here", _VERDICT_COLOR.get(word, "red"))))
+
+
+def _internal_row(t: InternalTopic, app: Application) -> ApplicationRow | None:
+    """An internal topic that is missing or cannot serve every key; None for one that does (nothing to say).
+
+    Groups that cannot work are an error, transactions a warning unless a transactional id was
+    named: the colours follow the findings' severities.
+    """
+    bad = "red" if t.name == OFFSETS_TOPIC or app.transactional_id else "yellow"
+    first = "consumer's" if t.name == OFFSETS_TOPIC else "transactional producer's"
+    rf = "-" if t.replication_factor is None else str(t.replication_factor)
+    assumed = "" if t.settings_read else " (Kafka's default: not readable from here)"
+    if t.exists is False:
+        if not t.can_create:
+            return ApplicationRow(what="", name=t.name, parts=(
+                ("missing; cannot be created", bad),
+                (f"replication factor {rf}{assumed}, {_plural(t.live_brokers, 'live broker')}", None)))
+        if t.min_isr is not None and t.replication_factor is not None and t.min_isr > t.replication_factor:
+            return ApplicationRow(what="", name=t.name, parts=(
+                ("missing; its writes will be refused", bad),
+                (f"replication factor {rf}{assumed}, min.isr {t.min_isr}", None)))
+        return ApplicationRow(what="", name=t.name, parts=(
+            (f"missing, will be created at the first {first} coordinator lookup", "dim"),))
+    problems = []
+    if t.offline:
+        problems.append(f"{len(t.offline)} of {_plural(t.partitions, 'partition')} without a leader: "
+                        f"{_numbers(t.offline)}")
+    if t.under_min_isr:
+        problems.append(f"{len(t.under_min_isr)} of {_plural(t.partitions, 'partition')} below min.isr "
+                        f"{t.min_isr}: {_numbers(t.under_min_isr)}")
+    if not problems:
+        return None
+    return ApplicationRow(what="", name=t.name, parts=tuple((p, bad) for p in problems))
+
+
+def _named_row(t: NamedTopic) -> ApplicationRow:
+    if t.status == "ok":
+        return ApplicationRow(what="topic", name=t.name, parts=((f"{_plural(t.partitions, 'partition')}, ok",
+                                                                 "green"),))
+    if t.status == "not_found":
+        state = "not found"
+    elif t.status == "not_authorized":
+        state = "not authorized to describe it (TOPIC_AUTHORIZATION_FAILED)"
+    elif t.status == "no_leader":
+        state = (f"{_plural(t.partitions, 'partition')}, {len(t.leaderless)} without a leader: "
+                 f"{_numbers(t.leaderless)}" if t.leaderless else "no partition has a leader")
+    else:
+        state = f"error: {safe(t.error or 'unknown')}"
+    return ApplicationRow(what="topic", name=t.name, parts=((state, "red"),))
+
+
+def application_rows(report: Report) -> list[ApplicationRow]:
+    """The application block's lines, in the order a user checks them: coordinators, internal topics, topics.
+
+    An internal topic is listed only when it is missing or does not serve every key: a healthy one
+    adds nothing to the coordinator lines. The text and Markdown outputs share these rows.
+    """
+    app = report.application
+    if app is None:
+        return []
+    rows = [_coordinator_row(c, report) for c in app.coordinators]
+    for kind, named in (("group", app.group), ("transaction", app.transactional_id)):
+        if named is not None and not any(c.kind == kind and c.key == named for c in app.coordinators):
+            rows.append(ApplicationRow(what="group" if kind == "group" else "transactional id", name=named,
+                                       parts=(("coordinator not known (no bootstrap answered the question)",
+                                               "yellow"),)))
+    rows += [row for t in app.internal_topics if (row := _internal_row(t, app)) is not None]
+    rows += [_named_row(t) for t in app.topics]
+    return rows
+
+
+def application_label(row: ApplicationRow) -> str:
+    """The row's subject for a terminal: `group 'billing'`, `__consumer_offsets` (names made safe)."""
+    return f"{row.what} '{safe(row.name)}'" if row.what else safe(row.name)
+
+
+def _application_lines(report: Report, style: _Style) -> list[str]:
+    """The application block: each subject, aligned, then its state; nothing when the report has no application."""
+    rows = application_rows(report)
+    if not rows:
+        return []
+    labels = [application_label(r) + ":" for r in rows]
+    width = max(len(label) for label in labels)
+    lines = [style(f"Application, from {safe(report.vantage.name)}:", "bold")]
+    for label, row in zip(labels, rows, strict=True):
+        lines.append(f"  {label.ljust(width)} " + ": ".join(style(text, color) for text, color in row.parts))
+    lines.append("")
+    return lines
+
+
 _TRIP_COLOR = {"ok": "green", "produce_failed": "red", "consume_failed": "red", "unfinished": "yellow",
                "failed": "red", "not_run": "red"}
 # Past this many partitions, the table lists only those that did not make it.
@@ -222,6 +363,7 @@ def render(report: Report, *, color: bool = False, width: int = 100) -> str:
         lines.append(style(f"Advertised controller endpoints, from {safe(v.name)} ({resolver}):", "bold"))
         lines.extend(_endpoint_table(report.controller_endpoints, report.findings, style))
         lines.append("")
+    lines.extend(_application_lines(report, style))
     if report.roundtrip is not None:
         lines.extend(_roundtrip_lines(report.roundtrip, style))
     if report.findings:

@@ -3,7 +3,8 @@
 The questions people bring are "why does it work from the office and not over the VPN?" and
 "did my listener change fix it?". Both are answered by the same comparison: the run's verdict,
 the cluster and broker set each side saw, each advertised endpoint's verdict from each side
-(the words of the text table: `usable`, `unresolvable`, ...), and the findings only one side has.
+(the words of the text table: `usable`, `unresolvable`, ...), the findings only one side has, and the
+application's coordinators and internal topics whose state changed.
 Endpoints are paired by node and advertised `host:port`; one left over on each side for the same
 node has moved (a changed `advertised.listeners`). Timings never count as a difference: the same
 endpoint answering in 2 ms and in 3 ms is the same verdict.
@@ -19,10 +20,22 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Literal
 
-from kprobe.models import EndpointResult, Finding, Report, verdict
+from kprobe.models import (
+    INTERNAL_TOPICS,
+    Coordinator,
+    CoordinatorKind,
+    EndpointResult,
+    Finding,
+    InternalTopic,
+    Report,
+    coordinator_verdict,
+    verdict,
+)
 from kprobe.records import record
 
 Change = Literal["same", "changed", "moved", "only_a", "only_b"]
+# What an application row is about: a group's or transactional id's coordinator, or an internal topic.
+ApplicationPart = Literal["coordinator", "internal_topic"]
 
 
 @record(kw_only=True)
@@ -63,6 +76,22 @@ class EndpointRow:
 
 
 @record(kw_only=True)
+class ApplicationChange:
+    """A coordinator or an internal topic whose state differs between the sides.
+
+    `name` is the group, the transactional id (`kind` says which) or the internal topic: a user's or
+    a broker's text, made safe by whoever prints it. `state_a` and `state_b` are short words ("broker
+    2, unreachable", "missing, cannot be created"), "-" on a side that said nothing of it.
+    """
+
+    part: ApplicationPart
+    name: str
+    kind: CoordinatorKind | None = None
+    state_a: str
+    state_b: str
+
+
+@record(kw_only=True)
 class ReportDiff:
     """Everything that differs between A and B; `differs` is what the exit code says."""
 
@@ -71,6 +100,7 @@ class ReportDiff:
     rows: tuple[EndpointRow, ...]
     only_a: tuple[Finding, ...]
     only_b: tuple[Finding, ...]
+    application: tuple[ApplicationChange, ...] = ()
 
     @property
     def status_changed(self) -> bool:
@@ -111,7 +141,7 @@ class ReportDiff:
     def differs(self) -> bool:
         """Whether anything in the comparison differs (exit 1, as `diff` exits)."""
         return bool(self.status_changed or self.clusters_differ or self.brokers_differ or self.changed_rows
-                    or self.only_a or self.only_b)
+                    or self.only_a or self.only_b or self.application)
 
 
 def _instant(value: str) -> dt.datetime | None:
@@ -175,7 +205,54 @@ def compare(a: Side, b: Side) -> ReportDiff:
     keys_b = {_finding_key(f) for f in b.report.findings}
     return ReportDiff(a=a, b=b, rows=tuple(rows),
                       only_a=tuple(f for f in a.report.findings if _finding_key(f) not in keys_b),
-                      only_b=tuple(f for f in b.report.findings if _finding_key(f) not in keys_a))
+                      only_b=tuple(f for f in b.report.findings if _finding_key(f) not in keys_a),
+                      application=_application_changes(a.report, b.report))
+
+
+def _coordinator_state(c: Coordinator, report: Report) -> tuple[object, str]:
+    """What counts for a coordinator (its node and its endpoint's verdict, or its error) and how it reads."""
+    word = coordinator_verdict(c, report.endpoints, report.findings)
+    if word is None:
+        return (None, c.error), f"no coordinator ({c.error or 'none named'})"
+    return (c.node_id, word), f"broker {c.node_id}, {word}"
+
+
+def _topic_state(t: InternalTopic | None) -> str:
+    if t is None:
+        return "-"
+    if t.exists is False:
+        return "missing, can be created" if t.can_create else "missing, cannot be created"
+    problems = [f"{len(t.offline)} of {t.partitions} partitions without a leader"] if t.offline else []
+    if t.under_min_isr:
+        problems.append(f"{len(t.under_min_isr)} of {t.partitions} partitions below min.isr")
+    return "; ".join(problems) or ("serves" if t.serves else "does not serve")
+
+
+def _application_changes(a: Report, b: Report) -> tuple[ApplicationChange, ...]:
+    """Coordinators whose node or verdict changed, internal topics that began or stopped serving.
+
+    A coordinator is compared only where both runs asked for it: a key one run did not name is not
+    a change of the cluster. A report without an application section had nothing to say (nothing
+    named, every internal topic serving or not judged), so an internal topic there reads "-" and
+    counts as serving: the side where it stopped serving is the one that shows it.
+    """
+    changes: list[ApplicationChange] = []
+    coordinators_b = {(c.kind, c.key): c for c in (b.application.coordinators if b.application else ())}
+    for ca in a.application.coordinators if a.application else ():
+        cb = coordinators_b.get((ca.kind, ca.key))
+        if cb is None:
+            continue
+        (key_a, words_a), (key_b, words_b) = _coordinator_state(ca, a), _coordinator_state(cb, b)
+        if key_a != key_b:
+            changes.append(ApplicationChange(part="coordinator", kind=ca.kind, name=ca.key, state_a=words_a,
+                                             state_b=words_b))
+    for name in INTERNAL_TOPICS:
+        ta = next((t for t in a.application.internal_topics if t.name == name), None) if a.application else None
+        tb = next((t for t in b.application.internal_topics if t.name == name), None) if b.application else None
+        if (ta is None or ta.serves) != (tb is None or tb.serves):
+            changes.append(ApplicationChange(part="internal_topic", name=name, state_a=_topic_state(ta),
+                                             state_b=_topic_state(tb)))
+    return tuple(changes)
 
 
 def _row(ra: EndpointResult, rb: EndpointResult, findings_a: Sequence[Finding], findings_b: Sequence[Finding], *,
