@@ -49,9 +49,9 @@ def _transactions(**changes: object) -> dict:
 
 def _coordinator(kind: str, key: str, partition: int, node_id: int | None, endpoint: str | None,
                  status: str | None, error: str | None = None) -> dict:
+    java_id = None if node_id is None else 2147483647 - node_id if kind == "group" else node_id
     return {"kind": kind, "key": key, "partition": partition, "partition_leader": node_id, "node_id": node_id,
-            "java_id": None if node_id is None else 2147483647 - node_id, "endpoint": endpoint, "status": status,
-            "error": error}
+            "java_id": java_id, "endpoint": endpoint, "status": status, "error": error}
 
 
 APPLICATION = {
@@ -82,7 +82,7 @@ APPLICATION_TEXT = """\
 Application, from recorded:
   group 'billing-2':       coordinator broker 2 at 127.0.0.34:34647 (the Java client logs id 2147483645), \
 partition 2 of __consumer_offsets led by 2: unreachable from here
-  transactional id 'tx-1': coordinator broker 0 at 127.0.0.31:45985 (the Java client logs id 2147483647), \
+  transactional id 'tx-1': coordinator broker 0 at 127.0.0.31:45985, \
 partition 20 of __transaction_state led by 0: usable from here
   __transaction_state:     missing, will be created at the first transactional producer's coordinator lookup
   topic 'billing':         3 partitions, ok

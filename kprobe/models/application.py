@@ -175,8 +175,16 @@ class Coordinator:
 
     @property
     def java_id(self) -> int | None:
-        """The id the Java client logs for this coordinator (`Integer.MAX_VALUE - nodeId`)."""
-        return None if self.node_id is None else 2147483647 - self.node_id
+        """The id the Java client logs for this coordinator, so that a user can find it in their logs.
+
+        A consumer keeps its coordinator as a node of its own, `Integer.MAX_VALUE - nodeId`
+        (AbstractCoordinator, CoordinatorRequestManager: "Discovered group coordinator host:port (id:
+        2147483645 ...)"), on a connection apart from the broker's; a transactional producer logs the
+        broker's own id (TransactionManager: "Discovered transaction coordinator host:port (id: 2 ...)").
+        """
+        if self.node_id is None:
+            return None
+        return self.node_id if self.kind == "transaction" else 2147483647 - self.node_id
 
 
 @record(kw_only=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from kprobe.models import Finding
 from kprobe.output.sanitize import safe
+from kprobe.output.text import KEY_WORDS
 from kprobe.saved.compare import ApplicationChange, EndpointRow, ReportDiff, Side
 
 _CHANGE_WORDS = {"same": "", "changed": "changed", "moved": "moved", "only_a": "only in A", "only_b": "only in B"}
@@ -99,7 +100,7 @@ def _application_subject(change: ApplicationChange, code: Callable[[str], str] |
     if change.part == "internal_topic":
         return name
     quoted = name if code is not None else f"'{name}'"
-    return f"{'group' if change.kind == 'group' else 'transactional id'} {quoted}"
+    return f"{KEY_WORDS.get(change.kind or '', change.kind)} {quoted}"
 
 
 def _finding_lines(f: Finding, width: int) -> list[str]:

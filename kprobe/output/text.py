@@ -13,6 +13,7 @@ from typing import Any
 
 from kprobe.models import (
     OFFSETS_TOPIC,
+    TRANSACTIONS_TOPIC,
     Application,
     BootstrapResult,
     ControllerBootstrapResult,
@@ -182,6 +183,8 @@ class ApplicationRow:
     parts: tuple[tuple[str, str | None], ...]
 
 
+# How a coordinator's key is named, by its kind (a kind this table lacks is named by its own word).
+KEY_WORDS = {"group": "group", "transaction": "transactional id", "share": "share group"}
 # Past this many partitions, a list of them ends in "and N more": a line, not a screen.
 _NUMBERS_SHOWN = 10
 
@@ -197,7 +200,7 @@ def _plural(count: int, word: str) -> str:
 
 def _coordinator_row(c: Coordinator, report: Report) -> ApplicationRow:
     """Who coordinates the key, where its partition is, and what its endpoint gave from here."""
-    topic = OFFSETS_TOPIC if c.kind == "group" else "__transaction_state"
+    topic = TRANSACTIONS_TOPIC if c.kind == "transaction" else OFFSETS_TOPIC
     internal = next((t for t in report.application.internal_topics if t.name == topic), None) \
         if report.application is not None else None
     leaderless = internal is not None and c.partition in internal.offline
@@ -207,10 +210,12 @@ def _coordinator_row(c: Coordinator, report: Report) -> ApplicationRow:
     word = coordinator_verdict(c, report.endpoints, report.findings)
     if word is None:
         parts = ((where, None),) if where else ()
-        return ApplicationRow(what="group" if c.kind == "group" else "transactional id", name=c.key,
+        return ApplicationRow(what=KEY_WORDS.get(c.kind, c.kind), name=c.key,
                               parts=(*parts, (f"no coordinator ({safe(c.error or 'none named')})", "red")))
-    who = f"coordinator broker {c.node_id} at {safe(c.endpoint or '-')} (the Java client logs id {c.java_id})"
-    return ApplicationRow(what="group" if c.kind == "group" else "transactional id", name=c.key,
+    # A consumer logs its coordinator under an id of its own; a producer logs the broker's id, said already.
+    logs = f" (the Java client logs id {c.java_id})" if c.java_id != c.node_id else ""
+    who = f"coordinator broker {c.node_id} at {safe(c.endpoint or '-')}{logs}"
+    return ApplicationRow(what=KEY_WORDS.get(c.kind, c.kind), name=c.key,
                           parts=(((f"{who}, {where}" if where else who), None),
                                  (f"{word} from here", _VERDICT_COLOR.get(word, "red"))))
 
@@ -276,7 +281,7 @@ def application_rows(report: Report) -> list[ApplicationRow]:
     rows = [_coordinator_row(c, report) for c in app.coordinators]
     for kind, named in (("group", app.group), ("transaction", app.transactional_id)):
         if named is not None and not any(c.kind == kind and c.key == named for c in app.coordinators):
-            rows.append(ApplicationRow(what="group" if kind == "group" else "transactional id", name=named,
+            rows.append(ApplicationRow(what=KEY_WORDS[kind], name=named,
                                        parts=(("coordinator not known (no bootstrap answered the question)",
                                                "yellow"),)))
     rows += [row for t in app.internal_topics if (row := _internal_row(t, app)) is not None]
