@@ -5,6 +5,9 @@ What each decoder must find comes from the lab's configuration at recording time
 host and port, the topic made with 3 partitions), never from the decoder itself. Every prefix
 of every recorded answer must fail as a protocol error, never as some other exception: a peer
 that stops mid-answer is the commonest hostile input there is.
+
+FindCoordinator's answers are built by hand from the protocol's own message definitions (the
+lab's recordings hold none yet), and where a key lives is checked against Java's own hashes.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from kprobe.kafka import codec
+from kprobe.kafka import coordinator_codec as fc
 from kprobe.kafka.wire import Reader, WireError
+from kprobe.models import CoordinatorReply
 
 DATA = json.loads((Path(__file__).parent / "data" / "kafka_responses.json").read_text(encoding="utf-8"))
 RECORDS = {r["name"]: r for r in DATA["records"]}
@@ -282,3 +287,191 @@ def test_runs_stay_bounded_whatever_the_replica_lists(version):
     assert all(len(run.values) <= RUN_VALUES_MAX for run in runs) and sum(len(run) for run in runs) == 300
     assert len(runs) <= 8  # gathered by shape, two shapes: a few runs, not one per partition
     assert [(p.partition, len(p.isrs)) for p in topic.partitions] == [(p, 100 - p % 2) for p in range(300)]
+
+
+# -- FindCoordinator: where a group or transactional id lives, and who coordinates it ----------------------
+# The answers below are built by hand from Kafka's FindCoordinatorResponse.json, field by field: v0 (error,
+# node, host, port), v1-v2 (throttle and an error message first), v3 (the same, flexible: compact strings and
+# tagged fields), v4-v6 (one entry per key asked, each with its own error). The hashes are Java's own
+# (`String.hashCode()` printed by JDK 17), never kprobe's.
+PORT_9092 = b"\x00\x00\x23\x84"
+NO_NODE = b"\xff\xff\xff\xff"
+
+
+@pytest.mark.parametrize(("key", "java"), [
+    ("", 0),
+    ("a", 97),
+    ("billing-0", 1828025694),
+    ("payments-tx", -1539523292),  # wraps past 2**31: negative, as in Java
+    ("polygenelubricants", -2147483648),  # Integer.MIN_VALUE exactly
+    ("gr\u00fc\u00dfe", 98768023),  # Latin-1 letters outside ASCII: one UTF-16 unit each
+    ("\u4e2d\u6587-group", -340409364),
+    ("a\U0001f600b", 57849694),  # outside the BMP: hashed as its two surrogates, as Java's UTF-16 string holds it
+    ("\ud800", 55296),  # a lone surrogate, which Java strings can hold and Python's UTF-16 codec refuses
+])
+def test_java_hash_is_javas_string_hashcode(key, java):
+    assert fc.java_hash(key) == java
+
+
+@pytest.mark.parametrize(("key", "partitions", "partition"), [
+    ("polygenelubricants", 50, 0),  # Utils.abs(Integer.MIN_VALUE) is 0; Math.abs would leave it negative
+    ("polygenelubricants", 7, 0),
+    ("payments-tx", 50, 42),  # abs first: Python's -1539523292 % 50 would be 8
+    ("payments-tx", 3, 2),
+    ("billing-0", 50, 44), ("billing-0", 3, 0), ("billing-1", 3, 1), ("billing-2", 3, 2),
+    ("a", 50, 47), ("", 50, 0), ("gr\u00fc\u00dfe", 50, 23), ("a\U0001f600b", 50, 44), ("\u4e2d\u6587-group", 50, 14),
+    ("anything", 1, 0),
+])
+def test_partition_for_places_keys_as_the_broker_does(key, partitions, partition):
+    """`Utils.abs(key.hashCode()) % partitions`, the coordinators' own placement (JDK 17 computed each expectation)."""
+    assert fc.partition_for(key, partitions) == partition
+
+
+def test_find_coordinator_version_from_api_versions():
+    """The highest both sides speak, and none where the key type needs a version the broker lacks."""
+    kafka_41 = {fc.API_FIND_COORDINATOR: (1, 6)}  # Kafka 4.0 removed v0 (KIP-896)
+    assert fc.find_coordinator_version(kafka_41, fc.KEY_GROUP) == 6
+    assert fc.find_coordinator_version({fc.API_FIND_COORDINATOR: (0, 9)}, fc.KEY_TRANSACTION) == fc.FIND_COORDINATOR_MAX
+    assert fc.find_coordinator_version({fc.API_FIND_COORDINATOR: (0, 2)}, fc.KEY_TRANSACTION) == 2  # Kafka 2.x
+    assert fc.find_coordinator_version({fc.API_FIND_COORDINATOR: (0, 0)}, fc.KEY_GROUP) == 0  # before transactions
+    assert fc.find_coordinator_version({fc.API_FIND_COORDINATOR: (0, 0)}, fc.KEY_TRANSACTION) is None
+    assert fc.find_coordinator_version({fc.API_FIND_COORDINATOR: (0, 5)}, fc.KEY_SHARE) is None  # share groups: v6
+    assert fc.find_coordinator_version({}, fc.KEY_GROUP) is None  # not offered at all
+    assert [fc.is_flexible(v) for v in range(7)] == [False, False, False, True, True, True, True]
+
+
+def test_find_coordinator_request_encodings():
+    """Byte for byte, as FindCoordinatorRequest.json lays them out."""
+    # v0: the key alone (a group: v0 knew no other kind)
+    assert fc.encode_find_coordinator(0, fc.KEY_GROUP, ["billing-0"]) == b"\x00\x09billing-0"
+    # The length counts UTF-8 bytes, not characters: u and sharp s are two bytes each.
+    assert fc.encode_find_coordinator(0, fc.KEY_GROUP, ["gr\u00fc\u00dfe"]) == b"\x00\x07gr\xc3\xbc\xc3\x9fe"
+    # v1: key, then key type
+    assert fc.encode_find_coordinator(1, fc.KEY_GROUP, ["billing-0"]) == b"\x00\x09billing-0\x00"
+    assert fc.encode_find_coordinator(1, fc.KEY_TRANSACTION, ["payments-tx"]) == b"\x00\x0bpayments-tx\x01"
+    # v3: flexible: compact key (length + 1), key type, empty tagged fields
+    assert fc.encode_find_coordinator(3, fc.KEY_TRANSACTION, ["payments-tx"]) == b"\x0cpayments-tx\x01\x00"
+    # v4: key type first, then a compact array of compact keys, then tagged fields
+    assert fc.encode_find_coordinator(4, fc.KEY_GROUP, ["billing-0", "billing-1"]) == (
+        b"\x00" + b"\x03" + b"\x0abilling-0" + b"\x0abilling-1" + b"\x00")
+    assert fc.encode_find_coordinator(6, fc.KEY_SHARE, ["g"]) == b"\x02\x02\x02g\x00"
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_find_coordinator_before_v4_asks_one_key(version):
+    with pytest.raises(ValueError, match="one key"):
+        fc.encode_find_coordinator(version, fc.KEY_GROUP, ["billing-0", "billing-1"])
+
+
+# Answers for ["billing-0"] (v0-v3) or ["billing-1", "billing-0"] (v4), and what each must decode to.
+ANSWERS: dict[str, tuple[int, list[str], bytes, list[CoordinatorReply]]] = {
+    "v0-found": (0, ["billing-0"],
+                 b"\x00\x00" + b"\x00\x00\x00\x02" + b"\x00\x07kafka-2" + PORT_9092,
+                 [CoordinatorReply(key="billing-0", node_id=2, host="kafka-2", port=9092, error_code=0)]),
+    "v2-not-available": (2, ["billing-0"],
+                         b"\x00\x00\x00\x00" + b"\x00\x0f" + b"\xff\xff" + NO_NODE + b"\x00\x00" + NO_NODE,
+                         [CoordinatorReply(key="billing-0", node_id=-1, host="", port=-1, error_code=15)]),
+    "v2-found-with-throttle": (2, ["billing-0"],
+                               b"\x00\x00\x00\x64" + b"\x00\x00" + b"\xff\xff" + b"\x00\x00\x00\x01"
+                               + b"\x00\x07kafka-1" + PORT_9092,
+                               [CoordinatorReply(key="billing-0", node_id=1, host="kafka-1", port=9092, error_code=0)]),
+    "v3-found": (3, ["billing-0"],
+                 b"\x00\x00\x00\x00" + b"\x00\x00" + b"\x00" + b"\x00\x00\x00\x03" + b"\x08kafka-3" + PORT_9092
+                 + b"\x00",
+                 [CoordinatorReply(key="billing-0", node_id=3, host="kafka-3", port=9092, error_code=0)]),
+    "v3-denied-with-message": (3, ["billing-0"],
+                               b"\x00\x00\x00\x00" + b"\x00\x1e" + b"\x0fNot authorized" + NO_NODE + b"\x01" + NO_NODE
+                               + b"\x00",
+                               [CoordinatorReply(key="billing-0", node_id=-1, host="", port=-1, error_code=30,
+                                                 error_message="Not authorized")]),
+    # The broker answers in its own order (billing-0 first), with a tagged field (tag 5, two bytes) to skip;
+    # the decoder hands them back in the order asked.
+    "v4-two-keys": (4, ["billing-1", "billing-0"],
+                    b"\x00\x00\x00\x00" + b"\x03"
+                    + b"\x0abilling-0" + b"\x00\x00\x00\x01" + b"\x08kafka-1" + PORT_9092 + b"\x00\x00" + b"\x00"
+                    + b"\x01\x05\x02hi"
+                    + b"\x0abilling-1" + NO_NODE + b"\x01" + NO_NODE + b"\x00\x0e" + b"\x08loading" + b"\x00"
+                    + b"\x00",
+                    [CoordinatorReply(key="billing-1", node_id=-1, host="", port=-1, error_code=14,
+                                      error_message="loading"),
+                     CoordinatorReply(key="billing-0", node_id=1, host="kafka-1", port=9092, error_code=0)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ANSWERS))
+def test_find_coordinator_answers(name):
+    version, keys, raw, expected = ANSWERS[name]
+    assert fc.decode_find_coordinator(Reader(raw), version, keys) == expected
+
+
+def test_find_coordinator_errors_in_kafkas_words():
+    """What the report shows for a refused lookup: Kafka's name for the error, then the broker's own message."""
+    [loading, found] = ANSWERS["v4-two-keys"][3]
+    assert fc.reply_error(loading) == "COORDINATOR_LOAD_IN_PROGRESS: loading"
+    assert fc.reply_error(found) is None
+    assert fc.reply_error(ANSWERS["v2-not-available"][3][0]) == "COORDINATOR_NOT_AVAILABLE"
+    assert fc.reply_error(ANSWERS["v3-denied-with-message"][3][0]) == "GROUP_AUTHORIZATION_FAILED: Not authorized"
+
+
+@pytest.mark.parametrize("name", sorted(ANSWERS))
+def test_every_truncation_of_a_find_coordinator_answer_is_a_protocol_error(name):
+    version, keys, raw, _ = ANSWERS[name]
+    for cut in range(len(raw)):
+        with pytest.raises(WireError) as caught:
+            fc.decode_find_coordinator(Reader(raw[:cut]), version, keys)
+        assert caught.value.kind == "protocol", (cut, caught.value)
+
+
+V4_HEAD = b"\x00\x00\x00\x00"  # throttle
+
+
+def _v4_entry(key: bytes, tags: bytes = b"\x00") -> bytes:
+    return key + b"\x00\x00\x00\x01" + b"\x08kafka-1" + PORT_9092 + b"\x00\x00" + b"\x00" + tags
+
+
+@pytest.mark.parametrize(("version", "keys", "raw", "said"), [
+    pytest.param(0, ["billing-0"], ANSWERS["v0-found"][2] + b"\x00", "1 unexpected trailing bytes", id="v0-trailing"),
+    pytest.param(4, ["billing-1", "billing-0"], ANSWERS["v4-two-keys"][2] + b"\x00\x00", "2 unexpected trailing",
+                 id="v4-trailing"),
+    pytest.param(4, ["billing-0", "billing-9"], V4_HEAD + b"\x02" + _v4_entry(b"\x0abilling-0") + b"\x00",
+                 "no coordinator for 'billing-9'", id="v4-a-key-not-answered"),
+    pytest.param(4, ["billing-0"], V4_HEAD + b"\x02" + _v4_entry(b"\x0abilling-X") + b"\x00",
+                 "no coordinator for 'billing-0'", id="v4-another-key-answered"),
+    pytest.param(4, ["billing-0"], V4_HEAD + b"\x01" + b"\x00", "no coordinator for 'billing-0'", id="v4-empty"),
+    pytest.param(4, ["billing-0"], V4_HEAD + b"\x02" + _v4_entry(b"\x0abilling-\xff") + b"\x00",
+                 "no coordinator for 'billing-0'", id="v4-key-not-utf8"),
+    pytest.param(4, ["billing-0"], V4_HEAD + b"\x00" + b"\x00", "a required array is null", id="v4-null-array"),
+    pytest.param(4, ["billing-0"], V4_HEAD + b"\xff\xff\xff\x7f" + _v4_entry(b"\x0abilling-0") + b"\x00",
+                 "does not fit", id="v4-count-beyond-the-answer"),
+    pytest.param(4, ["billing-0"], V4_HEAD + b"\xff\xff\xff\xff\xff\x01", "varint too long", id="v4-varint-too-long"),
+    pytest.param(4, ["billing-0"], V4_HEAD + b"\x02" + _v4_entry(b"\x0abilling-0", b"\x01\x05\xff\xff\xff\x0f")
+                 + b"\x00", "truncated", id="v4-tagged-field-longer-than-the-answer"),
+    pytest.param(0, ["billing-0"], b"\x00\x00" + b"\x00\x00\x00\x02" + b"\xff\xfe" + b"kafka-2" + PORT_9092,
+                 "negative string length", id="v0-host-length-negative"),
+    pytest.param(2, ["billing-0"], b"\x00\x00\x00\x00" + b"\x00\x00" + b"\x7f\xff" + b"x", "truncated",
+                 id="v2-message-longer-than-the-answer"),
+])
+def test_hostile_find_coordinator_answers_are_protocol_errors(version, keys, raw, said):
+    with pytest.raises(WireError, match=said) as caught:
+        fc.decode_find_coordinator(Reader(raw), version, keys)
+    assert caught.value.kind == "protocol"
+
+
+@pytest.mark.parametrize("name", sorted(ANSWERS))
+def test_a_find_coordinator_answer_altered_anywhere_decodes_or_fails_as_a_protocol_error(name):
+    """Every byte of every answer set to each of the values that move a decoder most (zero, the sign bit, the
+    varint continuation bit, all ones), and random answers of every short length: an answer, or a protocol
+    error, never another exception."""
+    import random
+
+    version, keys, raw, _ = ANSWERS[name]
+    altered = [raw[:i] + bytes([v]) + raw[i + 1:] for i in range(len(raw)) for v in (0x00, 0x01, 0x7F, 0x80, 0xFF)]
+    rng = random.Random(name)
+    altered += [rng.randbytes(rng.randrange(64)) for _ in range(500)]
+    for data in altered:
+        try:
+            replies = fc.decode_find_coordinator(Reader(data), version, keys)
+        except WireError as exc:
+            assert exc.kind == "protocol", (data, exc)
+        else:
+            assert [r.key for r in replies] == keys

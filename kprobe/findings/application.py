@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kprobe.findings.catalogue import ERROR, WARNING, finding
+from kprobe.kafka.wire import error_name
 from kprobe.models import (
     OFFSETS_TOPIC,
     Application,
@@ -25,6 +26,7 @@ from kprobe.models import (
     NamedTopic,
     Severity,
     is_usable,
+    verdict,
 )
 
 _CONSUMERS = ("consumers in a group (any client with a group.id) find no group coordinator "
@@ -32,8 +34,15 @@ _CONSUMERS = ("consumers in a group (any client with a group.id) find no group c
               "work")
 _TRANSACTIONS = "transactional producers time out in initTransactions(), while plain producers and consumers work"
 _SETTING_PREFIX = {OFFSETS_TOPIC: "offsets.topic", "__transaction_state": "transaction.state.log"}
-_ENV = {OFFSETS_TOPIC: "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR",
-        "__transaction_state": "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"}
+_TOPIC_DENIED, _UNKNOWN_TOPIC = 29, 3  # TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION
+# FindCoordinator's answer when the principal may not describe the key (group, transactional id authorization
+# failed): no coordinator for it, whatever the internal topic's state.
+_KEY_DENIED = (error_name(30), error_name(53))
+
+
+def _env(setting: str) -> str:
+    """A broker setting as the Apache and Confluent images read it from a Compose file's environment."""
+    return "KAFKA_" + setting.upper().replace(".", "_")
 
 
 def application_findings(application: Application | None, bootstraps: Sequence[BootstrapResult],
@@ -82,7 +91,7 @@ def _internal(topic: InternalTopic, application: Application) -> list[Finding]:
             f"{_settings_note(topic, rf_key, topic.replication_factor)} asks for more replicas than the "
             f"{topic.live_brokers} live broker(s). So {_who(topic)}. The brokers try to create it at a client's first "
             "FindCoordinator, and fail every time.",
-            f"Set {' and '.join(lowest)} on every broker ({_ENV[topic.name]} in a Compose file) and restart them, "
+            f"Set {' and '.join(lowest)} on every broker ({_env(rf_key)} in a Compose file) and restart them, "
             f"or run at least {topic.replication_factor} brokers. The topic is created with the settings in force at "
             "the first coordinator lookup after that.")]
     if topic.exists is False and topic.min_isr is not None and topic.replication_factor is not None \
@@ -92,7 +101,7 @@ def _internal(topic: InternalTopic, application: Application) -> list[Finding]:
             f"{topic.name} does not exist yet and will be created with {rf_key}={topic.replication_factor} but "
             f"{prefix}.min.isr={topic.min_isr}: more in-sync replicas than it will have. Its writes will be refused "
             f"(NOT_ENOUGH_REPLICAS), so {_TRANSACTIONS}.",
-            f"Set {prefix}.min.isr={topic.replication_factor} (KAFKA_TRANSACTION_STATE_LOG_MIN_ISR in a Compose file), "
+            f"Set {prefix}.min.isr={topic.replication_factor} ({_env(prefix + '.min.isr')} in a Compose file), "
             f"or raise {rf_key}, on every broker, and restart them.")]
     out: list[Finding] = []
     if topic.offline:
@@ -124,18 +133,30 @@ def _internal(topic: InternalTopic, application: Application) -> list[Finding]:
 
 def _coordinator(c: Coordinator, application: Application, endpoints: Sequence[EndpointResult],
                  findings: Sequence[Finding]) -> list[Finding]:
-    what = f"group {c.key!r}" if c.kind == "group" else f"transactional id {c.key!r}"
+    what = {"group": f"group {c.key!r}", "transaction": f"transactional id {c.key!r}",
+            "share": f"share group {c.key!r}"}[c.kind]
     topic = next((t for t in application.internal_topics if t.name == (
-        OFFSETS_TOPIC if c.kind == "group" else "__transaction_state")), None)
-    fails = (f"consumers of {what} cannot join, commit or read committed offsets" if c.kind == "group"
-             else f"a producer with {what} times out in initTransactions()")
-    where = f"partition {c.partition} of {topic.name if topic else ''}" if c.partition is not None else ""
-    if c.node_id is None:
-        cause = _cause(c, topic)
+        "__transaction_state" if c.kind == "transaction" else OFFSETS_TOPIC)), None)
+    fails = (f"a producer with {what} times out in initTransactions()" if c.kind == "transaction"
+             else f"consumers of {what} cannot join, commit or read committed offsets")
+    if c.node_id is None and c.error is not None and c.error.startswith(_KEY_DENIED):
+        # Refused before any coordinator is looked for: the internal topic is not the cause, and waiting is no fix.
+        # A group's ACLs (share groups' too) are on the group; a transactional id's on the transactional id.
+        operation, option = ("Write", "--transactional-id") if c.kind == "transaction" else ("Read", "--group")
         return [finding(
             "COORDINATOR_NOT_AVAILABLE", ERROR,
-            f"No coordinator for {what}: the broker answered FindCoordinator with {c.error}. Its key lives in {where}"
-            f"{cause[0]}. So {fails}, from anywhere.",
+            f"No coordinator for {what}: the broker answered FindCoordinator with {c.error}. This principal may not "
+            f"describe {what}, so {fails} with these credentials, from anywhere.",
+            f"Grant this principal {operation} on it (which includes the Describe FindCoordinator needs): "
+            f"kafka-acls.sh --add --allow-principal User:NAME --operation {operation} {option} {c.key}.")]
+    if c.node_id is None:
+        cause = _cause(c, topic)
+        where = (f" Its key lives in partition {c.partition} of {topic.name}{cause[0]}."
+                 if c.partition is not None and topic is not None else "")
+        return [finding(
+            "COORDINATOR_NOT_AVAILABLE", ERROR,
+            f"No coordinator for {what}: the broker answered FindCoordinator with {c.error}.{where} So {fails}, "
+            "from anywhere.",
             cause[1])]
     result = next((r for r in endpoints if r.endpoint.node_id == c.node_id and r.endpoint.hostport == c.endpoint),
                   None)
@@ -144,11 +165,11 @@ def _coordinator(c: Coordinator, application: Application, endpoints: Sequence[E
     return [finding(
         "COORDINATOR_UNREACHABLE", ERROR,
         f"The coordinator of {what} is broker {c.node_id} (the Java client logs it as id {c.java_id}), at "
-        f"{c.endpoint}, which does not work from here ({result.status}; its own finding says why). So {fails} from "
-        "here, even where every partition leader it uses works.",
+        f"{c.endpoint}, which does not work from here ({verdict(result, findings)}; its own finding says why). So "
+        f"{fails} from here, even where every partition leader it uses works.",
         f"Fix broker {c.node_id}'s endpoint as its own finding says: the coordinator is that broker's advertised "
-        f"listener. Until then, from here only the {'groups' if c.kind == 'group' else 'transactional ids'} whose "
-        "partition another broker leads work.",
+        f"listener. Until then, from here only the {'transactional ids' if c.kind == 'transaction' else 'groups'} "
+        "whose partition another broker leads work.",
         node_id=c.node_id, endpoint=c.endpoint)]
 
 
@@ -205,19 +226,27 @@ def _named(named: NamedTopic) -> list[Finding]:
 
 
 def _no_topics_visible(bootstraps: Sequence[BootstrapResult]) -> list[Finding]:
-    """NO_TOPICS_VISIBLE: a SASL principal that sees no topic at all, internal ones included, may likely see none."""
+    """NO_TOPICS_VISIBLE: a SASL principal that sees no topic at all, and is refused the ones asked by name.
+
+    An empty listing alone proves nothing: a new cluster has no topic yet, not even the internal
+    ones, until a client's first coordinator lookup. What tells the two apart is the answer for the
+    topics asked by name on that connection (the internal topics, those named with --topic): the
+    broker says TOPIC_AUTHORIZATION_FAILED only to a principal without Describe on that name, and
+    UNKNOWN_TOPIC_OR_PARTITION (or the topic) to one with it.
+    """
     sasl = [b for b in bootstraps if b.status == "ok" and b.metadata is not None and b.via == "kprobe"
             and not b.full_metadata_lost and (b.protocol or "").startswith("SASL")]
     if not sasl or any(b.metadata is not None and b.metadata.topics for b in sasl):
         return []
-    if any(b.application is not None and b.application.topics
-           and any(t.error_code == 0 for t in b.application.topics) for b in sasl):
-        return []  # asked by name, a topic is there: the listing was empty for another reason
+    asked = [t for b in sasl if b.application is not None for t in b.application.topics]
+    denied = list(dict.fromkeys(t.name for t in asked if t.error_code == _TOPIC_DENIED))
+    if not denied or any(t.error_code in (0, _UNKNOWN_TOPIC) for t in asked):
+        return []  # nothing refused, or a name this principal may describe: the cluster may simply have no topic
     return [finding(
         "NO_TOPICS_VISIBLE", WARNING,
-        f"The metadata lists no topic at all for this principal ({sasl[0].address}). On a cluster with an authorizer "
-        "that is what a principal without Describe on any topic sees: its clients will get "
-        "TOPIC_AUTHORIZATION_FAILED for every topic they name.",
+        f"The metadata lists no topic at all for this principal ({sasl[0].address}), and asked by name, "
+        f"{', '.join(denied)} answered TOPIC_AUTHORIZATION_FAILED. That is what a principal without Describe on any "
+        "topic sees: its clients will get TOPIC_AUTHORIZATION_FAILED for every topic they name.",
         "Grant this principal Describe (and Read or Write) on the topics it uses, or name one with --topic to have "
         "kprobe ask for it.",
         bootstrap=sasl[0].address)]

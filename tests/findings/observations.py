@@ -24,6 +24,8 @@ import pytest
 from kprobe.findings.diagnose import diagnose
 from kprobe.models import (
     AdvertisedBroker,
+    Application,
+    ApplicationAnswer,
     BootstrapResult,
     BootstrapStatus,
     ClusterMetadata,
@@ -73,16 +75,18 @@ def brokers(*triples: tuple[int, str, int]) -> tuple[AdvertisedBroker, ...]:
 def boot(
     address: str, *, connected_to: str | None, advertises: Sequence[tuple[int, str, int]] = (),
     node_id: int | None = None, cluster_id: str | None = CLUSTER, protocol: Protocol | None = None,
-    topics: Sequence[TopicInfo] = (),
+    topics: Sequence[TopicInfo] = (), application: ApplicationAnswer | None = None,
 ) -> BootstrapResult:
     """A bootstrap that answered: it connected to `connected_to` and advertises `advertises`.
 
     `node_id` is what DescribeConfigs on that very connection said (None: not checked), the
-    evidence a proposed listener line needs.
+    evidence a proposed listener line needs. `application` is what the same connection answered
+    after its metadata (coordinators, the internal topics' settings, topics asked by name).
     """
     meta = ClusterMetadata(brokers=brokers(*advertises), cluster_id=cluster_id, controller_id=1, topics=tuple(topics))
     return BootstrapResult(address=address, status="ok", answered_by_id=-1, answered_by_name=f"{address}/bootstrap",
-                           connected_to=connected_to, metadata=meta, ms=3.1, node_id=node_id, protocol=protocol)
+                           connected_to=connected_to, metadata=meta, ms=3.1, node_id=node_id, protocol=protocol,
+                           application=application)
 
 
 def topic(name: str, *partitions: tuple[int, Sequence[int], int]) -> TopicInfo:
@@ -199,16 +203,18 @@ class Case:
     # --roundtrip: what the real client did, to be set beside the verdict.
     roundtrip: Roundtrip | None = None
     concerns: tuple[Concerns, ...] = ()
+    # The report's application section (kprobe.probe.application), judged from the row's observations.
+    application: Application | None = None
 
 
 def case(name: str, bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult],
          expect: Sequence[Expected], *, says: Sequence[Phrase] = (), never_says: Sequence[Phrase] = (),
          xfail: str | None = None, controllers: Sequence[ControllerBootstrapResult] = (),
          controller_endpoints: Sequence[EndpointResult] = (), roundtrip: Roundtrip | None = None,
-         concerns: Sequence[Concerns] = ()) -> Case:
+         concerns: Sequence[Concerns] = (), application: Application | None = None) -> Case:
     """A Case from lists, so rows read without tuple noise."""
     return Case(name, tuple(bootstraps), tuple(endpoints), tuple(expect), tuple(says), tuple(never_says), xfail,
-                tuple(controllers), tuple(controller_endpoints), roundtrip, tuple(concerns))
+                tuple(controllers), tuple(controller_endpoints), roundtrip, tuple(concerns), application)
 
 
 def params(cases: Sequence[Case]) -> list[object]:
@@ -228,7 +234,7 @@ def check(c: Case) -> list[Finding]:
     Messages are built here rather than left to assertion rewriting: this module is a helper,
     not a test module, and a failing row must say what was missing and what was extra.
     """
-    found = diagnose(c.bootstraps, c.endpoints, c.controllers, c.controller_endpoints, c.roundtrip)
+    found = diagnose(c.bootstraps, c.endpoints, c.controllers, c.controller_endpoints, c.roundtrip, c.application)
     got = Counter((f.code, f.severity, f.node_id, f.endpoint) for f in found)
     want = Counter(c.expect)
     if got != want:

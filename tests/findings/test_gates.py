@@ -14,13 +14,14 @@ import pytest
 from observations import Case
 
 from kprobe.findings import diagnose as d
+from kprobe.findings.application import application_findings
 from kprobe.findings.dns import dns_view_findings
 from kprobe.findings.shapes import shape_findings
 from kprobe.findings.tls import client_certificate_findings, expiring_once, tls_findings
 
-TABLES = ("test_rules_advertised", "test_rules_bootstrap", "test_rules_consistency", "test_rules_controllers",
-          "test_rules_dns", "test_rules_identity", "test_rules_repeats", "test_rules_roundtrip", "test_rules_run",
-          "test_rules_shapes", "test_rules_tls")
+TABLES = ("test_rules_advertised", "test_rules_application", "test_rules_bootstrap", "test_rules_consistency",
+          "test_rules_controllers", "test_rules_dns", "test_rules_identity", "test_rules_repeats", "test_rules_roundtrip",
+          "test_rules_run", "test_rules_shapes", "test_rules_tls")
 ROWS: list[Case] = [row for name in TABLES for row in getattr(importlib.import_module(name), "CASES", [])]
 
 
@@ -38,3 +39,5 @@ def test_no_gate_hides_a_finding(row: Case):
         assert [f for r in endpoints for f in dns_view_findings(r)] == []
     if not d._shape_inputs(endpoints):
         assert list(shape_findings(row.bootstraps, endpoints)) == []
+    if row.application is None and not d._sees_nothing(row.bootstraps):
+        assert application_findings(None, row.bootstraps, endpoints, []) == []
