@@ -159,6 +159,12 @@ TransactionalIdOpt = Annotated[
                  help="The transactional.id your producer uses (default: transactional.id from -F/-X): its "
                       "coordinator and its partition of __transaction_state are checked the same way."),
 ]
+ShareGroupOpt = Annotated[
+    str | None,
+    typer.Option("--share-group", metavar="GROUP_ID",
+                 help="A share group (KIP-932) your application consumes in: kprobe checks that the brokers take "
+                      "share groups and probes the group's coordinator."),
+]
 TopicOpt = Annotated[
     list[str],
     typer.Option("--topic", "-t", help="A topic your application uses (repeatable): its metadata's errors (it does "
@@ -238,6 +244,7 @@ def probe(
     roundtrip_create: RoundtripCreateOpt = False,
     group: GroupOpt = None,
     transactional_id: TransactionalIdOpt = None,
+    share_group: ShareGroupOpt = None,
     topic: TopicOpt = [],  # noqa: B006
 ) -> None:
     """Bootstrap against each address separately, then resolve and connect to every endpoint the
@@ -284,6 +291,7 @@ def watch(
     roundtrip_create: RoundtripCreateOpt = False,
     group: GroupOpt = None,
     transactional_id: TransactionalIdOpt = None,
+    share_group: ShareGroupOpt = None,
     topic: TopicOpt = [],  # noqa: B006
 ) -> None:
     """Probe on a schedule in one long-lived process, one run at a time.
@@ -302,7 +310,7 @@ def watch(
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
         compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to,
         controllers=controllers, roundtrip=roundtrip, roundtrip_create=roundtrip_create, group=group,
-        transactional_id=transactional_id, topics=topic),
+        transactional_id=transactional_id, share_group=share_group, topics=topic),
         every=every, jitter=jitter, count=count)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, out_dir=out_dir, prom_file=prom_file, publish=publish,

@@ -182,6 +182,7 @@ class ProbeOptions:
     # The application (--group, --transactional-id, --topic; group.id and transactional.id from the properties).
     group: str | None = None
     transactional_id: str | None = None
+    share_group: str | None = None
     topics: Sequence[str] = ()
     # The properties as the user gave them (Java names and all), for the report; `props` are what the clients take.
     given_props: Mapping[str, str] | None = None
@@ -305,6 +306,7 @@ def probe_options(
     resolve: Iterable[str] = (), connect_to: Iterable[str] = (), controllers: Iterable[str] = (),
     roundtrip: str | None = None, roundtrip_create: bool = False, kcat_default: bool = True,
     group: str | None = None, transactional_id: str | None = None, topics: Iterable[str] = (),
+    share_group: str | None = None,
 ) -> ProbeOptions:
     """The options of `kprobe probe` and `kprobe watch`, as typed.
 
@@ -325,6 +327,7 @@ def probe_options(
     topics = [check_topic_name(t, "--topic") for t in topics]
     group = _check_key(group, "--group", "a group id")
     transactional_id = _check_key(transactional_id, "--transactional-id", "a transactional id")
+    share_group = _check_key(share_group, "--share-group", "a share group id")
     return ProbeOptions(
         bootstraps=addresses,
         props=properties,
@@ -342,6 +345,7 @@ def probe_options(
         roundtrip_create=roundtrip_create,
         group=group,
         transactional_id=transactional_id,
+        share_group=share_group,
         topics=tuple(dict.fromkeys(topics)),
         given_props=given,
     )

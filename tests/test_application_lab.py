@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import restart_settled, topic_on
+from conftest import new_topic, restart_settled, topic_on
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from real_group_clients import AppOutcome, java_app, librdkafka_app
@@ -65,12 +65,15 @@ def _produce(bootstrap: str, topic: str, partitions: int) -> None:
     assert producer.flush(15) == 0, "the test's own records were not delivered"
 
 
-def _apps(lab: NativeLab, tmp_path: Path, runs: list[tuple[str, str, Path]]) -> list[AppOutcome]:
-    """Each (mode, topic, properties) by both clients, all at once: their waits overlap."""
+def _apps(lab: NativeLab, tmp_path: Path, runs: list[tuple[str, str, Path, Path]],
+          budget_ms: int = BUDGET_MS) -> list[AppOutcome]:
+    """Each (mode, topic, the Java client's properties, librdkafka's) by both clients, all at once: their waits
+    overlap. Each client has a file (a group) of its own: two members of one group would share its partitions.
+    """
     with ThreadPoolExecutor(max_workers=2 * len(runs)) as pool:
-        futures = [pool.submit(java_app, mode, lab.classpath, tmp_path, topic, props, BUDGET_MS)
-                   for mode, topic, props in runs]
-        futures += [pool.submit(librdkafka_app, mode, topic, props, BUDGET_MS) for mode, topic, props in runs]
+        futures = [pool.submit(java_app, mode, lab.classpath, tmp_path, topic, java, budget_ms)
+                   for mode, topic, java, _ in runs]
+        futures += [pool.submit(librdkafka_app, mode, topic, rd, budget_ms) for mode, topic, _, rd in runs]
         return [f.result() for f in futures]
 
 
@@ -94,8 +97,10 @@ def _offsets_ready(lab: NativeLab) -> dict[int, int]:
     return leaders
 
 
-def _group_led_by(leaders: dict[int, int], node: int, prefix: str) -> str:
-    return next(g for g in (f"{prefix}-{i}" for i in range(1000)) if leaders[partition_for(g, len(leaders))] == node)
+def _groups_led_by(leaders: dict[int, int], node: int, prefix: str) -> tuple[str, str, str]:
+    """Three group ids whose coordinator is `node`: kprobe's, the Java client's and librdkafka's."""
+    found = [g for g in (f"{prefix}-{i}" for i in range(1000)) if leaders[partition_for(g, len(leaders))] == node]
+    return found[0], found[1], found[2]
 
 
 def test_one_broker_with_kafkas_defaults_groups_and_transactions_cannot_work(defaults_lab, tmp_path: Path) -> None:
@@ -103,6 +108,8 @@ def test_one_broker_with_kafkas_defaults_groups_and_transactions_cannot_work(def
     bootstrap = defaults_lab.bootstrap("CLIENT")
     _produce(bootstrap, "orders", 2)  # producers work: the endpoints are fine
     app = _properties(tmp_path, "app", bootstrap, group_id="orders-app", transactional_id="orders-tx")
+    java = _properties(tmp_path, "java", bootstrap, group_id="orders-java", transactional_id="orders-tx-java")
+    rd = _properties(tmp_path, "rd", bootstrap, group_id="orders-rd", transactional_id="orders-tx-rd")
 
     code, plain = _probe("-b", bootstrap)
     assert code == 1
@@ -118,7 +125,7 @@ def test_one_broker_with_kafkas_defaults_groups_and_transactions_cannot_work(def
                              "COORDINATOR_NOT_AVAILABLE": [("error", None), ("error", None)]}
     assert [c["error"] for c in named["application"]["coordinators"]] == ["COORDINATOR_NOT_AVAILABLE"] * 2
 
-    outcomes = _apps(defaults_lab, tmp_path, [("consume", "orders", app), ("transact", "orders", app)])
+    outcomes = _apps(defaults_lab, tmp_path, [("consume", "orders", java, rd), ("transact", "orders", java, rd)])
     assert [o.ok for o in outcomes] == [False] * 4, outcomes
 
 
@@ -127,22 +134,23 @@ def test_a_group_whose_coordinator_is_behind_the_broken_listener(groups_lab, tmp
     topic = topic_on(groups_lab, "billing", [[0], [1]])
     _produce(groups_lab.bootstrap("CLIENT"), topic, 2)
     leaders = _offsets_ready(groups_lab)
-    stuck, works = _group_led_by(leaders, 2, "billing"), _group_led_by(leaders, 0, "billing")
+    stuck, works = _groups_led_by(leaders, 2, "billing"), _groups_led_by(leaders, 0, "billing")
     bootstrap = groups_lab.bootstrap("BROKEN2", 0)
-    files = {g: _properties(tmp_path, g, bootstrap, group_id=g) for g in (stuck, works)}
+    files = {g: _properties(tmp_path, g, bootstrap, group_id=g) for g in (*stuck, *works)}
 
-    code, report = _probe("-F", str(files[stuck]), "-t", topic)
+    code, report = _probe("-F", str(files[stuck[0]]), "-t", topic)
     assert code == 1
     codes = _codes(report)
     assert codes["COORDINATOR_UNREACHABLE"] == [("error", 2)] and codes["ADVERTISED_REFUSED"] == [("error", 2)]
     coordinator = report["application"]["coordinators"][0]
     assert (coordinator["node_id"], coordinator["java_id"], coordinator["status"]) == (2, 2147483645, "unreachable")
     assert coordinator["partition_leader"] == 2 and coordinator["endpoint"].endswith(":1")
-    code, report = _probe("-F", str(files[works]), "-t", topic)
+    code, report = _probe("-F", str(files[works[0]]), "-t", topic)
     assert "COORDINATOR_UNREACHABLE" not in _codes(report) and "COORDINATOR_NOT_AVAILABLE" not in _codes(report)
     assert report["application"]["coordinators"][0]["node_id"] == 0
 
-    outcomes = _apps(groups_lab, tmp_path, [("consume", topic, files[stuck]), ("consume", topic, files[works])])
+    outcomes = _apps(groups_lab, tmp_path, [("consume", topic, files[stuck[1]], files[stuck[2]]),
+                                            ("consume", topic, files[works[1]], files[works[2]])])
     assert [(o.client, o.ok) for o in outcomes] == [("java", False), ("java", True), ("librdkafka", False),
                                                     ("librdkafka", True)], outcomes
 
@@ -152,9 +160,9 @@ def test_an_offsets_partition_offline_after_its_broker_stops(groups_lab, tmp_pat
     topic = topic_on(groups_lab, "ledger", [[0], [1]])
     _produce(groups_lab.bootstrap("CLIENT"), topic, 2)
     leaders = _offsets_ready(groups_lab)
-    stuck, works = _group_led_by(leaders, 2, "ledger"), _group_led_by(leaders, 0, "ledger")
+    stuck, works = _groups_led_by(leaders, 2, "ledger"), _groups_led_by(leaders, 0, "ledger")
     bootstrap = groups_lab.bootstrap("CLIENT", 0)
-    files = {g: _properties(tmp_path, g, bootstrap, group_id=g) for g in (stuck, works)}
+    files = {g: _properties(tmp_path, g, bootstrap, group_id=g) for g in (*stuck, *works)}
     on_two = sorted(p for p, leader in leaders.items() if leader == 2)
     groups_lab.stop_node(2)
     try:
@@ -168,14 +176,15 @@ def test_an_offsets_partition_offline_after_its_broker_stops(groups_lab, tmp_pat
         assert offline["severity"] == "error" and f"{len(on_two)} of 12 partitions" in offline["message"]
         assert next(t for t in report["application"]["internal_topics"] if t["name"] == OFFSETS)["offline"] == on_two
 
-        code, report = _probe("-F", str(files[stuck]))
+        code, report = _probe("-F", str(files[stuck[0]]))
         assert _codes(report)["COORDINATOR_NOT_AVAILABLE"] == [("error", None)]
         assert "which has no leader" in next(f["message"] for f in report["findings"]
                                              if f["code"] == "COORDINATOR_NOT_AVAILABLE")
-        code, report = _probe("-F", str(files[works]))
+        code, report = _probe("-F", str(files[works[0]]))
         assert "COORDINATOR_NOT_AVAILABLE" not in _codes(report)
 
-        outcomes = _apps(groups_lab, tmp_path, [("consume", topic, files[stuck]), ("consume", topic, files[works])])
+        outcomes = _apps(groups_lab, tmp_path, [("consume", topic, files[stuck[1]], files[stuck[2]]),
+                                                ("consume", topic, files[works[1]], files[works[2]])])
         assert [(o.client, o.ok) for o in outcomes] == [("java", False), ("java", True), ("librdkafka", False),
                                                         ("librdkafka", True)], outcomes
     finally:
@@ -212,3 +221,43 @@ def test_keys_are_placed_as_the_broker_places_them(placed: dict, keys: list[str]
         answers = ask_coordinators(conn, version, key_type, keys)
         leaders = placed[topic]
         assert {k: answers[k].node_id for k in keys} == {k: leaders[partition_for(k, len(leaders))] for k in keys}
+
+
+def test_new_group_protocols_where_the_brokers_take_them_and_where_not(defaults_lab, groups_lab, three_lab,
+                                                                       tmp_path: Path) -> None:
+    """KIP-848's consumer protocol and KIP-932's share groups: Kafka 4.1's defaults (consumer on, share off) on
+    `defaults`, the reverse on `groups`; real consumers with group.protocol=consumer agree where the groups work."""
+    code, report = _probe("-b", defaults_lab.bootstrap("CLIENT"), "-X", "group.protocol=consumer",
+                          "--share-group", "shared")
+    app = report["application"]
+    assert (app["consumer_protocol"], app["group_protocol"]) == ("ok", "consumer")
+    assert "UNSUPPORTED_VERSION" in app["share_protocol"]
+    assert "GROUP_PROTOCOL_UNSUPPORTED" not in _codes(report)
+    assert _codes(report)["SHARE_GROUPS_UNSUPPORTED"] == [("error", None)]
+
+    topic = topic_on(groups_lab, "kip848", [[0], [1]])
+    _produce(groups_lab.bootstrap("CLIENT"), topic, 2)
+    _offsets_ready(groups_lab)
+    refused, refused_java, refused_rd = (
+        _properties(tmp_path, f"refused-{who}", groups_lab.bootstrap("CLIENT", 0), group_id=f"kip848-{who}",
+                    group_protocol="consumer") for who in ("app", "java", "rd"))
+    code, report = _probe("-F", str(refused), "--share-group", "shared")
+    assert code == 1 and _codes(report)["GROUP_PROTOCOL_UNSUPPORTED"] == [("error", None)]
+    assert "SHARE_GROUPS_UNSUPPORTED" not in _codes(report)
+    kinds = {c["kind"]: c for c in report["application"]["coordinators"]}
+    assert kinds["share"]["node_id"] is not None and kinds["group"]["node_id"] is not None
+
+    healthy = three_lab.bootstrap("CLIENT")
+    three_topic = new_topic(three_lab, "kip848")
+    _produce(healthy, three_topic, 1)
+    works, works_java, works_rd = (_properties(tmp_path, f"works-{who}", healthy, group_id=f"kip848-{who}",
+                                               group_protocol="consumer") for who in ("app", "java", "rd"))
+    code, report = _probe("-F", str(works))
+    assert "GROUP_PROTOCOL_UNSUPPORTED" not in _codes(report) and report["application"]["consumer_protocol"] == "ok"
+
+    # KIP-848's Java consumer gets its assignment at its second heartbeat, 5 s (the brokers' default interval)
+    # after joining: a budget that holds that on a loaded machine.
+    outcomes = _apps(groups_lab, tmp_path, [("consume", topic, refused_java, refused_rd),
+                                            ("consume", three_topic, works_java, works_rd)], budget_ms=20000)
+    assert [(o.client, o.ok) for o in outcomes] == [("java", False), ("java", True), ("librdkafka", False),
+                                                    ("librdkafka", True)], outcomes

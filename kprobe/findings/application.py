@@ -57,6 +57,28 @@ def application_findings(application: Application | None, bootstraps: Sequence[B
         out.extend(_coordinator(coordinator, application, endpoints, findings))
     for named in application.topics:
         out.extend(_named(named))
+    out.extend(_protocols(application))
+    return out
+
+
+def _protocols(application: Application) -> list[Finding]:
+    """GROUP_PROTOCOL_UNSUPPORTED and SHARE_GROUPS_UNSUPPORTED: the client's protocol, which the brokers refuse."""
+    out: list[Finding] = []
+    if application.consumer_protocol not in (None, "ok"):
+        out.append(finding(
+            "GROUP_PROTOCOL_UNSUPPORTED", ERROR,
+            f"The consumer sets group.protocol=consumer (KIP-848), and {application.consumer_protocol}. The Java "
+            "client fails with \"The cluster does not support the new CONSUMER group protocol\"; librdkafka's "
+            "consumer errors likewise, and no member joins.",
+            "Set group.protocol=classic on the consumer, or enable the protocol on the brokers (Kafka 4.0 and "
+            "later: group.coordinator.rebalance.protocols=classic,consumer, its default)."))
+    if application.share_protocol not in (None, "ok"):
+        out.append(finding(
+            "SHARE_GROUPS_UNSUPPORTED", ERROR,
+            f"Share group {application.share_group!r} (KIP-932) cannot work here: {application.share_protocol}. A "
+            "KafkaShareConsumer fails at its first poll.",
+            "Enable share groups on the brokers (Kafka 4.0 and 4.1: group.share.enable=true; later: "
+            "kafka-features.sh upgrade --feature share.version=1), or use a consumer group."))
     return out
 
 

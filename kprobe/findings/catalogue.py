@@ -248,6 +248,12 @@ CATALOGUE: dict[str, Kind] = {
     "TOPIC_METADATA_ERROR": Kind(
         "application", (ERROR,), "The metadata for a topic the application names came with an error",
         "Clients cannot use that topic until the error clears."),
+    "GROUP_PROTOCOL_UNSUPPORTED": Kind(
+        "application", (ERROR,), "The consumer's group.protocol=consumer (KIP-848) is not taken by the brokers",
+        "\"The cluster does not support the new CONSUMER group protocol\": the consumer never joins."),
+    "SHARE_GROUPS_UNSUPPORTED": Kind(
+        "application", (ERROR,), "Share groups (KIP-932) are not enabled on the brokers",
+        "A share consumer fails at its first poll."),
     "NO_TOPICS_VISIBLE": Kind(
         "application", (WARNING,), "A SASL principal sees no topic at all",
         "Its clients get TOPIC_AUTHORIZATION_FAILED for every topic they name."),

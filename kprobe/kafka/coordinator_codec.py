@@ -82,6 +82,32 @@ def reply_error(reply: CoordinatorReply) -> str | None:
     return f"{name}: {reply.error_message}" if reply.error_message else name
 
 
+# KIP-848's and KIP-932's heartbeats (flexible from v0). Offered in ApiVersions whether or not the protocol is
+# switched on (measured on Kafka 4.1.1): only an answer tells, UNSUPPORTED_VERSION where it is off.
+API_CONSUMER_GROUP_HEARTBEAT, API_SHARE_GROUP_HEARTBEAT = 68, 76
+UNSUPPORTED_VERSION = 35
+
+
+def encode_empty_heartbeat(api_key: int, version: int) -> bytes:
+    """A heartbeat for the empty group id, which no broker accepts: it says whether the protocol is on, and
+    joins nothing (the broker refuses the request before any group is looked up).
+    """
+    empty, null = enc_string("", True), enc_string(None, True)
+    if api_key == API_SHARE_GROUP_HEARTBEAT:
+        # group id, member id, member epoch, rack id, subscribed topic names (null), tagged fields
+        return empty + empty + struct.pack(">i", 0) + null + b"\x00" + b"\x00"
+    body = empty + empty + struct.pack(">i", 0) + null + null + struct.pack(">i", 30000) + b"\x00"
+    if version >= 1:
+        body += null  # subscribed topic regex (KIP-848's v1)
+    return body + null + b"\x00" + b"\x00"  # server assignor, topic partitions (null), tagged fields
+
+
+def decode_heartbeat_error(reader: Reader) -> tuple[int, str | None]:
+    """A heartbeat answer's error code and message (the rest is for members, which kprobe never is)."""
+    reader.int32()  # throttle_time_ms
+    return reader.int16(), reader.string(True, nullable=True)
+
+
 def decode_find_coordinator(reader: Reader, version: int, keys: Sequence[str]) -> list[CoordinatorReply]:
     """The answer for `keys`, in their order; a key the broker did not answer for is a protocol error."""
     flexible = is_flexible(version)

@@ -16,13 +16,18 @@ from typing import TYPE_CHECKING
 
 from kprobe.kafka import codec
 from kprobe.kafka.coordinator_codec import (
+    API_CONSUMER_GROUP_HEARTBEAT,
     API_FIND_COORDINATOR,
+    API_SHARE_GROUP_HEARTBEAT,
     BATCHED_FROM,
     KEY_GROUP,
     KEY_TRANSACTION,
     LOAD_IN_PROGRESS,
     NOT_AVAILABLE,
+    UNSUPPORTED_VERSION,
     decode_find_coordinator,
+    decode_heartbeat_error,
+    encode_empty_heartbeat,
     encode_find_coordinator,
     find_coordinator_version,
     is_flexible,
@@ -40,6 +45,7 @@ from kprobe.models import (
     ClusterMetadata,
     CoordinatorReply,
     internal_trouble,
+    live_brokers,
 )
 
 if TYPE_CHECKING:
@@ -54,9 +60,9 @@ def ask_application(conn: KafkaConnection, meta: ClusterMetadata, node_id: int |
     questions = questions or ApplicationQuestions()
     listed = {t.name for t in meta.topics}
     by_name = [t for t in (*questions.topics, *INTERNAL_TOPICS) if t not in listed]
-    coordinators = bool(questions.groups or questions.transactional_ids)
+    coordinators = bool(questions.groups or questions.transactional_ids or questions.share_groups)
     need_settings = coordinators or internal_trouble(meta)
-    if not (need_settings or by_name):
+    if not (need_settings or by_name or questions.group_protocol == "consumer"):
         return None
     errors: list[str] = []
     settings: dict[str, str] = {}
@@ -71,11 +77,39 @@ def ask_application(conn: KafkaConnection, meta: ClusterMetadata, node_id: int |
         groups = _find(conn, KEY_GROUP, questions.groups, errors, _settles(meta, settings, OFFSETS_TOPIC))
         transactions = _find(conn, KEY_TRANSACTION, questions.transactional_ids, errors,
                              _settles(meta, settings, TRANSACTIONS_TOPIC))
+        # A share group's members heartbeat to its group coordinator, found as any group's (key type SHARE is
+        # the brokers' own, for share-partition state: "group:topicId:partition" keys).
+        shares = _find(conn, KEY_GROUP, questions.share_groups, errors, _settles(meta, settings, OFFSETS_TOPIC))
+        consumer = (_protocol(conn, API_CONSUMER_GROUP_HEARTBEAT) if questions.group_protocol == "consumer"
+                    else None)
+        share = _protocol(conn, API_SHARE_GROUP_HEARTBEAT) if questions.share_groups else None
     except WireError as exc:
         errors.append(str(exc))
-        groups = transactions = ()
-    return ApplicationAnswer(groups=groups, transactions=transactions, settings=settings,
-                             settings_error=settings_error, topics=topics, errors=tuple(errors))
+        groups = transactions = shares = ()
+        consumer = share = None
+    return ApplicationAnswer(groups=groups, transactions=transactions, shares=shares, consumer_protocol=consumer,
+                             share_protocol=share, settings=settings, settings_error=settings_error, topics=topics,
+                             errors=tuple(errors))
+
+
+_PROTOCOLS = {
+    API_CONSUMER_GROUP_HEARTBEAT: ("ConsumerGroupHeartbeat", "Kafka 3.7 and later (GA in 4.0)",
+                                   "group.coordinator.rebalance.protocols lacks consumer"),
+    API_SHARE_GROUP_HEARTBEAT: ("ShareGroupHeartbeat", "Kafka 4.0 and later",
+                                "share groups are not enabled: group.share.enable=true in Kafka 4.0 and 4.1, the "
+                                "share.version feature later"),
+}
+
+
+def _protocol(conn: KafkaConnection, api_key: int) -> str:
+    """"ok" where the brokers take the heartbeat's protocol, else why not (an empty group's heartbeat tells)."""
+    name, since, off = _PROTOCOLS[api_key]
+    if api_key not in conn.api_versions:
+        return f"the broker offers no {name} ({since})"
+    version = conn.api_versions[api_key][1]
+    reader = conn.request(api_key, version, encode_empty_heartbeat(api_key, version), True)
+    code, _ = decode_heartbeat_error(reader)
+    return f"the broker answers {name} with UNSUPPORTED_VERSION: {off}" if code == UNSUPPORTED_VERSION else "ok"
 
 
 def _settings(conn: KafkaConnection, node_id: int | None, meta: ClusterMetadata) -> tuple[dict[str, str], str | None]:
@@ -106,7 +140,7 @@ def _settles(meta: ClusterMetadata, settings: dict[str, str], topic: str) -> Cal
     listed = next((t for t in meta.topics if t.name == topic), None)
     if listed is None:
         needed = settings.get(f"{prefix}.replication.factor", str(INTERNAL_DEFAULTS[f"{prefix}.replication.factor"]))
-        creatable = needed.isdigit() and len(meta.brokers) >= int(needed)
+        creatable = needed.isdigit() and live_brokers(meta) >= int(needed)
         return lambda key: creatable
     leaders = {p.partition: p.leader for p in listed.partitions}
     return lambda key: leaders.get(partition_for(key, len(leaders)), -1) >= 0 if leaders else False

@@ -28,8 +28,12 @@ from kprobe.models.application import (  # noqa: F401
     NamedTopicStatus,
     asks_anything,
     internal_trouble,
+    live_brokers,
     questions_from,
 )
+
+# What a Metadata answer says of the cluster, apart so that the application's records can name it too.
+from kprobe.models.metadata import AdvertisedBroker, ClusterMetadata, TopicInfo  # noqa: F401
 
 # The partition table lives apart (built for speed, not reading) and is named from here.
 from kprobe.models.partitions import (  # noqa: F401
@@ -121,42 +125,6 @@ class BootstrapAddress:
     def hostport(self) -> str:
         """The `host:port` form used as the bootstrap's identity in reports."""
         return format_hostport(self.host, self.port)
-
-
-@record
-class AdvertisedBroker:
-    """A broker as a Metadata response advertises it to the client."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-
-@record
-class TopicInfo:
-    """One topic as a Metadata response describes it.
-
-    `partitions` is a `PartitionTable` when decoded from the wire, any sequence elsewhere (tests).
-    """
-
-    name: str
-    partitions: Sequence[PartitionInfo]
-    error_code: int = 0
-    is_internal: bool = False
-
-
-@record(kw_only=True)
-class ClusterMetadata:
-    """What one bootstrap connection answered: the advertised view of the cluster."""
-
-    brokers: tuple[AdvertisedBroker, ...]
-    cluster_id: str | None
-    controller_id: int | None
-    topics: tuple[TopicInfo, ...] = ()
-    api_version: int | None = None
-    local_address: str | None = None
 
 
 @record(kw_only=True)

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Literal
 
 from kprobe.records import field, record
 
-if TYPE_CHECKING:  # only names here: kprobe.models imports this module
-    from kprobe.models import ClusterMetadata, TopicInfo
+if TYPE_CHECKING:
+    from kprobe.models.metadata import ClusterMetadata, TopicInfo
 
-CoordinatorKind = Literal["group", "transaction"]
+CoordinatorKind = Literal["group", "transaction", "share"]
 # A topic the application named (--topic), as the metadata answered for it.
 NamedTopicStatus = Literal["ok", "not_found", "not_authorized", "no_leader", "error"]
 
@@ -35,7 +35,7 @@ INTERNAL_DEFAULTS: dict[str, int] = {
 INTERNAL_SETTINGS = tuple(INTERNAL_DEFAULTS)
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTIONS_TOPIC)
 # The client properties that name the application (the same keys in Java's and librdkafka's files).
-GROUP_KEY, TRANSACTIONAL_KEY = "group.id", "transactional.id"
+GROUP_KEY, TRANSACTIONAL_KEY, PROTOCOL_KEY = "group.id", "transactional.id", "group.protocol"
 
 
 @record(kw_only=True)
@@ -45,19 +45,25 @@ class ApplicationQuestions:
     groups: tuple[str, ...] = ()
     transactional_ids: tuple[str, ...] = ()
     topics: tuple[str, ...] = ()
+    # group.protocol as the consumer's configuration has it: "consumer" is KIP-848's, whose brokers must take it.
+    group_protocol: str | None = None
+    share_groups: tuple[str, ...] = ()  # KIP-932 share groups (--share-group)
 
     def __bool__(self) -> bool:
-        return bool(self.groups or self.transactional_ids or self.topics)
+        return bool(self.groups or self.transactional_ids or self.topics or self.share_groups
+                    or self.group_protocol == "consumer")
 
 
 def questions_from(props: Mapping[str, str], *, group: str | None = None, transactional_id: str | None = None,
-                   topics: Sequence[str] = ()) -> ApplicationQuestions:
+                   topics: Sequence[str] = (), share_group: str | None = None) -> ApplicationQuestions:
     """The application as the user's own configuration names it; an option wins over the file's key."""
     group = group or props.get(GROUP_KEY) or None
     transactional_id = transactional_id or props.get(TRANSACTIONAL_KEY) or None
+    protocol = (props.get(PROTOCOL_KEY) or "").strip().lower() or None
     return ApplicationQuestions(groups=(group,) if group else (),
                                 transactional_ids=(transactional_id,) if transactional_id else (),
-                                topics=tuple(dict.fromkeys(topics)))
+                                topics=tuple(dict.fromkeys(topics)), group_protocol=protocol,
+                                share_groups=(share_group,) if share_group else ())
 
 
 def internal_trouble(meta: ClusterMetadata) -> bool:
@@ -78,11 +84,24 @@ def internal_trouble(meta: ClusterMetadata) -> bool:
     return False
 
 
+def live_brokers(meta: ClusterMetadata) -> int:
+    """How many brokers are alive, as far as one listener's answer shows: those it lists, and every broker in
+    some partition's in-sync replicas (a broker without this listener is listed by no answer on it, yet it
+    serves, and can hold an internal topic's replicas).
+    """
+    alive = {b.node_id for b in meta.brokers}
+    for topic in meta.topics:
+        for p in topic.partitions:
+            alive.update(p.isrs)
+    return len(alive)
+
+
 def asks_anything(meta: ClusterMetadata, questions: ApplicationQuestions) -> bool:
     """Whether the bootstrap connection has anything to ask after the metadata: a healthy cluster probed
     with no application named asks nothing (and loads none of the code that would ask).
     """
-    return bool(questions.groups or questions.transactional_ids) or internal_trouble(meta) or any(
+    return bool(questions.groups or questions.transactional_ids or questions.share_groups
+                or questions.group_protocol == "consumer") or internal_trouble(meta) or any(
         name not in {t.name for t in meta.topics} for name in questions.topics)
 
 
@@ -110,6 +129,11 @@ class ApplicationAnswer:
 
     groups: tuple[CoordinatorReply, ...] = ()
     transactions: tuple[CoordinatorReply, ...] = ()
+    shares: tuple[CoordinatorReply, ...] = ()
+    # Whether the brokers take KIP-848's consumer protocol and KIP-932's share groups: "ok", or why not (None:
+    # not asked). Asked with a heartbeat no broker can act on (an empty group id), so no group is touched.
+    consumer_protocol: str | None = None
+    share_protocol: str | None = None
     settings: dict[str, str] = field(default_factory=dict)
     settings_error: str | None = None
     topics: tuple[TopicInfo, ...] = ()
@@ -207,3 +231,8 @@ class Application:
     topics: tuple[NamedTopic, ...] = ()
     internal_topics: tuple[InternalTopic, ...] = ()
     coordinators: tuple[Coordinator, ...] = ()
+    group_protocol: str | None = None
+    share_group: str | None = None
+    # "ok", or why the brokers do not take it (None: not asked): KIP-848's consumer protocol, KIP-932's share groups.
+    consumer_protocol: str | None = None
+    share_protocol: str | None = None

@@ -370,7 +370,9 @@ def _roundtrip(o: _Obj) -> Roundtrip:
 
 def _application(o: _Obj) -> Application:
     return Application(
-        group=o.text("group"), transactional_id=o.text("transactional_id"),
+        group=o.text("group"), transactional_id=o.text("transactional_id"), group_protocol=o.text("group_protocol"),
+        share_group=o.text("share_group"), consumer_protocol=o.text("consumer_protocol"),
+        share_protocol=o.text("share_protocol"),
         topics=o.items("topics", lambda t: NamedTopic(
             name=t.text("name", required=True), status=t.word("status", get_args(NamedTopicStatus), required=True),
             partitions=t.integer("partitions", 0) or 0, leaderless=_integers(t, "leaderless"), error=t.text("error"))),

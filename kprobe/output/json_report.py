@@ -164,7 +164,9 @@ def _roundtrip(rt: Roundtrip) -> dict[str, Any]:
 def application_dict(app: Application) -> dict[str, Any]:
     """The application section (additive in v1): internal topics, coordinators, named topics."""
     return {
-        "group": app.group, "transactional_id": app.transactional_id,
+        "group": app.group, "transactional_id": app.transactional_id, "group_protocol": app.group_protocol,
+        "share_group": app.share_group, "consumer_protocol": app.consumer_protocol,
+        "share_protocol": app.share_protocol,
         "topics": [{"name": t.name, "status": t.status, "partitions": t.partitions, "leaderless": list(t.leaderless),
                     "error": t.error} for t in app.topics],
         "internal_topics": [{"name": t.name, "exists": t.exists, "partitions": t.partitions,

@@ -239,6 +239,8 @@ def _internal_row(t: InternalTopic, app: Application) -> ApplicationRow | None:
             return ApplicationRow(what="", name=t.name, parts=(
                 ("missing; its writes will be refused", bad),
                 (f"replication factor {rf}{assumed}, min.isr {t.min_isr}", None)))
+        if not (app.group or app.transactional_id or app.share_group or app.topics):
+            return None  # a fresh cluster that never had a group: nothing wrong, and nothing asked about it
         return ApplicationRow(what="", name=t.name, parts=(
             (f"missing, will be created at the first {first} coordinator lookup", "dim"),))
     problems = []

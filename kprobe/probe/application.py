@@ -30,6 +30,7 @@ from kprobe.models import (
     NamedTopic,
     NamedTopicStatus,
     TopicInfo,
+    live_brokers,
 )
 from kprobe.net.addresses import format_hostport
 
@@ -55,7 +56,8 @@ def judge_application(bootstraps: Sequence[BootstrapResult], results: Sequence[E
     internal = tuple(_internal(name, meta, answer, settings) for name in (OFFSETS_TOPIC, TRANSACTIONS_TOPIC))
     topics_by_name = {t.name: t for t in (*answer.topics, *meta.topics)}
     kinds: tuple[tuple[CoordinatorKind, InternalTopic, tuple[CoordinatorReply, ...]], ...] = (
-        ("group", internal[0], answer.groups), ("transaction", internal[1], answer.transactions))
+        ("group", internal[0], answer.groups), ("transaction", internal[1], answer.transactions),
+        ("share", internal[0], answer.shares))
     coordinators = tuple(_coordinator(kind, reply, meta, topic, results)
                          for kind, topic, replies in kinds for reply in replies)
     named = tuple(_named(name, topics_by_name.get(name)) for name in questions.topics)
@@ -63,7 +65,10 @@ def judge_application(bootstraps: Sequence[BootstrapResult], results: Sequence[E
         return None  # nothing named and nothing wrong: the report stays as it was
     return Application(group=questions.groups[0] if questions.groups else None,
                        transactional_id=questions.transactional_ids[0] if questions.transactional_ids else None,
-                       topics=named, internal_topics=internal, coordinators=coordinators)
+                       topics=named, internal_topics=internal, coordinators=coordinators,
+                       group_protocol=questions.group_protocol,
+                       share_group=questions.share_groups[0] if questions.share_groups else None,
+                       consumer_protocol=answer.consumer_protocol, share_protocol=answer.share_protocol)
 
 
 def _source(bootstraps: Sequence[BootstrapResult]) -> BootstrapResult | None:
@@ -83,7 +88,7 @@ def _internal(name: str, meta: ClusterMetadata, answer: ApplicationAnswer, setti
     read = rf_key in settings
     replication = settings.get(rf_key, INTERNAL_DEFAULTS[rf_key])
     min_isr = settings.get(isr_key, INTERNAL_DEFAULTS[isr_key]) if isr_key else None
-    live = len(meta.brokers)
+    live = live_brokers(meta)
     topic = next((t for t in meta.topics if t.name == name), None)
     if topic is None:
         asked = next((t for t in answer.topics if t.name == name), None)

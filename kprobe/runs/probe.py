@@ -104,7 +104,7 @@ class ProbeRun:
         # The application's questions ride on each bootstrap connection after its metadata; asked only where
         # there is something to learn (kprobe.kafka.coordinators), so a healthy plain probe pays nothing.
         self.questions = questions_from(ctx.props, group=opts.group, transactional_id=opts.transactional_id,
-                                        topics=opts.topics)
+                                        topics=opts.topics, share_group=opts.share_group)
         self.bootstraps = fetch_all(bootstraps, ctx, topics=None, identity=opts.identity,
                                     on_done=self._bootstrap_done, application=self.questions)
         _proxy_note(self.bootstraps)

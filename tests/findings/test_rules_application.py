@@ -122,7 +122,7 @@ def probed(
     name: str, advertises: Sequence[tuple[int, str, int]], expect, *, topics: Sequence[TopicInfo] = HEALTHY,
     answer: ApplicationAnswer | None = None, refused_node: int | None = None, group: str | None = None,
     transactional_id: str | None = None, named: Sequence[str] = (), protocol: Protocol | None = None,
-    endpoints=None, says=(), never_says=(),
+    endpoints=None, says=(), never_says=(), group_protocol: str | None = None, share_group: str | None = None,
 ) -> Case:
     """A row from one bootstrap's answers, its application section judged as the probe judges it.
 
@@ -138,7 +138,8 @@ def probed(
                      for n, h, p in advertises]
     questions = ApplicationQuestions(groups=(group,) if group else (),
                                      transactional_ids=(transactional_id,) if transactional_id else (),
-                                     topics=tuple(named))
+                                     topics=tuple(named), group_protocol=group_protocol,
+                                     share_groups=(share_group,) if share_group else ())
     return case(name, [b], endpoints, expect, says=says, never_says=never_says,
                 application=judge_application([b], endpoints, questions))
 
@@ -456,6 +457,48 @@ CASES: list[Case] = [
     probed(
         # Nothing asked by name (a report of another kind): an empty listing alone does not tell.
         "sasl-empty-listing-nothing-asked-says-nothing", THREE, [], topics=(), protocol="SASL_SSL",
+    ),
+    probed(
+        # Bootstrapped through a listener broker 3 lacks: the answer lists brokers 1 and 2 alone, yet broker 3 is
+        # in a partition's in-sync replicas, so three brokers serve and can create the offsets topic (RF 3).
+        "listener-two-brokers-have-while-three-serve-can-create", TWO_LEFT, [("LISTENER_NOT_FOUND", "warning", 3, None)],
+        topics=(user_topic("orders", 1), internal(TRANSACTIONS_TOPIC, (1, (1, 2, 3), (1, 2, 3)))),
+        answer=ApplicationAnswer(topics=(missing(OFFSETS_TOPIC),), settings=DEFAULTS),
+    ),
+    # -- GROUP_PROTOCOL_UNSUPPORTED / SHARE_GROUPS_UNSUPPORTED: the client's protocol, which the brokers refuse ----
+    probed(
+        # Kafka 4.1 with group.coordinator.rebalance.protocols=classic: ConsumerGroupHeartbeat offered, refused.
+        "consumer-protocol-switched-off-on-the-brokers", THREE, [("GROUP_PROTOCOL_UNSUPPORTED", "error", None, None)],
+        group=ORDERS_APP, group_protocol="consumer",
+        answer=ApplicationAnswer(groups=(found(ORDERS_APP, 3, "192.0.2.13"),), settings=DEFAULTS,
+                                 consumer_protocol="the broker answers ConsumerGroupHeartbeat with UNSUPPORTED_VERSION: "
+                                                   "group.coordinator.rebalance.protocols lacks consumer"),
+        says=[("GROUP_PROTOCOL_UNSUPPORTED", None, "message", "does not support the new CONSUMER group protocol"),
+              ("GROUP_PROTOCOL_UNSUPPORTED", None, "message", "rebalance.protocols lacks consumer"),
+              ("GROUP_PROTOCOL_UNSUPPORTED", None, "fix", "group.protocol=classic")],
+    ),
+    probed(
+        "consumer-protocol-taken-says-nothing", THREE, [], group=ORDERS_APP, group_protocol="consumer",
+        answer=ApplicationAnswer(groups=(found(ORDERS_APP, 3, "192.0.2.13"),), settings=DEFAULTS,
+                                 consumer_protocol="ok"),
+    ),
+    probed(
+        # Kafka 4.1's default: share groups off.
+        "share-groups-off-on-the-brokers", THREE, [("SHARE_GROUPS_UNSUPPORTED", "error", None, None)],
+        share_group="shared-work",
+        answer=ApplicationAnswer(shares=(found("shared-work", 1, "192.0.2.11"),), settings=DEFAULTS,
+                                 share_protocol="the broker answers ShareGroupHeartbeat with UNSUPPORTED_VERSION: "
+                                                "share groups are not enabled"),
+        says=[("SHARE_GROUPS_UNSUPPORTED", None, "message", "'shared-work'"),
+              ("SHARE_GROUPS_UNSUPPORTED", None, "fix", "group.share.enable=true")],
+    ),
+    probed(
+        # A share group's coordinator is its group coordinator: a broken endpoint there is the same failure.
+        "share-group-coordinated-behind-a-refused-endpoint", THREE, REFUSED_3, share_group="shared-work",
+        refused_node=3,
+        answer=ApplicationAnswer(shares=(found("shared-work", 3, "192.0.2.13"),), settings=DEFAULTS,
+                                 share_protocol="ok"),
+        says=[("COORDINATOR_UNREACHABLE", 3, "message", "share group 'shared-work'")],
     ),
 ]
 
