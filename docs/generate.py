@@ -313,6 +313,14 @@ NOT_STAGED = {
              "when the brokers create it, so the group, partition and broker in the message change from one start "
              "to the next: no excerpt here would stay the same"
        for code in ("COORDINATOR_UNREACHABLE", "OFFSETS_PARTITIONS_OFFLINE")},
+    **{code: "the `groups` lab stages it (docs/application.md): its brokers' racks, protocols and group placement "
+             "are set at its start, which the runs of this page do not make"
+       for code in ("GROUP_PROTOCOL_UNSUPPORTED", "FOLLOWER_FETCH_UNREACHABLE", "CLIENT_RACK_MATCHES_NO_BROKER",
+                    "ROUNDTRIP_STEP_FAILED")},
+    "SHARE_GROUPS_UNSUPPORTED": "the `defaults` lab stages it (Kafka 4.1's default: share groups off), which the "
+                                "runs of this page do not start",
+    "FOLLOWER_FETCHING_OFF": "needs brokers with client.rack set and the default replica selector; the rule's rows "
+                             "prove it",
     "LISTENER_NOT_FOUND": "the lab stages it (the three-brokers lab's PARTIAL listener and a topic led by broker 2), "
                           "but the message names every partition out of the listener's reach in the whole cluster, "
                           "which depends on the topics other runs created: no excerpt here would stay the same",

@@ -165,6 +165,12 @@ ShareGroupOpt = Annotated[
                  help="A share group (KIP-932) your application consumes in: kprobe checks that the brokers take "
                       "share groups and probes the group's coordinator."),
 ]
+ClientRackOpt = Annotated[
+    str | None,
+    typer.Option("--client-rack", metavar="RACK",
+                 help="The consumer's client.rack (default: client.rack from -F/-X): with rack-aware brokers it "
+                      "reads from the replica in its rack, whose endpoint kprobe then checks for each partition."),
+]
 TopicOpt = Annotated[
     list[str],
     typer.Option("--topic", "-t", help="A topic your application uses (repeatable): its metadata's errors (it does "
@@ -245,6 +251,7 @@ def probe(
     group: GroupOpt = None,
     transactional_id: TransactionalIdOpt = None,
     share_group: ShareGroupOpt = None,
+    client_rack: ClientRackOpt = None,
     topic: TopicOpt = [],  # noqa: B006
 ) -> None:
     """Bootstrap against each address separately, then resolve and connect to every endpoint the
@@ -292,6 +299,7 @@ def watch(
     group: GroupOpt = None,
     transactional_id: TransactionalIdOpt = None,
     share_group: ShareGroupOpt = None,
+    client_rack: ClientRackOpt = None,
     topic: TopicOpt = [],  # noqa: B006
 ) -> None:
     """Probe on a schedule in one long-lived process, one run at a time.
@@ -310,7 +318,7 @@ def watch(
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
         compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to,
         controllers=controllers, roundtrip=roundtrip, roundtrip_create=roundtrip_create, group=group,
-        transactional_id=transactional_id, share_group=share_group, topics=topic),
+        transactional_id=transactional_id, share_group=share_group, client_rack=client_rack, topics=topic),
         every=every, jitter=jitter, count=count)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, out_dir=out_dir, prom_file=prom_file, publish=publish,

@@ -71,6 +71,7 @@ PROBE: tuple[Option, ...] = (
     ("group", TEXT, ("--group",), None),
     ("transactional_id", TEXT, ("--transactional-id",), None),
     ("share_group", TEXT, ("--share-group",), None),
+    ("client_rack", TEXT, ("--client-rack",), None),
     ("topic", LIST, ("--topic", "-t"), None),
 )
 LIST_OPTIONS: tuple[Option, ...] = (
@@ -204,7 +205,7 @@ def probe_command(*, bootstrap: list[str] = [], prop: list[str] = [],  # noqa: B
                   connect_to: list[str] = [], controllers: list[str] = [],  # noqa: B006
                   roundtrip: str | None = None, roundtrip_create: bool = False, group: str | None = None,
                   transactional_id: str | None = None, share_group: str | None = None,
-                  topic: list[str] = []) -> int:  # noqa: B006
+                  client_rack: str | None = None, topic: list[str] = []) -> int:  # noqa: B006
     """`kprobe probe` (kprobe.cli has its help): the run, its outputs, and the exit code."""
     from kprobe.config import probe_options
     from kprobe.delivery.deliver import deliver, outputs_from
@@ -217,7 +218,7 @@ def probe_command(*, bootstrap: list[str] = [], prop: list[str] = [],  # noqa: B
         deadline=deadline, vantage=vantage, identity=not no_identity, tls_expiry_days=tls_expiry_days,
         compare_nameservers=compare_nameserver, resolve=resolve, connect_to=connect_to,
         controllers=controllers, roundtrip=roundtrip, roundtrip_create=roundtrip_create, group=group,
-        transactional_id=transactional_id, share_group=share_group, topics=topic)
+        transactional_id=transactional_id, share_group=share_group, client_rack=client_rack, topics=topic)
     outputs = outputs_from(
         fmt=fmt, json_out=json_out, no_color=no_color, output=output, out_dir=out_dir, prom_file=prom_file,
         publish=publish, publish_props=publish_property, spool=spool, spool_max=spool_max,

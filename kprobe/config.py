@@ -183,6 +183,7 @@ class ProbeOptions:
     group: str | None = None
     transactional_id: str | None = None
     share_group: str | None = None
+    client_rack: str | None = None
     topics: Sequence[str] = ()
     # The properties as the user gave them (Java names and all), for the report; `props` are what the clients take.
     given_props: Mapping[str, str] | None = None
@@ -306,7 +307,7 @@ def probe_options(
     resolve: Iterable[str] = (), connect_to: Iterable[str] = (), controllers: Iterable[str] = (),
     roundtrip: str | None = None, roundtrip_create: bool = False, kcat_default: bool = True,
     group: str | None = None, transactional_id: str | None = None, topics: Iterable[str] = (),
-    share_group: str | None = None,
+    share_group: str | None = None, client_rack: str | None = None,
 ) -> ProbeOptions:
     """The options of `kprobe probe` and `kprobe watch`, as typed.
 
@@ -328,6 +329,7 @@ def probe_options(
     group = _check_key(group, "--group", "a group id")
     transactional_id = _check_key(transactional_id, "--transactional-id", "a transactional id")
     share_group = _check_key(share_group, "--share-group", "a share group id")
+    client_rack = _check_key(client_rack, "--client-rack", "a rack")
     return ProbeOptions(
         bootstraps=addresses,
         props=properties,
@@ -346,6 +348,7 @@ def probe_options(
         group=group,
         transactional_id=transactional_id,
         share_group=share_group,
+        client_rack=client_rack,
         topics=tuple(dict.fromkeys(topics)),
         given_props=given,
     )

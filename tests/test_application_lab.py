@@ -261,3 +261,63 @@ def test_new_group_protocols_where_the_brokers_take_them_and_where_not(defaults_
                                             ("consume", three_topic, works_java, works_rd)], budget_ms=20000)
     assert [(o.client, o.ok) for o in outcomes] == [("java", False), ("java", True), ("librdkafka", False),
                                                     ("librdkafka", True)], outcomes
+
+
+def test_a_consumer_that_reads_from_the_replica_in_its_rack(groups_lab, tmp_path: Path) -> None:
+    """client.rack with RackAwareReplicaSelector (KIP-392): the leader sends a consumer in rack2 to broker 2,
+    whose BROKEN2 endpoint refuses; a consumer in rack0 reads from the leader, broker 0."""
+    topic = topic_on(groups_lab, "racked", [[0, 1, 2]])
+    _produce(groups_lab.bootstrap("CLIENT"), topic, 1)
+    leaders = _offsets_ready(groups_lab)
+    bootstrap = groups_lab.bootstrap("BROKEN2", 0)
+    # Groups coordinated by broker 0 or 1: only the read, not the coordinator, goes through broker 2.
+    groups = [g for g in (f"racked-{i}" for i in range(1000)) if leaders[partition_for(g, len(leaders))] != 2][:4]
+    far = [_properties(tmp_path, f"far-{g}", bootstrap, group_id=g, client_rack="rack2") for g in groups[:2]]
+    near = [_properties(tmp_path, f"near-{g}", bootstrap, group_id=g, client_rack="rack0") for g in groups[2:]]
+
+    code, report = _probe("-F", str(far[0]), "-t", topic)
+    assert code == 1
+    assert _codes(report)["FOLLOWER_FETCH_UNREACHABLE"] == [("error", 2)]
+    reads = report["application"]["rack_reads"]
+    assert [(r["topic"], r["partition"], r["leader"], r["replica"]) for r in reads] == [(topic, 0, 0, 2)]
+    code, report = _probe("-F", str(near[0]), "-t", topic)
+    assert "FOLLOWER_FETCH_UNREACHABLE" not in _codes(report) and report["application"]["rack_reads"] == []
+    code, report = _probe("-b", bootstrap, "--client-rack", "us-east-1a", "-t", topic)
+    assert _codes(report)["CLIENT_RACK_MATCHES_NO_BROKER"] == [("warning", None)]
+
+    outcomes = _apps(groups_lab, tmp_path, [("consume", topic, far[0], far[1]), ("consume", topic, near[0], near[1])])
+    assert [(o.client, o.ok) for o in outcomes] == [("java", False), ("java", True), ("librdkafka", False),
+                                                    ("librdkafka", True)], outcomes
+
+
+def test_the_round_trip_takes_the_applications_own_path(groups_lab, defaults_lab) -> None:
+    """--roundtrip with a group and a transactional id: the records read back through a group placed as the
+    application's (joined, committed), a transaction committed through an id placed as the application's."""
+    topic = topic_on(groups_lab, "trip", [[0], [1]])
+    leaders = _offsets_ready(groups_lab)
+    stuck, works = _groups_led_by(leaders, 2, "trip")[0], _groups_led_by(leaders, 0, "trip")[0]
+    broken = groups_lab.bootstrap("BROKEN2", 0)
+
+    code, report = _probe("-b", broken, "--group", stuck, "--roundtrip", topic, "--deadline", "15s")
+    assert code == 1
+    trip = report["roundtrip"]
+    assert [p["status"] for p in trip["partitions"]] == ["ok", "ok"], trip
+    step = trip["group"]
+    assert step["status"] == "failed" and step["key"] == stuck and step["twin"] != stuck, step
+    assert step["partition"] == partition_for(stuck, 12)
+    assert {"COORDINATOR_UNREACHABLE", "ROUNDTRIP_STEP_FAILED"} <= set(_codes(report))
+    assert "The findings above say why" in next(f["message"] for f in report["findings"]
+                                                if f["code"] == "ROUNDTRIP_STEP_FAILED")
+
+    code, report = _probe("-b", broken, "--group", works, "--transactional-id", "trip-tx", "--roundtrip", topic)
+    assert code == 1  # broker 2's endpoint, still
+    trip = report["roundtrip"]
+    assert (trip["group"]["status"], trip["transaction"]["status"]) == ("ok", "ok"), trip
+    assert "ROUNDTRIP_STEP_FAILED" not in _codes(report)
+
+    code, report = _probe("-b", defaults_lab.bootstrap("CLIENT"), "--transactional-id", "orders-tx", "--roundtrip",
+                          "orders", "--deadline", "12s")
+    assert code == 1
+    step = report["roundtrip"]["transaction"]
+    assert step["status"] == "failed" and "initTransactions" in step["error"], step
+    assert {"TRANSACTION_LOG_UNCREATABLE", "ROUNDTRIP_STEP_FAILED"} <= set(_codes(report))

@@ -122,8 +122,6 @@ def test_show_of_the_saved_report_prints_what_the_probe_printed(tmp_path):
 @pytest.mark.parametrize(("internal", "line"), [
     ([_offsets(exists=False, replication_factor=3, live_brokers=1, partitions=50, can_create=False, serves=False)],
      "__consumer_offsets: missing; cannot be created: replication factor 3, 1 live broker"),
-    ([_offsets(exists=False, partitions=50)],
-     "__consumer_offsets: missing, will be created at the first consumer's coordinator lookup"),
     ([_offsets(offline=[2], serves=False)], "__consumer_offsets: 1 of 3 partitions without a leader: 2"),
     ([_transactions(exists=False, replication_factor=3, live_brokers=1, can_create=False, serves=False)],
      "__transaction_state: missing; cannot be created: replication factor 3 (Kafka's default: not readable from "
@@ -138,6 +136,15 @@ def test_each_internal_topic_state_in_one_line(internal, line):
            "transactional_id": None}
     rendered = text.render(from_dict(with_application(app)))
     assert f"Application, from recorded:\n  {line}\n\n" in rendered
+
+
+def test_a_missing_offsets_topic_the_brokers_can_create_is_said_only_when_the_application_is_named():
+    """A fresh cluster that never had a group: nothing wrong, and nothing to say unless a group was asked about."""
+    fresh = {**APPLICATION, "internal_topics": [_offsets(exists=False, partitions=50)], "coordinators": [],
+             "topics": [], "group": None, "transactional_id": None}
+    assert "Application" not in text.render(from_dict(with_application(fresh)))
+    rendered = text.render(from_dict(with_application({**fresh, "group": "billing"})))
+    assert "  __consumer_offsets: missing, will be created at the first consumer's coordinator lookup\n" in rendered
 
 
 def test_a_failed_lookup_names_the_error_and_where_the_key_lives():

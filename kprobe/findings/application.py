@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kprobe.findings.catalogue import ERROR, WARNING, finding
+from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
 from kprobe.kafka.wire import error_name
 from kprobe.models import (
     OFFSETS_TOPIC,
+    RACK_AWARE,
     Application,
     BootstrapResult,
     Coordinator,
@@ -24,6 +25,7 @@ from kprobe.models import (
     Finding,
     InternalTopic,
     NamedTopic,
+    RackRead,
     Severity,
     is_usable,
     verdict,
@@ -58,6 +60,54 @@ def application_findings(application: Application | None, bootstraps: Sequence[B
     for named in application.topics:
         out.extend(_named(named))
     out.extend(_protocols(application))
+    out.extend(_racks(application, endpoints, findings))
+    return out
+
+
+def _racks(application: Application, endpoints: Sequence[EndpointResult], findings: Sequence[Finding]) -> list[Finding]:
+    """client.rack (KIP-392): a rack no broker is in, fetching left off by the brokers, a rack-local replica whose
+    endpoint fails from here (the consumer then reads nothing from those partitions: measured with Java and
+    librdkafka consumers, which follow the leader's choice of replica and do not fall back).
+    """
+    rack = application.client_rack
+    if not rack:
+        return []
+    if rack not in application.broker_racks:
+        known = ", ".join(application.broker_racks) or "none: no broker sets broker.rack"
+        return [finding(
+            "CLIENT_RACK_MATCHES_NO_BROKER", WARNING,
+            f"The consumer sets client.rack={rack}, which is no broker's rack (brokers' racks: {known}): follower "
+            "fetching does nothing, and every partition is read from its leader, across zones.",
+            "Set client.rack to the rack of the brokers in the consumer's zone, as broker.rack names it. In a cloud, "
+            "use the zone ID (use1-az1), not the zone name (us-east-1a): names map to different zones in different "
+            "accounts, IDs do not.")]
+    if application.replica_selector is not None and application.replica_selector != RACK_AWARE:
+        return [finding(
+            "FOLLOWER_FETCHING_OFF", INFO,
+            f"The consumer sets client.rack={rack}, but the brokers' replica.selector.class is "
+            f"{application.replica_selector}: every partition is read from its leader, whatever the rack.",
+            f"Nothing to fix for the consumer; to read from replicas in its rack, set replica.selector.class="
+            f"{RACK_AWARE} on the brokers.")]
+    out: list[Finding] = []
+    by_replica: dict[int, list[RackRead]] = {}
+    for read in application.rack_reads:
+        by_replica.setdefault(read.replica, []).append(read)
+    for replica, reads in sorted(by_replica.items()):
+        result = next((r for r in endpoints
+                       if r.endpoint.node_id == replica and r.endpoint.hostport == reads[0].endpoint), None)
+        if result is None or is_usable(result, findings):
+            continue
+        shown = ", ".join(f"{r.topic}-{r.partition} (leader {r.leader})" for r in reads[:10])
+        more = f" and {len(reads) - 10} more" if len(reads) > 10 else ""
+        out.append(finding(
+            "FOLLOWER_FETCH_UNREACHABLE", ERROR,
+            f"A consumer with client.rack={rack} reads {len(reads)} partition(s) from broker {replica}, the in-sync "
+            f"replica in its rack that their leaders name (KIP-392): {shown}{more}. Broker {replica}'s endpoint "
+            f"{reads[0].endpoint} does not work from here ({verdict(result, findings)}), so those reads fail: the "
+            "consumer gets nothing from them, although their leaders work.",
+            f"Fix broker {replica}'s endpoint as its own finding says, or leave client.rack unset (or set it to a rack "
+            "whose brokers work from here) until then.",
+            node_id=replica, endpoint=reads[0].endpoint))
     return out
 
 

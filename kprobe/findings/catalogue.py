@@ -208,6 +208,9 @@ CATALOGUE: dict[str, Kind] = {
     "ROUNDTRIP_NOT_RUN": Kind(
         "roundtrip", (ERROR,), "--roundtrip was asked for and could not run",
         "Nothing was produced or read: the proof asked for is missing, and the reason is named."),
+    "ROUNDTRIP_STEP_FAILED": Kind(
+        "roundtrip", (ERROR,), "--roundtrip's group or transaction step failed",
+        "The application's group cannot join or commit, or its transactions cannot commit, from here."),
     "ROUNDTRIP_FAILED": Kind(
         "roundtrip", (ERROR,), "A broker answered --roundtrip's produce or fetch with an error",
         "The endpoint works, the request does not: an authorization error, too few in-sync replicas."),
@@ -254,6 +257,15 @@ CATALOGUE: dict[str, Kind] = {
     "SHARE_GROUPS_UNSUPPORTED": Kind(
         "application", (ERROR,), "Share groups (KIP-932) are not enabled on the brokers",
         "A share consumer fails at its first poll."),
+    "CLIENT_RACK_MATCHES_NO_BROKER": Kind(
+        "application", (WARNING,), "The consumer's client.rack is no broker's rack",
+        "Follower fetching does nothing: every partition is read from its leader, across zones."),
+    "FOLLOWER_FETCHING_OFF": Kind(
+        "application", (INFO,), "client.rack is set and the brokers' replica.selector.class ignores it",
+        "Every partition is read from its leader."),
+    "FOLLOWER_FETCH_UNREACHABLE": Kind(
+        "application", (ERROR,), "The replica a consumer with client.rack reads from does not work from here",
+        "The consumer reads nothing from those partitions, although their leaders work."),
     "NO_TOPICS_VISIBLE": Kind(
         "application", (WARNING,), "A SASL principal sees no topic at all",
         "Its clients get TOPIC_AUTHORIZATION_FAILED for every topic they name."),

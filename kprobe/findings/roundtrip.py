@@ -25,6 +25,7 @@ def roundtrip_findings(roundtrip: Roundtrip | None, endpoints: Sequence[Endpoint
     """
     if roundtrip is None:
         return []
+    out_steps = _step_findings(roundtrip, findings)
     if roundtrip.status == "not_run":
         # Asked for and not made: the report's verdict lacks the proof the user asked for, and says why.
         return [finding(
@@ -78,6 +79,34 @@ def roundtrip_findings(roundtrip: Roundtrip | None, endpoints: Sequence[Endpoint
                 "Check the errors about that broker against your clients; if they work, please report the "
                 "disagreement to kprobe's maintainers with this run's JSON report attached (--json).",
                 node_id=leader, endpoint=hostports[0]))
+    return out + out_steps
+
+
+# The application findings that predict a failed step: its coordinator, or the internal topic behind it.
+_PREDICTS = {"group": ("COORDINATOR_NOT_AVAILABLE", "COORDINATOR_UNREACHABLE", "OFFSETS_TOPIC_UNCREATABLE",
+                       "OFFSETS_PARTITIONS_OFFLINE", "GROUP_PROTOCOL_UNSUPPORTED"),
+             "transaction": ("COORDINATOR_NOT_AVAILABLE", "COORDINATOR_UNREACHABLE", "TRANSACTION_LOG_UNCREATABLE",
+                             "TRANSACTION_LOG_OFFLINE", "TRANSACTION_LOG_UNDER_MIN_ISR")}
+
+
+def _step_findings(roundtrip: Roundtrip, findings: Sequence[Finding]) -> list[Finding]:
+    """ROUNDTRIP_STEP_FAILED: the application's group or transaction path, tried through a twin id, failed."""
+    out = []
+    for step in (roundtrip.group, roundtrip.transaction):
+        if step is None or step.status != "failed":
+            continue
+        topic = "__consumer_offsets" if step.kind == "group" else "__transaction_state"
+        what = (f"joining and committing as your group {step.key!r} would" if step.kind == "group"
+                else f"committing a transaction as your transactional id {step.key!r} would")
+        predicted = any(f.code in _PREDICTS[step.kind] and f.severity == ERROR for f in findings)
+        out.append(finding(
+            "ROUNDTRIP_STEP_FAILED", ERROR,
+            f"{roundtrip.client} failed at {what} (through {step.twin!r}, placed on the same partition "
+            f"{step.partition} of {topic}, so the same coordinator): {step.error}. "
+            + ("The findings above say why." if predicted else
+               "kprobe found that coordinator usable: a cause it missed, or the cluster changed meanwhile."),
+            "Act on the coordinator's findings above." if predicted else
+            "Believe the step; please report it to kprobe's maintainers with this run's JSON report (--json)."))
     return out
 
 

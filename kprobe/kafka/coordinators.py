@@ -35,8 +35,8 @@ from kprobe.kafka.coordinator_codec import (
 )
 from kprobe.kafka.wire import WireError
 from kprobe.models import (
+    ASKED_SETTINGS,
     INTERNAL_DEFAULTS,
-    INTERNAL_SETTINGS,
     INTERNAL_TOPICS,
     OFFSETS_TOPIC,
     TRANSACTIONS_TOPIC,
@@ -61,7 +61,7 @@ def ask_application(conn: KafkaConnection, meta: ClusterMetadata, node_id: int |
     listed = {t.name for t in meta.topics}
     by_name = [t for t in (*questions.topics, *INTERNAL_TOPICS) if t not in listed]
     coordinators = bool(questions.groups or questions.transactional_ids or questions.share_groups)
-    need_settings = coordinators or internal_trouble(meta)
+    need_settings = coordinators or bool(questions.client_rack) or internal_trouble(meta)
     if not (need_settings or by_name or questions.group_protocol == "consumer"):
         return None
     errors: list[str] = []
@@ -118,9 +118,9 @@ def _settings(conn: KafkaConnection, node_id: int | None, meta: ClusterMetadata)
         return {}, "the broker does not offer DescribeConfigs"
     ask = node_id if node_id is not None else (meta.brokers[0].node_id if meta.brokers else 0)
     for _ in range(2):  # a guess at the node answered "expected N": ask N
-        code, message, configs = conn.describe_broker(ask, INTERNAL_SETTINGS)
+        code, message, configs = conn.describe_broker(ask, ASKED_SETTINGS)
         if code == 0:
-            return {k: v for k, v in configs.items() if k in INTERNAL_SETTINGS and v is not None}, None
+            return {k: v for k, v in configs.items() if k in ASKED_SETTINGS and v is not None}, None
         answered, why = codec.node_from_describe(ask, code, message, configs)
         if answered is None or answered == ask:
             return {}, why or f"DescribeConfigs answered {codec.error_name(code)}"

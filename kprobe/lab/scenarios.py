@@ -564,13 +564,17 @@ _GROUPS = Scenario(
           "broker coordinates the groups whose id hashes to its partitions, and stopping a broker takes its groups "
           "down. Through BROKEN2 broker 2 advertises a port where nothing listens: the groups it coordinates cannot "
           "consume from there, the others can. Consumers with group.protocol=consumer (KIP-848) are refused; share "
-          "groups (KIP-932) are on. Topic billing is made at start.",
+          "groups (KIP-932) are on. The brokers are in racks rack0-rack2 and serve consumers from the replica in "
+          "their rack (RackAwareReplicaSelector): a consumer with client.rack=rack2 reads through broker 2. Topic "
+          "billing is made at start.",
     topics={"billing": 3},
     broker_config={"offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "12",
                    "broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
                    # The consumer protocol (KIP-848) switched off and share groups (KIP-932) on: the reverse of
                    # Kafka 4.1's defaults, which the defaults scenario keeps.
-                   "group.coordinator.rebalance.protocols": "classic", "group.share.enable": "true"},
+                   "group.coordinator.rebalance.protocols": "classic", "group.share.enable": "true",
+                   # Follower fetching (KIP-392): a consumer with client.rack reads from the replica in its rack.
+                   "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"},
     nodes=tuple(_groups_node(i) for i in range(3)),
     views={"lan": {f"kafka{i}": (f"127.0.0.{151 + i}",) for i in range(3)}},
 )

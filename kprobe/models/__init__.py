@@ -12,10 +12,13 @@ from typing import Literal
 
 # What an application needs beyond reachable leaders (coordinators, internal topics) lives apart too.
 from kprobe.models.application import (  # noqa: F401
+    ASKED_SETTINGS,
     INTERNAL_DEFAULTS,
     INTERNAL_SETTINGS,
     INTERNAL_TOPICS,
     OFFSETS_TOPIC,
+    RACK_AWARE,
+    SELECTOR_KEY,
     TRANSACTIONS_TOPIC,
     Application,
     ApplicationAnswer,
@@ -26,6 +29,7 @@ from kprobe.models.application import (  # noqa: F401
     InternalTopic,
     NamedTopic,
     NamedTopicStatus,
+    RackRead,
     asks_anything,
     internal_trouble,
     live_brokers,
@@ -368,6 +372,25 @@ class PartitionRoundtrip:
 
 
 @record(kw_only=True)
+class RoundtripStep:
+    """--roundtrip's step for the application's group or transactional id: joined and committed, or a
+    transaction committed, through the same coordinator and internal partition as the application's own.
+
+    `key` is the application's id; `twin` the id kprobe used, placed on the same partition of
+    `__consumer_offsets` or `__transaction_state` (`partition`): the same coordinator and the same path,
+    and the application's live group is never rebalanced, its live producer never fenced.
+    """
+
+    kind: Literal["group", "transaction"]
+    key: str
+    twin: str
+    partition: int | None
+    status: RoundtripStatus
+    error: str | None = None
+    ms: float | None = None
+
+
+@record(kw_only=True)
 class Roundtrip:
     """--roundtrip TOPIC: what a real client (librdkafka) did from here, to set beside the prediction."""
 
@@ -380,6 +403,9 @@ class Roundtrip:
     # Set when the topic does not exist and --roundtrip-create was not given: bad input, said in one line.
     topic_missing: bool = False
     ms: float | None = None
+    # The application's own path, when it names a group or a transactional id (None: not named).
+    group: RoundtripStep | None = None
+    transaction: RoundtripStep | None = None
 
     @property
     def partitions_ok(self) -> int:

@@ -33,9 +33,14 @@ INTERNAL_DEFAULTS: dict[str, int] = {
     "transaction.state.log.num.partitions": 50,
 }
 INTERNAL_SETTINGS = tuple(INTERNAL_DEFAULTS)
+# Which replica a consumer with client.rack reads from (KIP-392): the broker's choice, LeaderSelector by default.
+SELECTOR_KEY = "replica.selector.class"
+RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+ASKED_SETTINGS = (*INTERNAL_SETTINGS, SELECTOR_KEY)
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTIONS_TOPIC)
 # The client properties that name the application (the same keys in Java's and librdkafka's files).
 GROUP_KEY, TRANSACTIONAL_KEY, PROTOCOL_KEY = "group.id", "transactional.id", "group.protocol"
+RACK_KEY = "client.rack"
 
 
 @record(kw_only=True)
@@ -48,22 +53,25 @@ class ApplicationQuestions:
     # group.protocol as the consumer's configuration has it: "consumer" is KIP-848's, whose brokers must take it.
     group_protocol: str | None = None
     share_groups: tuple[str, ...] = ()  # KIP-932 share groups (--share-group)
+    client_rack: str | None = None  # the consumer's client.rack: which replica it reads from (KIP-392)
 
     def __bool__(self) -> bool:
         return bool(self.groups or self.transactional_ids or self.topics or self.share_groups
-                    or self.group_protocol == "consumer")
+                    or self.group_protocol == "consumer" or self.client_rack)
 
 
 def questions_from(props: Mapping[str, str], *, group: str | None = None, transactional_id: str | None = None,
-                   topics: Sequence[str] = (), share_group: str | None = None) -> ApplicationQuestions:
+                   topics: Sequence[str] = (), share_group: str | None = None,
+                   client_rack: str | None = None) -> ApplicationQuestions:
     """The application as the user's own configuration names it; an option wins over the file's key."""
     group = group or props.get(GROUP_KEY) or None
     transactional_id = transactional_id or props.get(TRANSACTIONAL_KEY) or None
     protocol = (props.get(PROTOCOL_KEY) or "").strip().lower() or None
+    rack = client_rack or (props.get(RACK_KEY) or "").strip() or None
     return ApplicationQuestions(groups=(group,) if group else (),
                                 transactional_ids=(transactional_id,) if transactional_id else (),
                                 topics=tuple(dict.fromkeys(topics)), group_protocol=protocol,
-                                share_groups=(share_group,) if share_group else ())
+                                share_groups=(share_group,) if share_group else (), client_rack=rack)
 
 
 def internal_trouble(meta: ClusterMetadata) -> bool:
@@ -100,7 +108,7 @@ def asks_anything(meta: ClusterMetadata, questions: ApplicationQuestions) -> boo
     """Whether the bootstrap connection has anything to ask after the metadata: a healthy cluster probed
     with no application named asks nothing (and loads none of the code that would ask).
     """
-    return bool(questions.groups or questions.transactional_ids or questions.share_groups
+    return bool(questions.groups or questions.transactional_ids or questions.share_groups or questions.client_rack
                 or questions.group_protocol == "consumer") or internal_trouble(meta) or any(
         name not in {t.name for t in meta.topics} for name in questions.topics)
 
@@ -223,6 +231,20 @@ class NamedTopic:
 
 
 @record(kw_only=True)
+class RackRead:
+    """Where a consumer with client.rack reads one partition: the replica the leader names (KIP-392), and
+    whether that replica's endpoint works from here (`status`: its verdict word, as the endpoint table's).
+    """
+
+    topic: str
+    partition: int
+    leader: int
+    replica: int
+    endpoint: str | None = None
+    status: str | None = None
+
+
+@record(kw_only=True)
 class Application:
     """The report's application section: what was named, the internal topics, the coordinators."""
 
@@ -236,3 +258,9 @@ class Application:
     # "ok", or why the brokers do not take it (None: not asked): KIP-848's consumer protocol, KIP-932's share groups.
     consumer_protocol: str | None = None
     share_protocol: str | None = None
+    # client.rack (KIP-392): the brokers' racks, their replica.selector.class (None: not read), and where each
+    # partition the consumer reads is fetched from when that is not its leader.
+    client_rack: str | None = None
+    broker_racks: tuple[str, ...] = ()
+    replica_selector: str | None = None
+    rack_reads: tuple[RackRead, ...] = ()

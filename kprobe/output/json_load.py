@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from operator import itemgetter
-from typing import Any, TypeVar, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from kprobe.errors import BadReport
 from kprobe.models import (
@@ -40,11 +40,13 @@ from kprobe.models import (
     PartitionRoundtrip,
     PartitionRoundtripStatus,
     Protocol,
+    RackRead,
     Remap,
     Report,
     ResolverKind,
     Roundtrip,
     RoundtripStatus,
+    RoundtripStep,
     RunStatus,
     Severity,
     TcpResult,
@@ -365,14 +367,29 @@ def _roundtrip(o: _Obj) -> Roundtrip:
             offset=p.integer("offset"), produce_ms=p.number("produce_ms"), roundtrip_ms=p.number("roundtrip_ms"),
             error=p.text("error"), broker_error=p.flag("broker_error"))),
         created=o.flag("created"), error=o.text("error"), topic_missing=o.flag("topic_missing"), ms=o.number("ms"),
+        group=_step(o.obj("group"), "group"), transaction=_step(o.obj("transaction"), "transaction"),
     )
+
+
+def _step(o: _Obj | None, kind: Literal["group", "transaction"]) -> RoundtripStep | None:
+    if o is None:
+        return None
+    return RoundtripStep(kind=kind, key=o.text("key", required=True), twin=o.text("twin", "") or "",
+                         partition=o.integer("partition"),
+                         status=o.word("status", get_args(RoundtripStatus), required=True), error=o.text("error"),
+                         ms=o.number("ms"))
 
 
 def _application(o: _Obj) -> Application:
     return Application(
         group=o.text("group"), transactional_id=o.text("transactional_id"), group_protocol=o.text("group_protocol"),
         share_group=o.text("share_group"), consumer_protocol=o.text("consumer_protocol"),
-        share_protocol=o.text("share_protocol"),
+        share_protocol=o.text("share_protocol"), client_rack=o.text("client_rack"),
+        broker_racks=o.texts("broker_racks"), replica_selector=o.text("replica_selector"),
+        rack_reads=o.items("rack_reads", lambda r: RackRead(
+            topic=r.text("topic", required=True), partition=r.integer("partition", required=True),
+            leader=r.integer("leader", required=True), replica=r.integer("replica", required=True),
+            endpoint=r.text("endpoint"), status=r.text("status"))),
         topics=o.items("topics", lambda t: NamedTopic(
             name=t.text("name", required=True), status=t.word("status", get_args(NamedTopicStatus), required=True),
             partitions=t.integer("partitions", 0) or 0, leaderless=_integers(t, "leaderless"), error=t.text("error"))),

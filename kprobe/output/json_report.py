@@ -19,6 +19,7 @@ from kprobe.models import (
     Finding,
     Report,
     Roundtrip,
+    RoundtripStep,
 )
 
 SCHEMA_ID = "kprobe.report/v1"
@@ -158,7 +159,15 @@ def _roundtrip(rt: Roundtrip) -> dict[str, Any]:
         "partitions": [{"partition": p.partition, "leader": p.leader, "status": p.status, "offset": p.offset,
                         "produce_ms": _round(p.produce_ms), "roundtrip_ms": _round(p.roundtrip_ms),
                         "error": p.error, "broker_error": p.broker_error} for p in rt.partitions],
+        "group": _step(rt.group), "transaction": _step(rt.transaction),
     }
+
+
+def _step(step: RoundtripStep | None) -> dict[str, Any] | None:
+    if step is None:
+        return None
+    return {"key": step.key, "twin": step.twin, "partition": step.partition, "status": step.status,
+            "error": step.error, "ms": _round(step.ms)}
 
 
 def application_dict(app: Application) -> dict[str, Any]:
@@ -166,7 +175,10 @@ def application_dict(app: Application) -> dict[str, Any]:
     return {
         "group": app.group, "transactional_id": app.transactional_id, "group_protocol": app.group_protocol,
         "share_group": app.share_group, "consumer_protocol": app.consumer_protocol,
-        "share_protocol": app.share_protocol,
+        "share_protocol": app.share_protocol, "client_rack": app.client_rack,
+        "broker_racks": list(app.broker_racks), "replica_selector": app.replica_selector,
+        "rack_reads": [{"topic": r.topic, "partition": r.partition, "leader": r.leader, "replica": r.replica,
+                        "endpoint": r.endpoint, "status": r.status} for r in app.rack_reads],
         "topics": [{"name": t.name, "status": t.status, "partitions": t.partitions, "leaderless": list(t.leaderless),
                     "error": t.error} for t in app.topics],
         "internal_topics": [{"name": t.name, "exists": t.exists, "partitions": t.partitions,

@@ -102,7 +102,8 @@ def command_line(report: Report) -> str:
     # The application named: an option only where the properties above do not already name it (-F's group.id).
     named = props if isinstance(props, dict) else {}
     for key, flag, prop in (("group", "--group", "group.id"), ("transactional_id", "--transactional-id",
-                                                               "transactional.id")):
+                                                               "transactional.id"),
+                            ("share_group", "--share-group", None), ("client_rack", "--client-rack", "client.rack")):
         if isinstance(settings.get(key), str) and named.get(prop) != settings[key]:
             parts += [flag, str(settings[key])]
     topics = settings.get("topics")
@@ -198,6 +199,12 @@ def render(report: Report) -> str:
         lines.append(f"**Round trip** on topic {code(rt.topic)} through {prose(rt.client)}: {rt.partitions_ok}/"
                      f"{len(rt.partitions)} partitions produced and read back"
                      + (f" ({prose(rt.status)}: {prose(rt.error)})" if rt.error else ""))
+        for step in (rt.group, rt.transaction):
+            if step is not None:
+                what = "group" if step.kind == "group" else "transactional id"
+                lines.append(f"- {what} {code(step.key)} (as {code(step.twin)}, partition {step.partition}): "
+                             f"{'**' + step.status + '**' if step.status != 'ok' else 'ok'}"
+                             + (f": {prose(step.error)}" if step.error else ""))
         lines.append("")
     if report.findings:
         lines += ["**Findings**", ""]

@@ -13,6 +13,7 @@ from typing import Any
 
 from kprobe.models import (
     OFFSETS_TOPIC,
+    RACK_AWARE,
     TRANSACTIONS_TOPIC,
     Application,
     BootstrapResult,
@@ -22,6 +23,7 @@ from kprobe.models import (
     Finding,
     InternalTopic,
     NamedTopic,
+    RackRead,
     Report,
     Roundtrip,
     TcpResult,
@@ -288,6 +290,39 @@ def application_rows(report: Report) -> list[ApplicationRow]:
                                                "yellow"),)))
     rows += [row for t in app.internal_topics if (row := _internal_row(t, app)) is not None]
     rows += [_named_row(t) for t in app.topics]
+    rows += _rack_rows(app, report)
+    return rows
+
+
+def _rack_rows(app: Application, report: Report) -> list[ApplicationRow]:
+    """client.rack: the rack no broker is in, fetching the brokers leave off, or where each follower read goes."""
+    rack = app.client_rack
+    if not rack:
+        return []
+    if rack not in app.broker_racks:
+        known = ", ".join(safe(r) for r in app.broker_racks) or "no broker sets broker.rack"
+        return [ApplicationRow(what="client.rack", name=rack,
+                               parts=((f"matches no broker's rack ({known}): read from leaders", "yellow"),))]
+    if app.replica_selector is None:
+        return [ApplicationRow(what="client.rack", name=rack,
+                               parts=(("the brokers' replica.selector.class could not be read", "dim"),))]
+    if app.replica_selector != RACK_AWARE:
+        return [ApplicationRow(what="client.rack", name=rack, parts=(
+            (f"read from leaders: replica.selector.class is {safe(app.replica_selector)}", "dim"),))]
+    if not app.rack_reads:
+        return [ApplicationRow(what="client.rack", name=rack,
+                               parts=(("every partition is read from its leader", "green"),))]
+    rows = []
+    by_replica: dict[int, list[RackRead]] = {}
+    for read in app.rack_reads:
+        by_replica.setdefault(read.replica, []).append(read)
+    for replica, reads in sorted(by_replica.items()):
+        result = next((r for r in report.endpoints
+                       if r.endpoint.node_id == replica and r.endpoint.hostport == reads[0].endpoint), None)
+        word = verdict(result, report.findings) if result is not None else "unchecked"
+        rows.append(ApplicationRow(what="client.rack", name=rack, parts=(
+            (f"{_plural(len(reads), 'partition')} read from broker {replica} at {safe(reads[0].endpoint or '-')}",
+             None), (f"{word} from here", _VERDICT_COLOR.get(word, "red")))))
     return rows
 
 
@@ -338,6 +373,14 @@ def _roundtrip_lines(rt: Roundtrip, style: _Style) -> list[str]:
             cells = "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=False))
             why = f": {safe(p.error, limit=300)}" if p.error else ""
             lines.append(f"  {cells}  {style(row[-1], _TRIP_COLOR.get(p.status))}{why}")
+    for step in (rt.group, rt.transaction):
+        if step is not None:
+            what = (f"group '{safe(step.key)}'" if step.kind == "group" else f"transactional id '{safe(step.key)}'")
+            done = "joined, read back and committed" if step.kind == "group" else "transaction committed"
+            word = done if step.status == "ok" else step.status.replace("_", " ")
+            color = "green" if step.status == "ok" else "yellow" if step.status == "unfinished" else "red"
+            why = f": {safe(step.error, limit=300)}" if step.error else ""
+            lines.append(f"  {what} (as {safe(step.twin)}, partition {step.partition}): {style(word, color)}{why}")
     lines.append("")
     return lines
 

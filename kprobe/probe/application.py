@@ -16,6 +16,8 @@ from kprobe.kafka.wire import error_name
 from kprobe.models import (
     INTERNAL_DEFAULTS,
     OFFSETS_TOPIC,
+    RACK_AWARE,
+    SELECTOR_KEY,
     TRANSACTIONS_TOPIC,
     Application,
     ApplicationAnswer,
@@ -29,6 +31,7 @@ from kprobe.models import (
     InternalTopic,
     NamedTopic,
     NamedTopicStatus,
+    RackRead,
     TopicInfo,
     live_brokers,
 )
@@ -61,6 +64,11 @@ def judge_application(bootstraps: Sequence[BootstrapResult], results: Sequence[E
     coordinators = tuple(_coordinator(kind, reply, meta, topic, results)
                          for kind, topic, replies in kinds for reply in replies)
     named = tuple(_named(name, topics_by_name.get(name)) for name in questions.topics)
+    rack_reads: tuple[RackRead, ...] = ()
+    if questions.client_rack and answer.settings.get(SELECTOR_KEY) == RACK_AWARE:
+        read = [topics_by_name[n] for n in questions.topics if n in topics_by_name] or [
+            t for t in meta.topics if not t.is_internal and not t.name.startswith("__")]
+        rack_reads = _rack_reads(questions.client_rack, read, meta, results)
     if not questions and all(t.exists is not False and t.serves for t in internal):
         return None  # nothing named and nothing wrong: the report stays as it was
     return Application(group=questions.groups[0] if questions.groups else None,
@@ -68,7 +76,36 @@ def judge_application(bootstraps: Sequence[BootstrapResult], results: Sequence[E
                        topics=named, internal_topics=internal, coordinators=coordinators,
                        group_protocol=questions.group_protocol,
                        share_group=questions.share_groups[0] if questions.share_groups else None,
-                       consumer_protocol=answer.consumer_protocol, share_protocol=answer.share_protocol)
+                       consumer_protocol=answer.consumer_protocol, share_protocol=answer.share_protocol,
+                       client_rack=questions.client_rack,
+                       broker_racks=tuple(sorted({b.rack for b in meta.brokers if b.rack})),
+                       replica_selector=answer.settings.get(SELECTOR_KEY), rack_reads=rack_reads)
+
+
+def _rack_reads(rack: str, topics: Sequence[TopicInfo], meta: ClusterMetadata,
+                results: Sequence[EndpointResult]) -> tuple[RackRead, ...]:
+    """Where a consumer in `rack` reads each partition that a follower serves it (KIP-392), as
+    RackAwareReplicaSelector chooses: the leader when it is in the rack, else an in-sync replica in the
+    rack (the lowest id where several are: the broker prefers the most caught up, which any may be), else
+    the leader. Partitions read from their leader are left out: the endpoints say all there is of them.
+    """
+    racks = {b.node_id: b.rack for b in meta.brokers}
+    endpoints = {b.node_id: format_hostport(b.host, b.port) for b in meta.brokers}
+    reads = []
+    for topic in topics:
+        for p in topic.partitions:
+            if p.leader < 0 or racks.get(p.leader) == rack:
+                continue
+            local = sorted(r for r in p.isrs if racks.get(r) == rack)
+            if not local:
+                continue
+            replica = local[0]
+            endpoint = endpoints.get(replica)
+            status = next((r.status for r in results if r.endpoint.node_id == replica
+                           and r.endpoint.hostport == endpoint), None)
+            reads.append(RackRead(topic=topic.name, partition=p.partition, leader=p.leader, replica=replica,
+                                  endpoint=endpoint, status=status))
+    return tuple(reads)
 
 
 def _source(bootstraps: Sequence[BootstrapResult]) -> BootstrapResult | None:

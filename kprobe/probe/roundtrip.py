@@ -21,6 +21,7 @@ from typing import Any
 
 from kprobe.logs import logger
 from kprobe.models import (
+    ApplicationQuestions,
     BootstrapAddress,
     BootstrapResult,
     PartitionRoundtrip,
@@ -31,18 +32,19 @@ from kprobe.models import (
 )
 from kprobe.net.addresses import format_hostport
 from kprobe.probe.context import RunContext
+from kprobe.probe.marks import KEY, RUN_HEADER, describe_error
 from kprobe.records import field, record
 
 _LOG = logger("kprobe.roundtrip")
 
-KEY = b"kprobe-roundtrip"
-RUN_HEADER = "kprobe-run"
 # How often the read-back consumer refreshes its topics' metadata (ms). librdkafka looks up the leaders
 # of an assigned partition only if its topic was known when the consumer's first connection came up, or
 # on its one-second scan of leaderless topics: a record acked just after that connection sat unread for
 # up to a second (1 run in 10 on the lab; librdkafka 2.16, seen with debug=metadata). The consumer is
 # kprobe's instrument, not the client under test, so it asks again sooner, unless the user's -X says.
 CONSUMER_REFRESH_MS = 200
+# The application's own ids: its round trip uses ids of kprobe's (kprobe.probe.roundtrip_steps), never these.
+APPLICATION_IDS = ("group.id", "group.instance.id", "transactional.id")
 # Below this, a round trip cannot even connect: say the deadline came first rather than fail.
 _MIN_BUDGET = 0.2
 # librdkafka's lines name the broker as `host:port/ID: ...` (`/bootstrap` before its id is known).
@@ -77,8 +79,14 @@ def client_name() -> str:
 
 
 def round_trip(topic_name: str, create: bool, addresses: Sequence[BootstrapAddress],
-               bootstraps: Sequence[BootstrapResult], ctx: RunContext, *, run_id: str, vantage: str) -> Roundtrip:
-    """Produce to every partition of the topic, then read every record back, within the run's deadline."""
+               bootstraps: Sequence[BootstrapResult], ctx: RunContext, *, run_id: str, vantage: str,
+               application: ApplicationQuestions | None = None) -> Roundtrip:
+    """Produce to every partition of the topic, then read every record back, within the run's deadline.
+
+    With the application's group or transactional id named, the same records are then read back through a
+    group placed as the application's (joined, read, committed), and a transaction is committed through a
+    transactional id placed as the application's: the path its coordinators take.
+    """
     started = time.monotonic()
     client = client_name()
     answered = [b for b in bootstraps if b.status == "ok" and b.metadata is not None]
@@ -112,8 +120,23 @@ def round_trip(topic_name: str, create: bool, addresses: Sequence[BootstrapAddre
         result = _run(trip, addresses, ctx, run_id=run_id, vantage=vantage)
     except _NotRun as exc:
         return not_run(str(exc), created=created)
-    return Roundtrip(topic=topic_name, client=client, status=_overall(result), partitions=result, created=created,
-                     ms=(time.monotonic() - started) * 1000)
+    group = transaction = None
+    if application is not None and (application.groups or application.transactional_ids):
+        from kprobe.probe.roundtrip_steps import group_step, transaction_step
+
+        conf = _conf(addresses, ctx, trip.broker_errors)
+        offsets = {p: off for p, (err, off, _) in trip.acked.items() if err is None and off is not None and off >= 0}
+        if application.groups:
+            group = group_step(application.groups[0], topic_name, offsets, answered, conf, ctx, run_id=run_id,
+                               vantage=vantage)
+        if application.transactional_ids:
+            transaction = transaction_step(application.transactional_ids[0], topic_name, sorted(trip.leaders),
+                                           answered, conf, ctx, run_id=run_id, vantage=vantage)
+    status = _overall(result)
+    if status == "ok" and any(s is not None and s.status != "ok" for s in (group, transaction)):
+        status = "failed" if any(s is not None and s.status == "failed" for s in (group, transaction)) else "unfinished"
+    return Roundtrip(topic=topic_name, client=client, status=status, partitions=result, created=created,
+                     ms=(time.monotonic() - started) * 1000, group=group, transaction=transaction)
 
 
 def _topic(name: str, answered: Sequence[BootstrapResult]) -> TopicInfo | None:
@@ -144,8 +167,7 @@ def _conf(addresses: Sequence[BootstrapAddress], ctx: RunContext, trip_errors: d
 
     # The application's own group and transactional id are not the round trip's: a transactional producer
     # produces nothing before initTransactions(), and the round trip's consumer reads with a group of its own.
-    conf: dict[str, Any] = {k: v for k, v in ctx.props.items() if k not in ("group.id", "group.instance.id",
-                                                                          "transactional.id")}
+    conf: dict[str, Any] = {k: v for k, v in ctx.props.items() if k not in APPLICATION_IDS}
     conf.update({"bootstrap.servers": ",".join(a.hostport for a in addresses), "client.id": "kprobe-roundtrip",
                  "logger": logger, "error_cb": on_error})
     protocols = {a.protocol for a in addresses if a.protocol}
@@ -194,7 +216,7 @@ def _create(name: str, addresses: Sequence[BootstrapAddress], answered: Sequence
         err = exc.args[0] if exc.args else None
         if err is not None and hasattr(err, "code") and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return None  # made meanwhile by someone else: as good
-        return f"could not create topic {name!r}: {_describe(exc)[0]}"
+        return f"could not create topic {name!r}: {describe_error(exc)[0]}"
     except Exception as exc:  # the future's own timeout (concurrent.futures.TimeoutError)
         return f"could not create topic {name!r} before the run's deadline ({type(exc).__name__})"
     return None
@@ -233,11 +255,12 @@ def _run(trip: _Trip, addresses: Sequence[BootstrapAddress], ctx: RunContext, *,
         # Made now, not after the produce: it bootstraps and connects while the records travel.
         consumer = Consumer({**conf, "group.id": f"kprobe-roundtrip-{run_id}", "enable.auto.commit": False,
                              "fetch.wait.max.ms": 50, "enable.partition.eof": False,
-                             "topic.metadata.refresh.interval.ms": CONSUMER_REFRESH_MS, **ctx.props})
+                             "topic.metadata.refresh.interval.ms": CONSUMER_REFRESH_MS,
+                             **{k: v for k, v in ctx.props.items() if k not in APPLICATION_IDS}})
     except KafkaException as exc:
         # Not the cluster's doing (a mechanism librdkafka lacks, AWS_MSK_IAM, or a bad property): no record
         # was tried, so nothing is set beside the verdict.
-        raise _NotRun(f"librdkafka refused the settings: {_describe(exc)[0]}") from None
+        raise _NotRun(f"librdkafka refused the settings: {describe_error(exc)[0]}") from None
     headers: list[tuple[str, str | bytes | None]] = [(RUN_HEADER, run_id.encode()),
                                                      ("kprobe-vantage", vantage.encode("utf-8", "replace"))]
     trip.started = time.monotonic()
@@ -324,7 +347,7 @@ def _results(trip: _Trip, *, produce_cut: bool, cut_reads: set[int] | None = Non
             error = "the run's deadline came before the broker acknowledged the record" + context
         elif acked[0] is not None:
             status = "produce_failed"
-            error, broker_error = _describe(acked[0])
+            error, broker_error = describe_error(acked[0])
             error += "" if broker_error else context
         else:
             offset, produce_ms = acked[1], (acked[2] - trip.started) * 1000
@@ -347,18 +370,6 @@ def _timed_out(err: Any) -> bool:
     from confluent_kafka import KafkaError
 
     return hasattr(err, "code") and err.code() == KafkaError._MSG_TIMED_OUT
-
-
-def _describe(err: Any) -> tuple[str, bool]:
-    """The client's words for an error (a KafkaError, or the KafkaException around one), and whether the
-    broker itself answered with it.
-    """
-    if hasattr(err, "str") and hasattr(err, "code"):
-        return str(err.str()), err.code() > 0
-    inner = err.args[0] if getattr(err, "args", None) else err
-    if hasattr(inner, "str") and hasattr(inner, "code"):
-        return str(inner.str()), inner.code() > 0
-    return str(err), False
 
 
 def _overall(partitions: Sequence[PartitionRoundtrip]) -> RoundtripStatus:

@@ -104,7 +104,8 @@ class ProbeRun:
         # The application's questions ride on each bootstrap connection after its metadata; asked only where
         # there is something to learn (kprobe.kafka.coordinators), so a healthy plain probe pays nothing.
         self.questions = questions_from(ctx.props, group=opts.group, transactional_id=opts.transactional_id,
-                                        topics=opts.topics, share_group=opts.share_group)
+                                        topics=opts.topics, share_group=opts.share_group,
+                                        client_rack=opts.client_rack)
         self.bootstraps = fetch_all(bootstraps, ctx, topics=None, identity=opts.identity,
                                     on_done=self._bootstrap_done, application=self.questions)
         _proxy_note(self.bootstraps)
@@ -131,7 +132,8 @@ class ProbeRun:
 
             self._phase(f"producing to and consuming from every partition of {opts.roundtrip}")
             self.roundtrip = round_trip(opts.roundtrip, opts.roundtrip_create, opts.bootstraps, self.bootstraps, ctx,
-                                        run_id=self.run_id, vantage=opts.vantage or socket.gethostname())
+                                        run_id=self.run_id, vantage=opts.vantage or socket.gethostname(),
+                                        application=self.questions)
         for r in self.results:
             _LOG.debug("endpoint %s (node %d): dns %s %s, tcp %s -> %s", r.endpoint.hostport, r.endpoint.node_id,
                        r.dns.status, ",".join(r.dns.addresses) or "-",
@@ -245,7 +247,9 @@ class ProbeRun:
                       "group": self.questions.groups[0] if self.questions.groups else None,
                       "transactional_id": (self.questions.transactional_ids[0] if self.questions.transactional_ids
                                            else None),
-                      "topics": list(self.questions.topics)},
+                      "topics": list(self.questions.topics),
+                      "share_group": self.questions.share_groups[0] if self.questions.share_groups else None,
+                      "client_rack": self.questions.client_rack},
         )
 
 

@@ -24,6 +24,7 @@ from observations import Case, answers_as, boot, case, check, endpoint, params
 
 from kprobe.models import (
     OFFSETS_TOPIC,
+    RACK_AWARE,
     TRANSACTIONS_TOPIC,
     Application,
     ApplicationAnswer,
@@ -36,6 +37,7 @@ from kprobe.models import (
     TopicInfo,
 )
 from kprobe.probe.application import judge_application
+from kprobe.records import replace
 
 ONE = [(1, "192.0.2.10", 9092)]
 THREE = [(1, "192.0.2.11", 9092), (2, "192.0.2.12", 9092), (3, "192.0.2.13", 9092)]
@@ -56,6 +58,7 @@ DEFAULTS = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitio
 # Replication factor 1 for both internal topics, as the Compose files that work on one broker set them.
 SINGLE = {**DEFAULTS, "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
           "transaction.state.log.min.isr": "1"}
+RACKS = {1: "a", 2: "b", 3: "c"}
 NOT_AUTHORISED = "not authorised to describe broker configs (CLUSTER_AUTHORIZATION_FAILED)"
 
 # Keys whose partitions were computed by Java's String.hashCode (`Utils.abs(hash) % partitions`), not by kprobe:
@@ -123,6 +126,7 @@ def probed(
     answer: ApplicationAnswer | None = None, refused_node: int | None = None, group: str | None = None,
     transactional_id: str | None = None, named: Sequence[str] = (), protocol: Protocol | None = None,
     endpoints=None, says=(), never_says=(), group_protocol: str | None = None, share_group: str | None = None,
+    client_rack: str | None = None, racks: dict[int, str] | None = None,
 ) -> Case:
     """A row from one bootstrap's answers, its application section judged as the probe judges it.
 
@@ -133,13 +137,16 @@ def probed(
     address = f"{host}:{port}"
     b = boot(address, connected_to=host, advertises=advertises, node_id=node, topics=topics, application=answer,
              protocol=protocol)
+    if racks and b.metadata is not None:  # broker.rack, as the Metadata answer carries it
+        b = replace(b, metadata=replace(b.metadata, brokers=tuple(replace(x, rack=racks.get(x.node_id))
+                                                                  for x in b.metadata.brokers)))
     if endpoints is None:
         endpoints = [endpoint(n, h, p, address, connect="refused" if n == refused_node else "ok")
                      for n, h, p in advertises]
     questions = ApplicationQuestions(groups=(group,) if group else (),
                                      transactional_ids=(transactional_id,) if transactional_id else (),
                                      topics=tuple(named), group_protocol=group_protocol,
-                                     share_groups=(share_group,) if share_group else ())
+                                     share_groups=(share_group,) if share_group else (), client_rack=client_rack)
     return case(name, [b], endpoints, expect, says=says, never_says=never_says,
                 application=judge_application([b], endpoints, questions))
 
@@ -464,6 +471,43 @@ CASES: list[Case] = [
         "listener-two-brokers-have-while-three-serve-can-create", TWO_LEFT, [("LISTENER_NOT_FOUND", "warning", 3, None)],
         topics=(user_topic("orders", 1), internal(TRANSACTIONS_TOPIC, (1, (1, 2, 3), (1, 2, 3)))),
         answer=ApplicationAnswer(topics=(missing(OFFSETS_TOPIC),), settings=DEFAULTS),
+    ),
+    # -- client.rack (KIP-392): which replica a consumer in a rack reads from ---------------------------------------
+    probed(
+        # Racks a, b, c; the leader in rack a names broker 2 (rack b) for a consumer in rack b, and broker 2's
+        # endpoint refuses from here: the consumer reads nothing from that partition (measured: Java, librdkafka).
+        "client-rack-reads-from-a-follower-whose-endpoint-fails", THREE,
+        [*REFUSED_3[:1], ("FOLLOWER_FETCH_UNREACHABLE", "error", 3, "192.0.2.13:9092")],
+        client_rack="c", racks=RACKS, refused_node=3, named=["orders"],
+        topics=(*HEALTHY, TopicInfo("orders", (PartitionInfo(partition=0, leader=1, replicas=(1, 2, 3),
+                                                             isrs=(1, 2, 3)),))),
+        answer=ApplicationAnswer(settings={**DEFAULTS, "replica.selector.class": RACK_AWARE}),
+        says=[("FOLLOWER_FETCH_UNREACHABLE", 3, "message", "client.rack=c reads 1 partition(s) from broker 3"),
+              ("FOLLOWER_FETCH_UNREACHABLE", 3, "message", "orders-0 (leader 1)"),
+              ("FOLLOWER_FETCH_UNREACHABLE", 3, "fix", "leave client.rack unset")],
+    ),
+    probed(
+        # The same consumer in the leader's own rack reads from the leader: nothing new to say.
+        "client-rack-in-the-leaders-rack-reads-the-leader", THREE, REFUSED_3[:1],
+        client_rack="a", racks=RACKS, refused_node=3, named=["orders"],
+        topics=(*HEALTHY, TopicInfo("orders", (PartitionInfo(partition=0, leader=1, replicas=(1, 2, 3),
+                                                             isrs=(1, 2, 3)),))),
+        answer=ApplicationAnswer(settings={**DEFAULTS, "replica.selector.class": RACK_AWARE}),
+    ),
+    probed(
+        # An AWS zone name where the brokers name zone IDs.
+        "client-rack-that-no-broker-is-in", THREE, [("CLIENT_RACK_MATCHES_NO_BROKER", "warning", None, None)],
+        client_rack="us-east-1a", racks={1: "use1-az1", 2: "use1-az2", 3: "use1-az4"},
+        answer=ApplicationAnswer(settings={**DEFAULTS, "replica.selector.class": RACK_AWARE}),
+        says=[("CLIENT_RACK_MATCHES_NO_BROKER", None, "message", "use1-az1, use1-az2, use1-az4"),
+              ("CLIENT_RACK_MATCHES_NO_BROKER", None, "fix", "zone ID")],
+    ),
+    probed(
+        "client-rack-with-the-default-selector", THREE, [("FOLLOWER_FETCHING_OFF", "info", None, None)],
+        client_rack="b", racks=RACKS,
+        answer=ApplicationAnswer(settings={**DEFAULTS,
+                                           "replica.selector.class": "org.apache.kafka.common.replica.LeaderSelector"}),
+        says=[("FOLLOWER_FETCHING_OFF", None, "fix", RACK_AWARE)],
     ),
     # -- GROUP_PROTOCOL_UNSUPPORTED / SHARE_GROUPS_UNSUPPORTED: the client's protocol, which the brokers refuse ----
     probed(

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 from observations import Case, answers_as, boot, brokers, case, check, endpoint, is_node, params
 
-from kprobe.models import Identity, PartitionRoundtrip, Roundtrip
+from kprobe.models import Identity, PartitionRoundtrip, Roundtrip, RoundtripStep
+from kprobe.records import replace
 
 THREE = [(0, "192.0.2.10", 9092), (1, "192.0.2.11", 9092), (2, "192.0.2.12", 9092)]
 BOOT = boot("192.0.2.10:9092", connected_to="192.0.2.10", advertises=THREE, node_id=0)
@@ -140,6 +141,23 @@ CASES: list[Case] = [
          endpoint(2, "192.0.2.12", 9093, "192.0.2.10:9093", connect="refused")],
         [("ADVERTISED_REFUSED", "error", 2, "192.0.2.12:9093")],
         roundtrip=trip(ok(0, 0), ok(1, 1), lost(2, 2), status="failed"),
+    ),
+    case(
+        # The partitions went through; the group placed as the application's never got an assignment, and
+        # nothing predicted it.
+        "group-step-failed-unpredicted", [BOOT], HEALTHY, [("ROUNDTRIP_STEP_FAILED", "error", None, None)],
+        roundtrip=replace(trip(ok(0, 0), ok(1, 1), ok(2, 2), status="failed"), group=RoundtripStep(
+            kind="group", key="billing", twin="kprobe-roundtrip-group-laptop-7", partition=12, status="failed",
+            error="no assignment from the group coordinator in 9.8 s: the group was never joined")),
+        says=[("ROUNDTRIP_STEP_FAILED", None, "message", "as your group 'billing' would"),
+              ("ROUNDTRIP_STEP_FAILED", None, "message", "partition 12 of __consumer_offsets"),
+              ("ROUNDTRIP_STEP_FAILED", None, "message", "kprobe found that coordinator usable"),
+              ("ROUNDTRIP_STEP_FAILED", None, "fix", "report it")],
+    ),
+    case(
+        "steps-that-worked-say-nothing", [BOOT], HEALTHY, [],
+        roundtrip=replace(trip(ok(0, 0), ok(1, 1), ok(2, 2)), transaction=RoundtripStep(
+            kind="transaction", key="payments", twin="kprobe-roundtrip-tx-laptop-3", partition=4, status="ok")),
     ),
     case("not-run-is-an-error-that-says-why", [BOOT], HEALTHY, [("ROUNDTRIP_NOT_RUN", "error", None, None)],
          roundtrip=Roundtrip(topic="canary", client=CLIENT, status="not_run",
