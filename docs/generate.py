@@ -319,6 +319,8 @@ NOT_STAGED = {
                     "ROUNDTRIP_STEP_FAILED")},
     "SHARE_GROUPS_UNSUPPORTED": "the `defaults` lab stages it (Kafka 4.1's default: share groups off), which the "
                                 "runs of this page do not start",
+    "CLIENT_VERSIONS_REFUSED": "any lab stages it with -X api.version.request=false -X broker.version.fallback=0.9.0; "
+                               "the runs of this page do not set it",
     "FOLLOWER_FETCHING_OFF": "needs brokers with client.rack set and the default replica selector; the rule's rows "
                              "prove it",
     "LISTENER_NOT_FOUND": "the lab stages it (the three-brokers lab's PARTIAL listener and a topic led by broker 2), "

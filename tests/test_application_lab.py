@@ -22,6 +22,7 @@ import pytest
 from conftest import new_topic, restart_settled, topic_on
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from real_clients import librdkafka_round_trip
 from real_group_clients import AppOutcome, java_app, librdkafka_app
 
 from kprobe.kafka.connection import KafkaConnection
@@ -321,3 +322,22 @@ def test_the_round_trip_takes_the_applications_own_path(groups_lab, defaults_lab
     step = report["roundtrip"]["transaction"]
     assert step["status"] == "failed" and "initTransactions" in step["error"], step
     assert {"TRANSACTION_LOG_UNCREATABLE", "ROUNDTRIP_STEP_FAILED"} <= set(_codes(report))
+
+
+def test_librdkafka_pinned_below_0_10_against_kafka_4(three_lab) -> None:
+    """api.version.request=false with an old broker.version.fallback (KIP-896): kprobe's verdict beside librdkafka's."""
+    topic = new_topic(three_lab, "pinned")
+    bootstrap = three_lab.bootstrap("CLIENT")
+    old = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.9.0"]
+    new = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.10.2"]
+    code, report = _probe("-b", bootstrap, *old)
+    assert code == 1 and _codes(report)["CLIENT_VERSIONS_REFUSED"] == [("error", None)]
+    code, report = _probe("-b", bootstrap, *new)
+    assert "CLIENT_VERSIONS_REFUSED" not in _codes(report)
+    assert report["bootstraps"][0]["api_versions"]["Fetch"][0] >= 4  # KIP-896: Fetch v0-v3 gone
+    pinned = {"api.version.request": "false", "socket.timeout.ms": "6000"}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = [pool.submit(librdkafka_round_trip, [], bootstrap, topic, 1, budget_ms=6000,
+                            props={**pinned, "broker.version.fallback": fallback}) for fallback in ("0.9.0", "0.10.2")]
+        outcomes = [r.result() for r in runs]
+    assert [o.ok for o in outcomes] == [False, True], outcomes

@@ -61,7 +61,39 @@ def application_findings(application: Application | None, bootstraps: Sequence[B
         out.extend(_named(named))
     out.extend(_protocols(application))
     out.extend(_racks(application, endpoints, findings))
+    out.extend(_pinned(application, bootstraps))
     return out
+
+
+def _pinned(application: Application, bootstraps: Sequence[BootstrapResult]) -> list[Finding]:
+    """CLIENT_VERSIONS_REFUSED: librdkafka pinned to a pre-0.10 table of request versions these brokers refuse."""
+    if application.pinned is None:
+        return []
+    from kprobe.kafka.client_versions import pinned_versions, refused
+
+    pinned = pinned_versions({"api.version.request": "false", "broker.version.fallback": application.pinned})
+    if pinned is None:
+        return []
+    fallback, table = pinned
+    for b in bootstraps:
+        if not b.api_versions:
+            continue
+        gone = refused(table, {name: (low, high) for name, low, high in b.api_versions})
+        if not gone:
+            continue
+        said = "; ".join(f"{name} v{lo}-v{hi}" + (f" (it takes v{off[0]}-v{off[1]})" if off else " (it has none)")
+                         for name, (lo, hi), off in gone)
+        return [finding(
+            "CLIENT_VERSIONS_REFUSED", ERROR,
+            f"With api.version.request=false and broker.version.fallback={fallback}, librdkafka does not ask the "
+            f"brokers which request versions they take: it uses its fixed table for Kafka {fallback}, and the broker "
+            f"at {b.address} refuses these: {said}. Kafka 4.0 removed old request versions (KIP-896): such a client "
+            "times out on every request the brokers no longer take (measured: fallback 0.9.0 against Kafka 4.1.1).",
+            "Remove api.version.request=false (librdkafka's default asks the brokers), or set "
+            "broker.version.fallback=0.10.0 or later. Other clients pin versions their own way (kafka-python's "
+            "api_version, Sarama's Config.Version): let them negotiate, or pin a version these brokers take.",
+            bootstrap=b.address)]
+    return []
 
 
 def _racks(application: Application, endpoints: Sequence[EndpointResult], findings: Sequence[Finding]) -> list[Finding]:

@@ -266,6 +266,10 @@ CATALOGUE: dict[str, Kind] = {
     "FOLLOWER_FETCH_UNREACHABLE": Kind(
         "application", (ERROR,), "The replica a consumer with client.rack reads from does not work from here",
         "The consumer reads nothing from those partitions, although their leaders work."),
+    "CLIENT_VERSIONS_REFUSED": Kind(
+        "application", (ERROR,), "The client pins request versions the brokers no longer take",
+        "librdkafka with api.version.request=false and an old broker.version.fallback times out on every request "
+        "the brokers removed (Kafka 4.0, KIP-896)."),
     "NO_TOPICS_VISIBLE": Kind(
         "application", (WARNING,), "A SASL principal sees no topic at all",
         "Its clients get TOPIC_AUTHORIZATION_FAILED for every topic they name."),

@@ -178,6 +178,9 @@ class BootstrapResult:
     # What the same connection answered about the application after its Metadata: coordinators, the internal
     # topics' settings, named topics (None: nothing was asked, every internal topic there and online).
     application: ApplicationAnswer | None = None
+    # The versions this broker takes of the requests clients send (kprobe.kafka.client_versions.CLIENT_APIS), as
+    # its ApiVersions answer gave them: (request name, lowest, highest).
+    api_versions: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def brokers(self) -> tuple[AdvertisedBroker, ...]:

@@ -54,10 +54,12 @@ class ApplicationQuestions:
     group_protocol: str | None = None
     share_groups: tuple[str, ...] = ()  # KIP-932 share groups (--share-group)
     client_rack: str | None = None  # the consumer's client.rack: which replica it reads from (KIP-392)
+    # librdkafka's broker.version.fallback where api.version.request=false pins request versions below 0.10.
+    pinned: str | None = None
 
     def __bool__(self) -> bool:
         return bool(self.groups or self.transactional_ids or self.topics or self.share_groups
-                    or self.group_protocol == "consumer" or self.client_rack)
+                    or self.group_protocol == "consumer" or self.client_rack or self.pinned)
 
 
 def questions_from(props: Mapping[str, str], *, group: str | None = None, transactional_id: str | None = None,
@@ -68,10 +70,14 @@ def questions_from(props: Mapping[str, str], *, group: str | None = None, transa
     transactional_id = transactional_id or props.get(TRANSACTIONAL_KEY) or None
     protocol = (props.get(PROTOCOL_KEY) or "").strip().lower() or None
     rack = client_rack or (props.get(RACK_KEY) or "").strip() or None
+    pinned = None
+    if (props.get("api.version.request") or "").strip().lower() == "false":
+        pinned = (props.get("broker.version.fallback") or "0.10.0").strip()
     return ApplicationQuestions(groups=(group,) if group else (),
                                 transactional_ids=(transactional_id,) if transactional_id else (),
                                 topics=tuple(dict.fromkeys(topics)), group_protocol=protocol,
-                                share_groups=(share_group,) if share_group else (), client_rack=rack)
+                                share_groups=(share_group,) if share_group else (), client_rack=rack,
+                                pinned=pinned)
 
 
 def internal_trouble(meta: ClusterMetadata) -> bool:
@@ -264,3 +270,5 @@ class Application:
     broker_racks: tuple[str, ...] = ()
     replica_selector: str | None = None
     rack_reads: tuple[RackRead, ...] = ()
+    # librdkafka's broker.version.fallback, where api.version.request=false pins the request versions.
+    pinned: str | None = None

@@ -263,8 +263,14 @@ def _bootstrap(o: _Obj, seen: dict[tuple[object, ...], AdvertisedBroker]) -> Boo
         sasl_mechanism=o.text("sasl_mechanism"), token_unavailable=o.flag("token_unavailable"),
         kraft_controller=o.flag("kraft_controller"), wanted_protocol=o.word("wanted_protocol", _PROTOCOLS),
         tls_alert=o.text("tls_alert"), full_metadata_lost=o.flag("full_metadata_lost"),
-        largest_answer_bytes=o.integer("largest_answer_bytes"),
+        largest_answer_bytes=o.integer("largest_answer_bytes"), api_versions=_api_versions(o),
     )
+
+
+def _api_versions(o: _Obj) -> tuple[tuple[str, int, int], ...]:
+    versions = o._get("api_versions", (dict,), {}, False)
+    return tuple((str(name), pair[0], pair[1]) for name, pair in versions.items()
+                 if isinstance(pair, list) and len(pair) == 2 and all(type(v) is int for v in pair))
 
 
 def _dns(o: _Obj, host: str) -> DnsResult:
@@ -384,7 +390,7 @@ def _application(o: _Obj) -> Application:
     return Application(
         group=o.text("group"), transactional_id=o.text("transactional_id"), group_protocol=o.text("group_protocol"),
         share_group=o.text("share_group"), consumer_protocol=o.text("consumer_protocol"),
-        share_protocol=o.text("share_protocol"), client_rack=o.text("client_rack"),
+        share_protocol=o.text("share_protocol"), client_rack=o.text("client_rack"), pinned=o.text("pinned"),
         broker_racks=o.texts("broker_racks"), replica_selector=o.text("replica_selector"),
         rack_reads=o.items("rack_reads", lambda r: RackRead(
             topic=r.text("topic", required=True), partition=r.integer("partition", required=True),

@@ -81,6 +81,8 @@ def _bootstrap(b: BootstrapResult) -> dict[str, Any]:
         # Additive in v1: the full Metadata answer was lost on the path, a brokers-only one of this size arrived.
         "full_metadata_lost": b.full_metadata_lost,
         "largest_answer_bytes": b.largest_answer_bytes,
+        # Additive in v1: the versions this broker takes of each request clients send (KIP-896 removed old ones).
+        "api_versions": {name: [low, high] for name, low, high in b.api_versions},
     }
 
 
@@ -175,7 +177,7 @@ def application_dict(app: Application) -> dict[str, Any]:
     return {
         "group": app.group, "transactional_id": app.transactional_id, "group_protocol": app.group_protocol,
         "share_group": app.share_group, "consumer_protocol": app.consumer_protocol,
-        "share_protocol": app.share_protocol, "client_rack": app.client_rack,
+        "share_protocol": app.share_protocol, "client_rack": app.client_rack, "pinned": app.pinned,
         "broker_racks": list(app.broker_racks), "replica_selector": app.replica_selector,
         "rack_reads": [{"topic": r.topic, "partition": r.partition, "leader": r.leader, "replica": r.replica,
                         "endpoint": r.endpoint, "status": r.status} for r in app.rack_reads],

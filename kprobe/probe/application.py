@@ -79,7 +79,8 @@ def judge_application(bootstraps: Sequence[BootstrapResult], results: Sequence[E
                        consumer_protocol=answer.consumer_protocol, share_protocol=answer.share_protocol,
                        client_rack=questions.client_rack,
                        broker_racks=tuple(sorted({b.rack for b in meta.brokers if b.rack})),
-                       replica_selector=answer.settings.get(SELECTOR_KEY), rack_reads=rack_reads)
+                       replica_selector=answer.settings.get(SELECTOR_KEY), rack_reads=rack_reads,
+                       pinned=questions.pinned)
 
 
 def _rack_reads(rack: str, topics: Sequence[TopicInfo], meta: ClusterMetadata,

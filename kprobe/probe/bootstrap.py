@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from kprobe.kafka.client_versions import CLIENT_APIS
 from kprobe.kafka.connection import KafkaConnection, ListenerAnswer, ask_listener, fetch_and_identify, small_metadata
 from kprobe.kafka.mechanisms import MSK_IAM
 from kprobe.kafka.security import Security
@@ -65,9 +66,12 @@ def fetch_bootstrap(
     failures: list[WireError] = []
     failed_at = dns.addresses[0]
     answers: list[ApplicationAnswer | None] = []
+    client_versions: list[tuple[tuple[str, int, int], ...]] = []
     then = None
     if application is not None:
         def then(conn: KafkaConnection, meta: ClusterMetadata, node_id: int | None) -> None:
+            client_versions.append(tuple((CLIENT_APIS[k], *conn.api_versions[k]) for k in sorted(CLIENT_APIS)
+                                         if k in conn.api_versions))
             if asks_anything(meta, application):
                 from kprobe.kafka.coordinators import ask_application
 
@@ -96,7 +100,8 @@ def fetch_bootstrap(
         result = BootstrapResult(address=hostport, status="ok", answered_by_id=-1,
                                  answered_by_name=f"{hostport}/bootstrap", connected_to=ip, metadata=meta,
                                  ms=_ms(started), node_id=node_id, identity_note=note, protocol=security.protocol,
-                                 sasl_mechanism=mechanism, application=answers[-1] if answers else None)
+                                 sasl_mechanism=mechanism, application=answers[-1] if answers else None,
+                                 api_versions=client_versions[-1] if client_versions else ())
         _LOG.debug("bootstrap %s: metadata v%s from %s in %.1f ms, %d brokers", hostport, meta.api_version, ip,
                    result.ms or 0, len(meta.brokers))
         return result

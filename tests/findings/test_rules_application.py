@@ -59,6 +59,11 @@ DEFAULTS = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitio
 SINGLE = {**DEFAULTS, "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
           "transaction.state.log.min.isr": "1"}
 RACKS = {1: "a", 2: "b", 3: "c"}
+# Kafka 4.1.1's ApiVersions answer for the requests clients send (measured on the lab's broker).
+KAFKA_41 = (("Produce", 0, 13), ("Fetch", 4, 18), ("ListOffsets", 1, 10), ("Metadata", 0, 13), ("OffsetCommit", 2, 9),
+            ("OffsetFetch", 1, 9), ("FindCoordinator", 0, 6), ("JoinGroup", 0, 9), ("Heartbeat", 0, 4),
+            ("LeaveGroup", 0, 5), ("SyncGroup", 0, 5), ("DescribeGroups", 0, 6), ("ListGroups", 0, 5),
+            ("ApiVersions", 0, 4), ("InitProducerId", 0, 5))
 NOT_AUTHORISED = "not authorised to describe broker configs (CLUSTER_AUTHORIZATION_FAILED)"
 
 # Keys whose partitions were computed by Java's String.hashCode (`Utils.abs(hash) % partitions`), not by kprobe:
@@ -126,7 +131,8 @@ def probed(
     answer: ApplicationAnswer | None = None, refused_node: int | None = None, group: str | None = None,
     transactional_id: str | None = None, named: Sequence[str] = (), protocol: Protocol | None = None,
     endpoints=None, says=(), never_says=(), group_protocol: str | None = None, share_group: str | None = None,
-    client_rack: str | None = None, racks: dict[int, str] | None = None,
+    client_rack: str | None = None, racks: dict[int, str] | None = None, pinned: str | None = None,
+    api_versions: tuple[tuple[str, int, int], ...] = (),
 ) -> Case:
     """A row from one bootstrap's answers, its application section judged as the probe judges it.
 
@@ -137,6 +143,8 @@ def probed(
     address = f"{host}:{port}"
     b = boot(address, connected_to=host, advertises=advertises, node_id=node, topics=topics, application=answer,
              protocol=protocol)
+    if api_versions:
+        b = replace(b, api_versions=api_versions)
     if racks and b.metadata is not None:  # broker.rack, as the Metadata answer carries it
         b = replace(b, metadata=replace(b.metadata, brokers=tuple(replace(x, rack=racks.get(x.node_id))
                                                                   for x in b.metadata.brokers)))
@@ -146,7 +154,8 @@ def probed(
     questions = ApplicationQuestions(groups=(group,) if group else (),
                                      transactional_ids=(transactional_id,) if transactional_id else (),
                                      topics=tuple(named), group_protocol=group_protocol,
-                                     share_groups=(share_group,) if share_group else (), client_rack=client_rack)
+                                     share_groups=(share_group,) if share_group else (), client_rack=client_rack,
+                                     pinned=pinned)
     return case(name, [b], endpoints, expect, says=says, never_says=never_says,
                 application=judge_application([b], endpoints, questions))
 
@@ -508,6 +517,18 @@ CASES: list[Case] = [
         answer=ApplicationAnswer(settings={**DEFAULTS,
                                            "replica.selector.class": "org.apache.kafka.common.replica.LeaderSelector"}),
         says=[("FOLLOWER_FETCHING_OFF", None, "fix", RACK_AWARE)],
+    ),
+    # -- CLIENT_VERSIONS_REFUSED: librdkafka pinned below 0.10 against Kafka 4.1.1's ApiVersions (measured) --------
+    probed(
+        "librdkafka-pinned-to-0.9.0-against-kafka-4", THREE, [("CLIENT_VERSIONS_REFUSED", "error", None, None)],
+        pinned="0.9.0", api_versions=KAFKA_41,
+        says=[("CLIENT_VERSIONS_REFUSED", None, "message", "Fetch v0-v1 (it takes v4-v18)"),
+              ("CLIENT_VERSIONS_REFUSED", None, "message", "ListOffsets v0-v0 (it takes v1-v10)"),
+              ("CLIENT_VERSIONS_REFUSED", None, "fix", "broker.version.fallback=0.10.0 or later")],
+    ),
+    probed(
+        # 0.10.0 and later are "queryable" in librdkafka's tables: what the broker answers decides.
+        "librdkafka-pinned-to-0.10.2-asks-anyway", THREE, [], pinned="0.10.2", api_versions=KAFKA_41,
     ),
     # -- GROUP_PROTOCOL_UNSUPPORTED / SHARE_GROUPS_UNSUPPORTED: the client's protocol, which the brokers refuse ----
     probed(
