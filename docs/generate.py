@@ -305,7 +305,8 @@ NOT_STAGED = {
     **{code: "judged from configuration files by `kprobe check`, before anything runs; no probe emits it"
        for code in ("ADVERTISED_WILDCARD", "LISTENER_NOT_IN_PROTOCOL_MAP", "ADVERTISED_LISTENER_UNDEFINED",
                     "INTER_BROKER_NOT_ADVERTISED", "CONTROLLER_LISTENER_ADVERTISED", "ADVERTISED_INTERNAL_NAME",
-                    "PUBLISHED_PORT_DIFFERS", "ADVERTISED_AT_DEPLOY")},
+                    "PUBLISHED_PORT_DIFFERS", "ADVERTISED_AT_DEPLOY", "INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS",
+                    "TRANSACTION_LOG_MIN_ISR_ABOVE_REPLICATION")},
     **{code: "the `defaults` lab stages it (one broker with Kafka's defaults for its internal topics: "
              "docs/application.md), which the runs of this page do not start"
        for code in ("OFFSETS_TOPIC_UNCREATABLE", "TRANSACTION_LOG_UNCREATABLE", "COORDINATOR_NOT_AVAILABLE")},

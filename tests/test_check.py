@@ -73,7 +73,9 @@ def test_the_seeds_broker_in_text():
     assert re.search(r"\* on the Docker host +works +bootstrap localhost:9092", out)
     assert re.search(r"  inside the Compose network +fails +bootstrap kafka0:9092: localhost in a client's", out)
     assert "ERROR ADVERTISED_UNRESOLVABLE  node 0 never-gonna-give-you-up:29094" in out
-    assert out.rstrip().endswith("gap: 1 broker(s), 3 advertised listener(s), 1 error(s), 0 warning(s) (exit 1)")
+    # The file sets KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR only: __transaction_state keeps three replicas on one broker.
+    assert "WARNING INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS\n  __transaction_state can never be created" in out
+    assert out.rstrip().endswith("gap: 1 broker(s), 3 advertised listener(s), 1 error(s), 1 warning(s) (exit 1)")
 
 
 def test_this_repositorys_playground_is_the_seeds_broker():
@@ -89,6 +91,59 @@ def test_this_repositorys_playground_is_the_seeds_broker():
     assert by_name["CONTROLLER"]["advertised"] is None and by_name["CONTROLLER"]["audiences"] == []
     assert by_name["LISTENER_FRED"]["published"] == [{"host_ip": "127.0.0.1", "host_port": 9092,
                                                        "container_port": 9092}]
+
+
+SINGLE_BROKER = """services:
+  kafka:
+    image: apache/kafka:4.1.1
+    ports: ["9092:9092"]
+    environment:
+      KAFKA_NODE_ID: 1
+      KAFKA_PROCESS_ROLES: broker,controller
+      KAFKA_CONTROLLER_QUORUM_VOTERS: 1@kafka:9093
+      KAFKA_LISTENERS: PLAINTEXT://:19092,PLAINTEXT_HOST://:9092,CONTROLLER://:9093
+      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka:19092,PLAINTEXT_HOST://localhost:9092
+      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,PLAINTEXT_HOST:PLAINTEXT,CONTROLLER:PLAINTEXT
+      KAFKA_CONTROLLER_LISTENER_NAMES: CONTROLLER
+      KAFKA_INTER_BROKER_LISTENER_NAME: PLAINTEXT
+"""
+
+
+def test_a_single_compose_broker_left_at_kafkas_defaults(tmp_path):
+    """The common Compose mistake: every listener right, the internal topics at Kafka's three replicas on one broker."""
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(SINGLE_BROKER)
+    done = kprobe("check", str(compose), "--no-color")
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    assert "ERROR INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS\n  __consumer_offsets can never be created: " \
+           "offsets.topic.replication.factor=3 (Kafka's default: the file leaves it unset)" in out
+    assert "fix: Set KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR=1 in service kafka's environment" in out
+    assert "WARNING INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS\n  __transaction_state can never be created" in out
+    assert out.rstrip().endswith("gap: 1 broker(s), 2 advertised listener(s), 1 error(s), 1 warning(s) (exit 1)")
+    compose.write_text(SINGLE_BROKER + "".join(f"      KAFKA_{s}: 1\n" for s in (
+        "OFFSETS_TOPIC_REPLICATION_FACTOR", "TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "TRANSACTION_STATE_LOG_MIN_ISR")))
+    assert kprobe("check", str(compose)).returncode == 0  # as Kafka's own single-node example sets them
+
+
+@pytest.mark.parametrize(("scenario", "expected"), [
+    ("defaults", [("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "error"),
+                  ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "warning")]),
+    ("listeners", [("ADVERTISED_UNRESOLVABLE", "error")]),
+])
+def test_the_labs_own_server_properties_predict_what_their_probes_observe(tmp_path, scenario, expected):
+    """A lab broker's own server.properties, rendered without starting it: the `defaults` lab (one broker, the
+    internal topics at Kafka's defaults) is where tests/test_application_lab.py sees OFFSETS_TOPIC_UNCREATABLE
+    (error) and TRANSACTION_LOG_UNCREATABLE (warning) live, and check predicts both from the file alone; the
+    `listeners` lab sizes its internal topics to its one broker, so only ALICE's listener is predicted to fail."""
+    from kprobe.lab.base import render, server_properties
+    from kprobe.lab.scenarios import get_scenario
+
+    lab = get_scenario(scenario)
+    props = tmp_path / "server.properties"
+    props.write_text(server_properties(lab, render(lab, {}), 0, str(tmp_path / "data")))
+    report = json.loads(kprobe("check", str(props), "--json").stdout)
+    assert Counter((f["code"], f["severity"]) for f in report["findings"]) == Counter(expected)
 
 
 def test_several_server_properties_are_one_cluster(tmp_path):
@@ -238,7 +293,10 @@ def test_compose_variables_are_substituted(tmp_path):
                        "      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka:19093,HOST://localhost:${ADV_PORT:-9092}\n"
                        "      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,HOST:PLAINTEXT,"
                        "CONTROLLER:PLAINTEXT\n      KAFKA_CONTROLLER_LISTENER_NAMES: CONTROLLER\n"
-                       "      KAFKA_PROCESS_ROLES: broker,controller\n")
+                       "      KAFKA_PROCESS_ROLES: broker,controller\n"
+                       "      KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: ${RF:-1}\n"
+                       "      KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR: ${RF:-1}\n"
+                       "      KAFKA_TRANSACTION_STATE_LOG_MIN_ISR: ${RF:-1}\n")
     report = json.loads(kprobe("check", str(compose), "--json").stdout)
     assert [f["code"] for f in report["findings"]] == ["PUBLISHED_PORT_DIFFERS"]  # 19092 published, 9092 advertised
     import os
@@ -247,6 +305,9 @@ def test_compose_variables_are_substituted(tmp_path):
     done = kprobe("check", str(compose), "--json", env=env)
     assert done.returncode == 0, done.stdout
     assert json.loads(done.stdout)["deployments"][0]["notes"] == []
+    done = kprobe("check", str(compose), "--json", env={**env, "RF": "3"})  # the internal topics' settings too
+    assert [(f["code"], f["severity"]) for f in json.loads(done.stdout)["findings"]] == [
+        ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "error"), ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "warning")]
 
 
 # -- any shape of file: bad input, never a traceback ----------------------------------------------------------
@@ -316,7 +377,10 @@ def test_probe_with_nothing_deployed_fails_with_exit_3(tmp_path):
     compose.write_text(f"services:\n  kafka:\n    image: apache/kafka:4.1.1\n    ports: ['127.0.0.1:{port}:9092']\n"
                        "    environment:\n      KAFKA_LISTENERS: PLAINTEXT://:19092,HOST://:9092\n"
                        f"      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka:19092,HOST://localhost:{port}\n"
-                       "      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,HOST:PLAINTEXT\n")
+                       "      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,HOST:PLAINTEXT\n"
+                       "      KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: 1\n"
+                       "      KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR: 1\n"
+                       "      KAFKA_TRANSACTION_STATE_LOG_MIN_ISR: 1\n")
     done = kprobe("check", str(compose), "--probe", "--json", "--timeout", "2s")
     assert done.returncode == 3, done.stdout + done.stderr
     report = json.loads(done.stdout)

@@ -10,13 +10,16 @@ nodes; `externalAccess` off) and take the file's values over them. The chart adv
 (given in `loadBalancerIPs` / `loadBalancerNames`, else known when deployed) or a node's with a node port.
 `<fullname>` is the release name when it contains "kafka", else `<release>-kafka`: the release is
 chosen at `helm install`, so kprobe assumes a release named kafka unless `fullnameOverride` says.
+The chart sets none of the internal topics' settings (the pods run the server.properties it renders, not
+the image's own), so the values' `config`, `extraConfig`, `extraConfigYaml` and `overrideConfiguration`
+decide them, and Kafka's defaults apply to what they leave out.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kprobe.deployments.common import excerpt, mapping, node_count, secrets_of, sequence
+from kprobe.deployments.common import excerpt, internal_topic_settings, mapping, node_count, secrets_of, sequence
 from kprobe.errors import UsageError
 from kprobe.kafka.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage, parse_listeners
 
@@ -88,6 +91,7 @@ def read_bitnami(path: str, document: Any) -> Deployment:
     names = [f"{fullname}.{namespace}.svc.{domain}", f"{fullname}.{namespace}.svc"]
     brokers = []
     override = str(lst.get("advertisedListeners") or "")
+    internal = {role: internal_topic_settings(_kafka_config(path, values, role)) for role in ("controller", "broker")}
     for role, pod, node_id, roles, index in pods:
         fqdn = f"{pod}.{fullname}-{role}-headless.{namespace}.svc.{domain}"
         names += [fqdn, fqdn.removesuffix("." + domain)]
@@ -122,7 +126,8 @@ def read_bitnami(path: str, document: Any) -> Deployment:
             advertised_names=tuple(x.name for x in listeners if x.advertised is not None),
             protocol_map=tuple((x.name, x.protocol or "PLAINTEXT") for x in listeners),
             inter_broker_name=str(lst["interbroker"]["name"]).upper() if "broker" in roles else None,
-            controller_names=(str(lst["controller"]["name"]).upper(),) if "controller" in roles else ()))
+            controller_names=(str(lst["controller"]["name"]).upper(),) if "controller" in roles else (),
+            internal_topics=internal[role]))
     notes = [f"pods named for a release called {RELEASE} (fullname {fullname}) unless fullnameOverride says; the "
              "namespace is the one it is installed in"]
     if override:
@@ -130,7 +135,65 @@ def read_bitnami(path: str, document: Any) -> Deployment:
     secrets = _secret_values(document)
     return Deployment(source=path, kind="bitnami", platform="kubernetes", brokers=tuple(brokers),
                       network_names=(("cluster", tuple(names)),), operator="bitnami", notes=tuple(notes),
-                      secrets=tuple(secrets))
+                      secrets=tuple(secrets), broker_count=sum(b.is_broker for b in brokers),
+                      settings_block=_settings_block(values))
+
+
+# Where the chart takes Kafka settings, by version: a whole server.properties in `config` and lines added in
+# `extraConfig` (to chart 31), a map in `extraConfigYaml` (29 to 31), and from chart 32 (Kafka 4) a map in
+# `config` with `overrideConfiguration` over it; each also under `controller.` and `broker.`, which win.
+_TEXT_KEYS = ("extraConfig",)
+_MAP_KEYS = ("extraConfigYaml", "overrideConfiguration")
+
+
+def _kafka_config(path: str, values: dict[str, Any], role: str) -> dict[str, Any]:
+    """The Kafka settings the chart writes for one role's pods (`controller` or `broker`), from the values.
+
+    The chart sets none of the internal topics' settings itself, so whatever these leave out is Kafka's
+    default. A `config` (the role's, else the common one) replaces what the chart generates, and with it
+    `extraConfig` and `extraConfigYaml`; `overrideConfiguration` applies over either.
+    """
+    own = mapping(values.get(role), f"{path}: {role}")
+    out: dict[str, Any] = {}
+    base = own.get("config") or values.get("config")
+    if base:
+        out.update(_settings_of(path, base, f"{role}.config" if own.get("config") else "config"))
+    else:
+        for where, raw in (("extraConfig", values.get("extraConfig")), (f"{role}.extraConfig", own.get("extraConfig")),
+                           ("extraConfigYaml", values.get("extraConfigYaml")),
+                           (f"{role}.extraConfigYaml", own.get("extraConfigYaml"))):
+            out.update(_settings_of(path, raw, where))
+    for where, raw in (("overrideConfiguration", values.get("overrideConfiguration")),
+                       (f"{role}.overrideConfiguration", own.get("overrideConfiguration"))):
+        out.update(_settings_of(path, raw, where))
+    return out
+
+
+def _settings_of(path: str, raw: Any, where: str) -> dict[str, Any]:
+    """Kafka settings from one chart value: server.properties lines (text) or a map of them; else none."""
+    if isinstance(raw, str) and raw.strip():
+        from kprobe.deployments.properties import parse_properties
+
+        return dict(parse_properties(raw, source=f"{path}: {where}"))
+    if isinstance(raw, dict):
+        return {str(k): v for k, v in raw.items()}
+    return {}
+
+
+def _settings_block(values: dict[str, Any]) -> str | None:
+    """The key these values already set Kafka settings in, so a fix adds to it; None where they use none.
+
+    A text `config` is the whole server.properties (nothing else is added to it); a map anywhere means the
+    chart of Kafka 4, whose `overrideConfiguration` goes over everything; text `extraConfig` an older chart.
+    """
+    scopes = [values, *(v for v in (values.get("controller"), values.get("broker")) if isinstance(v, dict))]
+    if any(isinstance(scope.get("config"), str) and scope["config"].strip() for scope in scopes):
+        return "config"
+    if any(isinstance(scope.get(key), dict) and scope[key] for scope in scopes for key in ("config", *_MAP_KEYS)):
+        return "overrideConfiguration"
+    if any(isinstance(scope.get(key), str) and scope[key].strip() for scope in scopes for key in _TEXT_KEYS):
+        return "extraConfig"
+    return None
 
 
 def _fullname(values: dict[str, Any]) -> str:

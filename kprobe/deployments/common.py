@@ -15,10 +15,12 @@ from typing import Any
 
 from kprobe.errors import UsageError
 from kprobe.kafka.listeners import (
+    INTERNAL_TOPIC_SETTINGS,
     OWN_HOSTNAME,
     Broker,
     Exposure,
     HostPort,
+    InternalTopicSettings,
     Listener,
     Publish,
     Vantage,
@@ -234,7 +236,34 @@ def broker_from_settings(
         hostname=hostname, networks=networks, listener_names=tuple(n for n, _ in listeners),
         advertised_names=tuple(n for n, _ in advertised) if advertised_set else (),
         protocol_map=protocol_map, inter_broker_name=inter_name, inter_broker_default=inter_default,
-        controller_names=controller_names, settings_prefix=settings_prefix)
+        controller_names=controller_names, settings_prefix=settings_prefix,
+        internal_topics=internal_topic_settings(settings))
+
+
+def internal_topic_settings(settings: Mapping[str, Any]) -> InternalTopicSettings:
+    """The internal topics' settings among a broker's Kafka properties, whatever spelt them.
+
+    Kafka takes a whole number from 1 to 32767 (the replication factors are Java shorts; surrounding
+    spaces trimmed). Anything else (an empty Compose variable, a Helm template, a word) stops the broker,
+    so it is kept as unreadable and nothing is predicted from it, rather than refusing a file whose
+    listeners can still be judged.
+    """
+    values: list[tuple[str, int]] = []
+    unreadable: list[str] = []
+    for prop in INTERNAL_TOPIC_SETTINGS:
+        if prop not in settings:
+            continue
+        raw = settings[prop]
+        number: int | None = None
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            number = raw
+        elif isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit() and len(raw.strip()) <= 9:
+            number = int(raw.strip())
+        if number is not None and 1 <= number <= 32767:
+            values.append((prop, number))
+        else:
+            unreadable.append(prop)
+    return InternalTopicSettings(values=tuple(values), unreadable=tuple(unreadable))
 
 
 def env_to_property(variable: str, prefix: str) -> str | None:

@@ -3,12 +3,15 @@
 Three image families are read, each as its start script reads its environment:
 - `apache/kafka` (and `apache/kafka-native`): `KAFKA_*` variables become properties; with none set at
   all, the image starts from its own server.properties (PLAINTEXT on localhost:29092 and
-  PLAINTEXT_HOST on 0.0.0.0:9092, both advertised as localhost); an unset `KAFKA_LISTENERS` is the
-  advertised listeners with every host replaced by 0.0.0.0 (docker/resources/common-scripts/configure).
+  PLAINTEXT_HOST on 0.0.0.0:9092, both advertised as localhost, internal topics at one replica); an
+  unset `KAFKA_LISTENERS` is the advertised listeners with every host replaced by 0.0.0.0
+  (docker/resources/common-scripts/configure). With any variable set, the environment is the whole
+  configuration: what it leaves out is Kafka's default.
 - `confluentinc/cp-kafka`, `cp-server` and the older `cp-enterprise-kafka`: the same names and the same
   derivation of `KAFKA_LISTENERS` (Confluent's `configure` script, which the apache image copied).
-- `bitnami/kafka`: `KAFKA_CFG_*` variables; unset listeners are the image's PLAINTEXT :9092 and
-  CONTROLLER :9093.
+- `bitnami/kafka`: `KAFKA_CFG_*` variables over Kafka's own server.properties (internal topics at one
+  replica; the legacy `KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR` and its two transaction-log twins win
+  over their `KAFKA_CFG_` names); unset listeners are the image's PLAINTEXT :9092 and CONTROLLER :9093.
 An image none of these, with Kafka listener variables, is bad input (kprobe would guess its defaults);
 an image left as an unset variable (`${IMAGE}`, as Kafka's own examples write it) is read by its
 variables' names, and the report says so. Services that are not Kafka brokers are left alone.
@@ -43,8 +46,21 @@ APACHE_DEFAULTS = {
     "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PLAINTEXT_HOST:PLAINTEXT",
     "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
     "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+    "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+    "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+    "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
 }
-BITNAMI_DEFAULTS = {"KAFKA_CFG_LISTENERS": "PLAINTEXT://:9092,CONTROLLER://:9093"}
+# Bitnami's image starts from Kafka's own config/server.properties (its internal topics at one replica) and
+# sets each KAFKA_CFG_ variable over it; with any KAFKA_ variable, the apache/kafka and Confluent images
+# write the environment alone, so Kafka's defaults (three replicas, min ISR 2) apply to what it leaves out.
+BITNAMI_DEFAULTS = {"KAFKA_CFG_LISTENERS": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                    "KAFKA_CFG_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+                    "KAFKA_CFG_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+                    "KAFKA_CFG_TRANSACTION_STATE_LOG_MIN_ISR": "1"}
+# Legacy names Bitnami's start script copies over their KAFKA_CFG_ twins (libkafka.sh,
+# kafka_create_alias_environment_variables): these three decide the internal topics.
+BITNAMI_ALIASES = ("OFFSETS_TOPIC_REPLICATION_FACTOR", "TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+                   "TRANSACTION_STATE_LOG_MIN_ISR")
 _LISTENER_VARIABLES = ("KAFKA_LISTENERS", "KAFKA_ADVERTISED_LISTENERS", "KAFKA_CFG_LISTENERS",
                        "KAFKA_CFG_ADVERTISED_LISTENERS", "KAFKA_PROCESS_ROLES", "KAFKA_CFG_PROCESS_ROLES")
 _VARIABLE = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
@@ -66,6 +82,7 @@ def read_compose(path: str, document: Any) -> Deployment:
     brokers: list[Broker] = []
     notes: list[str] = []
     secrets: list[str] = []
+    scaled = False
     for service, spec in services.items():
         if not isinstance(spec, dict):
             raise UsageError(f"{path}: service {service}: not a map")
@@ -93,6 +110,7 @@ def read_compose(path: str, document: Any) -> Deployment:
                 return (Publish(host_ip="0.0.0.0", host_port=port, container_port=port),)
             return tuple(p for p in ports if p.container_port == port)
 
+        scaled = scaled or _scaled(spec)
         aliases = [a for net in service_networks.values() for a in net]
         brokers.append(broker_from_settings(
             settings, name=str(service), source=path, where=where, hostname=hostname,
@@ -101,9 +119,20 @@ def read_compose(path: str, document: Any) -> Deployment:
     if not brokers:
         raise UsageError(f"{path}: no Kafka broker service (an apache/kafka, confluentinc/cp-kafka, cp-server or "
                          "bitnami/kafka image with its listener variables)")
+    # The Kafka services with the broker role are the cluster; a service run several times over is not counted.
+    count = None if scaled else sum(b.is_broker for b in brokers)
     return Deployment(source=path, kind="compose", platform="compose", brokers=tuple(brokers),
                       network_names=tuple((net, tuple(dict.fromkeys(n))) for net, n in networks.items()),
-                      notes=tuple(notes), secrets=tuple(secrets))
+                      notes=tuple(notes), secrets=tuple(secrets), broker_count=count)
+
+
+def _scaled(spec: Mapping[str, Any]) -> bool:
+    """Whether a service runs other than once (`scale:`, `deploy.replicas`): its brokers are then uncounted."""
+    deploy = spec.get("deploy")
+    for value in (spec.get("scale"), deploy.get("replicas") if isinstance(deploy, dict) else None):
+        if value is not None and str(value).strip() != "1":
+            return True
+    return False
 
 
 def _service_names(service: str, spec: Mapping[str, Any]) -> list[str]:
@@ -219,6 +248,7 @@ def _settings(family: str, env: Mapping[str, str]) -> dict[str, str]:
     """Kafka properties from the environment, completed as the image's start script completes them."""
     if family == "bitnami":
         merged = {**BITNAMI_DEFAULTS, **env}
+        merged.update({f"KAFKA_CFG_{name}": env[f"KAFKA_{name}"] for name in BITNAMI_ALIASES if f"KAFKA_{name}" in env})
         prefix = "KAFKA_CFG_"
     else:
         merged = dict(env)

@@ -11,6 +11,9 @@ them (its KafkaBrokerConfigurationBuilder and ListenersUtils), not from server.p
   / `host` for each broker;
 - the operator's own REPLICATION-9091 listener carries inter-broker traffic and CONTROLPLANE-9090 the
   controllers'.
+`spec.kafka.config` is every broker's: the operator sets none of the internal topics' settings, so what it
+leaves out is Kafka's default, and the brokers are the replicas of the node pools with the broker role (or
+`spec.kafka.replicas` without pools).
 Pods are `<cluster>-<pool>-<node id>` with node pools, `<cluster>-kafka-<n>` without; node ids go up
 from 0 across the pools in the file's order (or as a pool's `strimzi.io/next-node-ids` says). Only
 kafka.strimzi.io/v1beta2 and v1 are read: earlier versions describe listeners differently.
@@ -21,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kprobe.deployments.common import excerpt, mapping, node_count, secrets_of, sequence
+from kprobe.deployments.common import excerpt, internal_topic_settings, mapping, node_count, secrets_of, sequence
 from kprobe.errors import UsageError
 from kprobe.kafka.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage
 
@@ -59,7 +62,10 @@ def read_strimzi(path: str, documents: list[Any]) -> Deployment:
     nodes = _nodes(path, cluster, kspec, pools)
     service = f"{cluster}-kafka-brokers"
     bootstrap = f"{cluster}-kafka-bootstrap.{namespace}.svc"
-    secrets = secrets_of({str(k): v for k, v in mapping(kspec.get("config"), f"{path}: spec.kafka.config").items()})
+    config = {str(k): v for k, v in mapping(kspec.get("config"), f"{path}: spec.kafka.config").items()}
+    secrets = secrets_of(config)
+    # One spec.kafka.config for every broker (node pools set none): what the operator writes beside its own.
+    internal = internal_topic_settings(config)
     names = [bootstrap, f"{bootstrap}.cluster.local"]
     brokers = []
     for pod, node_id, roles in nodes:
@@ -86,12 +92,13 @@ def read_strimzi(path: str, documents: list[Any]) -> Deployment:
             advertised_names=tuple(x.name for x in listeners if x.advertised is not None),
             protocol_map=tuple((x.name, x.protocol or "PLAINTEXT") for x in listeners),
             inter_broker_name="REPLICATION-9091" if "broker" in roles else None,
-            controller_names=("CONTROLPLANE-9090",) if "controller" in roles else ()))
+            controller_names=("CONTROLPLANE-9090",) if "controller" in roles else (), internal_topics=internal))
     notes = [f"pods and node ids as Strimzi names them for a new cluster {cluster}"
              + ("; the namespace is the one it is applied to" if namespace == "<namespace>" else "")]
     return Deployment(source=path, kind="strimzi", platform="kubernetes", brokers=tuple(brokers),
                       network_names=(("cluster", tuple(names)),), operator="strimzi", notes=tuple(notes),
-                      secrets=tuple(str(s) for s in secrets))
+                      secrets=tuple(str(s) for s in secrets), broker_count=sum(b.is_broker for b in brokers),
+                      settings_block="spec.kafka.config")
 
 
 def _name(document: dict[str, Any]) -> str:

@@ -300,6 +300,17 @@ CATALOGUE: dict[str, Kind] = {
     "ADVERTISED_AT_DEPLOY": Kind(
         "config", (INFO,), "An advertised address is decided when the platform deploys (a load balancer's, a node's)",
         "Unknown until deployed: probe it then."),
+    # kprobe check's internal topics, against the brokers the file runs (kprobe/findings/config_topics.py).
+    "INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS": Kind(
+        "config", (ERROR, WARNING),
+        "An internal topic's replication factor exceeds the brokers the configuration runs",
+        "__consumer_offsets: consumers in a group find no coordinator and read nothing; producers work. "
+        "__transaction_state: transactional producers time out in initTransactions()."),
+    "TRANSACTION_LOG_MIN_ISR_ABOVE_REPLICATION": Kind(
+        "config", (WARNING,),
+        "transaction.state.log.min.isr exceeds the replication factor __transaction_state will be created with",
+        "Transactional writes are refused (NOT_ENOUGH_REPLICAS): initTransactions() fails or times out; plain "
+        "producers and consumers work."),
 }
 
 

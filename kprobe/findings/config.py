@@ -21,6 +21,9 @@ map, an advertised listener that is not bound, the inter-broker listener not adv
 listener advertised by a broker) are findings whatever the audience: the broker would not start.
 Codes that mean what they mean in a live probe are reused (ADVERTISED_LOOPBACK, ADVERTISED_UNRESOLVABLE,
 ADVERTISED_REFUSED, DUPLICATE_ENDPOINT), so a prediction and a probe read alike.
+
+The internal topics are judged too (`kprobe.findings.config_topics`), since the settings that decide them
+sit in the same files.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from kprobe.findings.catalogue import ERROR, INFO, SEVERITY_ORDER, WARNING, finding
+from kprobe.findings.config_topics import internal_topic_findings
 from kprobe.findings.kubernetes import cluster_name
 from kprobe.findings.shapes import describe_name, external_access
 from kprobe.kafka.listeners import (
@@ -79,6 +83,7 @@ def check_deployments(
         findings.extend(_duplicates(dep))
         for check in mine:
             findings.extend(_audience_findings(dep, check, mine))
+        findings.extend(internal_topic_findings(dep))
     order = {id(f): i for i, f in enumerate(findings)}
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], order[id(f)]))
     return checks, findings
@@ -530,4 +535,5 @@ def _duplicates(dep: Deployment) -> list[Finding]:
             "(localhost:29092, localhost:39092, ... as Kafka's cluster examples do).",
             endpoint=endpoint))
     return out
+
 

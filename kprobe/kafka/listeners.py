@@ -20,7 +20,7 @@ import re
 from typing import Literal
 
 from kprobe.errors import UsageError
-from kprobe.models import Finding, Report
+from kprobe.models import INTERNAL_DEFAULTS, Finding, Report
 from kprobe.records import field, record
 
 Kind = Literal["properties", "compose", "strimzi", "bitnami"]
@@ -116,6 +116,38 @@ class Listener:
     bootstraps: tuple[tuple[Vantage, str], ...] = ()
 
 
+# The broker settings that decide whether __consumer_offsets and __transaction_state can be created and
+# written: a replication factor above the cluster's brokers leaves the topic uncreatable, a min ISR above
+# the replication factor refuses its writes. Their partition counts decide nothing of the kind.
+INTERNAL_TOPIC_SETTINGS = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                           "transaction.state.log.min.isr")
+
+
+@record(kw_only=True)
+class InternalTopicSettings:
+    """One broker's settings for the internal topics, as its configuration gives them.
+
+    A broker creates a missing internal topic with its own settings when a client first asks it for a
+    coordinator, so whether groups and transactions can work is written in each broker's file before
+    anything runs. `values` are the settings the configuration sets (the file's, or the platform's own
+    defaults where it has some: the apache/kafka image's server.properties, Bitnami's); a setting absent
+    from them runs at Kafka's default. `unreadable` are settings given a value Kafka would not take (a
+    template, an empty variable): nothing is predicted from them.
+    """
+
+    values: tuple[tuple[str, int], ...] = ()
+    unreadable: tuple[str, ...] = ()
+
+    def value(self, prop: str) -> int | None:
+        """The value the configuration sets, or None where Kafka's default applies."""
+        return dict(self.values).get(prop)
+
+    def effective(self, prop: str) -> int:
+        """What the broker runs with: the configured value, else Kafka's default."""
+        given = self.value(prop)
+        return INTERNAL_DEFAULTS[prop] if given is None else given
+
+
 @record(kw_only=True)
 class Broker:
     """One Kafka node as its settings describe it.
@@ -144,6 +176,7 @@ class Broker:
     # How the file spells a setting: "" for properties (advertised.listeners), "KAFKA_" or "KAFKA_CFG_" for a
     # container's environment (KAFKA_ADVERTISED_LISTENERS); an operator's listeners are its own resource's.
     settings_prefix: str = ""
+    internal_topics: InternalTopicSettings = InternalTopicSettings()
 
     def setting(self, prop: str) -> str:
         """The name the user edits for a Kafka property, as this file spells it."""
@@ -169,6 +202,15 @@ class Deployment:
     container names and aliases; the cluster's pod and service names. `secrets` are values the file
     holds under secret keys (a JAAS line, a password variable), kept only to scrub them from any text
     kprobe prints; they are never printed themselves. `notes` say what kprobe assumed.
+
+    `broker_count` is how many brokers the cluster has where the file says it (a Compose file's Kafka
+    services, an operator's replicas, several server.properties files, one that is a one-node KRaft
+    cluster), None where it does not (one server.properties of a larger cluster): whether an internal
+    topic's replication factor exceeds the brokers is predicted only when known. `settings_block` is where
+    the file sets a broker setting that is no listener's (Strimzi's `spec.kafka.config`, the Bitnami
+    chart's `overrideConfiguration`, `extraConfig` or `config`), so a fix is spelt as the file spells it;
+    None where each broker's own settings are (server.properties, a container's environment:
+    `Broker.setting`), or where the chart values use none of the keys.
     """
 
     source: str
@@ -179,6 +221,8 @@ class Deployment:
     operator: Literal["strimzi", "bitnami"] | None = None
     notes: tuple[str, ...] = ()
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    broker_count: int | None = None
+    settings_block: str | None = None
 
     @property
     def vantages(self) -> tuple[Vantage, ...]:

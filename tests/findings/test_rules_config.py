@@ -4,7 +4,10 @@ Each row is a configuration as a user writes it (server.properties lines, a Comp
 Strimzi listener), read by kprobe's own readers (pure: text in, `Deployment` out), the names this
 machine's resolver answers, and the findings expected. The row's resolver is a dict: no DNS, no
 clock. The seeds' teaching broker and Kafka's own Compose examples supply the shapes; rows for the
-settings Kafka refuses at start stage each refusal alone.
+settings Kafka refuses at start stage each refusal alone. The internal topics' rows give each reader a
+single broker left at Kafka's defaults, one set right, three brokers at the defaults and a file that does
+not say how many brokers there are; the rows about listeners set their internal topics to fit, as Kafka's
+own examples do, so each row's findings stay its own.
 
 `covered()` (tests/findings/observations.py) reads these rows' `expect` like every other table's,
 so tests/findings/test_catalogue.py holds each config code, at each severity it allows, to a row here.
@@ -84,6 +87,9 @@ services:
       KAFKA_ADVERTISED_LISTENERS: LISTENER_BOB://kafka0:29092,LISTENER_FRED://localhost:9092,LISTENER_ALICE://never-gonna-give-you-up:29094
       KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: LISTENER_BOB:PLAINTEXT,LISTENER_FRED:PLAINTEXT,LISTENER_ALICE:PLAINTEXT
       KAFKA_INTER_BROKER_LISTENER_NAME: LISTENER_BOB
+      KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: 1
+      KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR: 1
+      KAFKA_TRANSACTION_STATE_LOG_MIN_ISR: 1
 """
 
 KAFKA_EXAMPLE = """
@@ -100,6 +106,9 @@ services:
       KAFKA_ADVERTISED_LISTENERS: '{advertised}'
       KAFKA_INTER_BROKER_LISTENER_NAME: 'PLAINTEXT'
       KAFKA_CONTROLLER_LISTENER_NAMES: 'CONTROLLER'
+      KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: 1
+      KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR: 1
+      KAFKA_TRANSACTION_STATE_LOG_MIN_ISR: 1
 """
 
 
@@ -119,6 +128,8 @@ def two_brokers(advertised0: str, advertised1: str) -> str:
       KAFKA_PROCESS_ROLES: broker
       KAFKA_LISTENERS: PLAINTEXT://:9092
       KAFKA_ADVERTISED_LISTENERS: {adv}
+      KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: 2
+      KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR: 2
 """
     return "services:" + "".join(service.replace("{i}", str(i)).replace("{adv}", adv)
                                  for i, adv in enumerate((advertised0, advertised1)))
@@ -135,10 +146,61 @@ kind: Kafka
 metadata: {name: my-cluster, namespace: kafka}
 spec:
   kafka:
+    config: {offsets.topic.replication.factor: 2, transaction.state.log.replication.factor: 2}
     listeners:
       - {name: plain, port: 9092, type: internal, tls: false}
       - {name: external, port: 9094, type: loadbalancer, tls: true{brokers}}
 """
+
+# Two brokers' internal topics at two replicas: rows about listeners keep their internal topics creatable.
+TWO_REPLICAS = "offsets.topic.replication.factor=2\ntransaction.state.log.replication.factor=2\n"
+
+
+def brokers(count: int, image: str = "apache/kafka:4.1.1", env: str = "") -> str:
+    """`count` combined KRaft nodes of one Compose file, as tutorials write them; `env` adds lines to each.
+
+    Bitnami's image reads KAFKA_CFG_ names, the others KAFKA_ ones; the listeners are right, so a row's
+    findings are the internal topics' alone.
+    """
+    prefix = "KAFKA_CFG_" if image.startswith("bitnami/") else "KAFKA_"
+    voters = ",".join(f"{i}@kafka{i}:9093" for i in range(count))
+    service = f"""
+  kafka{{i}}:
+    image: {image}
+    environment:
+      {prefix}NODE_ID: {{i}}
+      {prefix}PROCESS_ROLES: broker,controller
+      {prefix}CONTROLLER_QUORUM_VOTERS: {voters}
+      {prefix}LISTENERS: PLAINTEXT://:9092,CONTROLLER://:9093
+      {prefix}ADVERTISED_LISTENERS: PLAINTEXT://kafka{{i}}:9092
+      {prefix}LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+      {prefix}CONTROLLER_LISTENER_NAMES: CONTROLLER
+"""
+    lines = "".join(f"      {line.strip()}\n" for line in env.splitlines() if line.strip())
+    return "services:" + "".join(service.replace("{i}", str(i)) + lines for i in range(count))
+
+
+# One KRaft node that is the whole cluster (its quorum is itself), and one broker of a larger cluster.
+ONE_NODE = ("node.id=1\nprocess.roles=broker,controller\ncontroller.quorum.voters=1@localhost:9093\n"
+            "controller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
+            "advertised.listeners=PLAINTEXT://localhost:9092\n")
+RF_ONE = ("offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
+          "transaction.state.log.min.isr=1\n")
+STRIMZI_POOL = """
+apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaNodePool
+metadata: {name: dual-role, labels: {strimzi.io/cluster: my-cluster}}
+spec: {replicas: REPLICAS, roles: [controller, broker]}
+---
+apiVersion: kafka.strimzi.io/v1beta2
+kind: Kafka
+metadata: {name: my-cluster, namespace: kafka}
+spec:
+  kafka:
+    listeners: [{name: plain, port: 9092, type: internal, tls: false}]
+"""
+UNCREATABLE = [("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "error", None, None),
+               ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "warning", None, None)]
 
 CASES: list[ConfigCase] = [
     # -- judged for the clients each listener is meant for ---------------------------------------------------
@@ -189,8 +251,8 @@ CASES: list[ConfigCase] = [
         two_brokers("PLAINTEXT://kafka0:9092", "PLAINTEXT://kafka0:9092"),
         expect=[("DUPLICATE_ENDPOINT", "error", None, "kafka0:9092")]),
     row("two-server-properties-one-localhost-port", "properties",
-        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:9092\nadvertised.listeners=PLAINTEXT://localhost:9092\n",
-        "node.id=2\nlisteners=PLAINTEXT://127.0.0.1:9092\nadvertised.listeners=PLAINTEXT://localhost:9092\n",
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:9092\nadvertised.listeners=PLAINTEXT://localhost:9092\n" + TWO_REPLICAS,
+        "node.id=2\nlisteners=PLAINTEXT://127.0.0.1:9092\nadvertised.listeners=PLAINTEXT://localhost:9092\n" + TWO_REPLICAS,
         expect=[("DUPLICATE_ENDPOINT", "error", None, "localhost:9092")]),
     row("server-properties-advertising-localhost-while-binding-every-interface", "properties",
         "node.id=1\nlisteners=PLAINTEXT://0.0.0.0:9092\nadvertised.listeners=PLAINTEXT://localhost:9092\n",
@@ -257,6 +319,105 @@ CASES: list[ConfigCase] = [
         says=[("ADVERTISED_INTERNAL_NAME", "fix", "Strimzi's name for pod my-cluster-dual-role-0 of Kafka cluster "
                "my-cluster"), ("ADVERTISED_INTERNAL_NAME", "fix", "add an external listener to the Kafka resource")]),
     row("bitnami-defaults-serve-the-cluster", "bitnami", "controller: {replicaCount: 3}\n", expect=[]),
+    # -- the internal topics: replication factors against the brokers the file runs -----------------------------
+    row("compose-one-apache-broker-left-at-kafkas-defaults", "compose", brokers(1), expect=UNCREATABLE,
+        says=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "message", "__consumer_offsets can never be created: "
+               "offsets.topic.replication.factor=3 (Kafka's default: the file leaves it unset) asks for more "
+               "replicas than the 1 broker this Compose file runs (kafka0)"),
+              ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "message", "consumers in a group"),
+              ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "message", "time out in initTransactions()"),
+              ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "message", "kprobe probe reports it as OFFSETS_TOPIC_"),
+              ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "fix", "Set KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR=1 in "
+               "service kafka0's environment"),
+              ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "fix", "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR=1 "
+               "and KAFKA_TRANSACTION_STATE_LOG_MIN_ISR=1")]),
+    row("compose-one-broker-with-its-internal-topics-at-one-replica", "compose",
+        brokers(1, env="KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: 1\nKAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR: 1\n"
+                       "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR: 1"), expect=[]),
+    row("compose-three-brokers-at-kafkas-defaults", "compose", brokers(3), expect=[]),
+    row("compose-apache-image-with-no-variable-runs-its-own-server-properties", "compose",
+        "services:\n  kafka:\n    image: apache/kafka:4.1.1\n    ports: ['9092:9092']\n", expect=[]),
+    row("compose-confluent-broker-with-only-the-offsets-topic-at-one-replica", "compose",
+        brokers(1, image="confluentinc/cp-kafka:7.9.0", env="KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: 1"),
+        expect=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "warning", None, None)],
+        says=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "message", "__transaction_state can never be created")]),
+    row("compose-bitnami-broker-starts-from-kafkas-own-server-properties", "compose",
+        brokers(1, image="bitnami/kafka:3.9"), expect=[]),
+    row("compose-bitnami-broker-asking-three-replicas", "compose",
+        brokers(1, image="bitnami/kafka:3.9", env="KAFKA_CFG_OFFSETS_TOPIC_REPLICATION_FACTOR: 3"),
+        expect=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "error", None, None)],
+        says=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "message", "offsets.topic.replication.factor=3 asks"),
+              ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "fix", "KAFKA_CFG_OFFSETS_TOPIC_REPLICATION_FACTOR=1")]),
+    row("compose-bitnamis-legacy-name-wins-over-its-cfg-twin", "compose",
+        brokers(1, image="bitnami/kafka:3.9", env="KAFKA_CFG_OFFSETS_TOPIC_REPLICATION_FACTOR: 1\n"
+                                                  "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: 3"),
+        expect=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "error", None, None)]),
+    row("compose-min-isr-left-at-two-above-one-replica", "compose",
+        brokers(1, env="KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: 1\nKAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR: 1"),
+        expect=[("TRANSACTION_LOG_MIN_ISR_ABOVE_REPLICATION", "warning", None, None)],
+        says=[("TRANSACTION_LOG_MIN_ISR_ABOVE_REPLICATION", "message", "transaction.state.log.replication.factor=1 but "
+               "transaction.state.log.min.isr=2 (Kafka's default: the file leaves it unset)"),
+              ("TRANSACTION_LOG_MIN_ISR_ABOVE_REPLICATION", "message", "NOT_ENOUGH_REPLICAS"),
+              ("TRANSACTION_LOG_MIN_ISR_ABOVE_REPLICATION", "fix", "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR=1")]),
+    row("compose-a-value-kafka-would-not-take-predicts-nothing", "compose",
+        brokers(1, env="KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: three\n"
+                       "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR: 1\nKAFKA_TRANSACTION_STATE_LOG_MIN_ISR: 1"),
+        expect=[]),
+    row("server-properties-one-node-kraft-left-at-kafkas-defaults", "properties", ONE_NODE, expect=UNCREATABLE,
+        says=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "message", "one broker of this one-node KRaft cluster"),
+              ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "fix", "Set offsets.topic.replication.factor=1 in "
+               "broker0.properties")]),
+    row("server-properties-one-node-kraft-whose-quorum-bootstrap-is-itself", "properties",
+        ONE_NODE.replace("controller.quorum.voters=1@localhost:9093", "controller.quorum.bootstrap.servers=localhost:9093"),
+        expect=UNCREATABLE),
+    row("server-properties-one-node-kraft-at-one-replica", "properties", ONE_NODE + RF_ONE, expect=[]),
+    row("server-properties-broker-of-a-cluster-the-file-does-not-size", "properties",
+        ONE_NODE.replace("process.roles=broker,controller", "process.roles=broker").replace(
+            ",CONTROLLER://127.0.0.1:9093", ""), expect=[]),
+    row("server-properties-combined-node-of-a-three-voter-quorum", "properties",
+        ONE_NODE.replace("1@localhost:9093", "1@localhost:9093,2@kafka2:9093,3@kafka3:9093"), expect=[]),
+    row("server-properties-two-files-at-kafkas-defaults", "properties",
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:9092\nadvertised.listeners=PLAINTEXT://localhost:9092\n",
+        "node.id=2\nlisteners=PLAINTEXT://127.0.0.2:9092\nadvertised.listeners=PLAINTEXT://127.0.0.2:9092\n",
+        expect=UNCREATABLE, says=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "fix", "in every server.properties")]),
+    row("server-properties-three-files-at-kafkas-defaults", "properties",
+        *(f"node.id={i}\nlisteners=PLAINTEXT://127.0.0.{i}:9092\nadvertised.listeners=PLAINTEXT://127.0.0.{i}:9092\n"
+          for i in (1, 2, 3)), expect=[]),
+    row("strimzi-one-broker-pool-left-at-kafkas-defaults", "strimzi", STRIMZI_POOL.replace("REPLICAS", "1"),
+        expect=UNCREATABLE,
+        says=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "message", "the 1 broker this Kafka resource runs"),
+              ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "fix", "offsets.topic.replication.factor: 1 in "
+               "spec.kafka.config of the Kafka resource")]),
+    row("strimzi-one-replica-without-node-pools", "strimzi",
+        STRIMZI_POOL.split("---")[1].replace("    listeners:", "    replicas: 1\n    listeners:"), expect=UNCREATABLE),
+    row("strimzi-one-broker-at-one-replica", "strimzi", STRIMZI_POOL.replace("REPLICAS", "1").replace(
+        "    listeners:", "    config: {offsets.topic.replication.factor: 1, transaction.state.log.replication.factor: 1,"
+                         " transaction.state.log.min.isr: 1}\n    listeners:"), expect=[]),
+    row("strimzi-three-brokers-at-kafkas-defaults", "strimzi", STRIMZI_POOL.replace("REPLICAS", "3"), expect=[]),
+    row("bitnami-one-controller-eligible-node-left-at-kafkas-defaults", "bitnami", "controller: {replicaCount: 1}\n",
+        expect=UNCREATABLE,
+        says=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "message", "the 1 broker these chart values run"),
+              ("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "fix", "offsets.topic.replication.factor: 1 under "
+               "overrideConfiguration (the chart from version 32, Kafka 4; in earlier charts, "
+               "offsets.topic.replication.factor=1 in extraConfig)")]),
+    row("bitnami-one-node-with-extra-config-at-one-replica", "bitnami",
+        "controller: {replicaCount: 1}\nextraConfig: |\n  offsets.topic.replication.factor=1\n"
+        "  transaction.state.log.replication.factor=1\n  transaction.state.log.min.isr=1\n", expect=[]),
+    row("bitnami-one-node-with-override-configuration-at-one-replica", "bitnami",
+        "controller: {replicaCount: 1}\noverrideConfiguration: {offsets.topic.replication.factor: 1, "
+        "transaction.state.log.replication.factor: 1, transaction.state.log.min.isr: 1}\n", expect=[]),
+    row("bitnami-fix-spelt-in-the-extra-config-the-values-use", "bitnami",
+        "controller: {replicaCount: 1}\nextraConfig: |\n  transaction.state.log.replication.factor=1\n"
+        "  transaction.state.log.min.isr=1\n",
+        expect=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "error", None, None)],
+        says=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "fix", "offsets.topic.replication.factor=1 in extraConfig")]),
+    row("bitnami-broker-only-pods-count-beside-dedicated-controllers", "bitnami",
+        "controller: {replicaCount: 3, controllerOnly: true}\nbroker: {replicaCount: 1}\n", expect=UNCREATABLE),
+    row("bitnami-one-controller-and-two-brokers-are-three", "bitnami",
+        "controller: {replicaCount: 1}\nbroker: {replicaCount: 2}\n", expect=[]),
+    row("bitnami-a-helm-template-predicts-nothing-for-its-setting", "bitnami",
+        "controller: {replicaCount: 1}\nextraConfig: |\n  offsets.topic.replication.factor={{ .Values.rf }}\n",
+        expect=[("INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS", "warning", None, None)]),
     row("bitnami-external-access-by-load-balancer", "bitnami",
         "externalAccess: {enabled: true, autoDiscovery: {enabled: true}}\n",
         expect=[("ADVERTISED_AT_DEPLOY", "info", None, None)]),
