@@ -48,6 +48,10 @@ def _warm_jar_caches() -> None:
     from kprobe.lab import jars
 
     jars.kafka_classpath()
+    from real_group_clients import OLD_JAVA_CLIENTS, old_clients_classpath
+
+    for version in OLD_JAVA_CLIENTS:  # one Maven at a time: two at once share ~/.m2 badly
+        old_clients_classpath(version)
     try:
         import pyspark
 

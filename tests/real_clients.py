@@ -233,31 +233,33 @@ def java_round_trip(prefix: Sequence[str], classpath: str, workdir: Path, bootst
             _keep_archive(dump, full, whole=outcome.step not in ("hung", "start"))
 
 
-_COMPILED: dict[str, Path] = {}
+_COMPILED: dict[tuple[str, str], Path] = {}
 _COMPILE_LOCK = threading.Lock()
 _DUMPING: set[str] = set()  # class paths whose archive a client of this process is writing
 
 
-def compiled_java_client(classpath: str, workdir: Path) -> Path:
-    """RoundTrip.class in a jar, compiled once per process: a source-file launch compiles on every run (~2 s of CPU).
+def compiled_java_client(classpath: str, workdir: Path, source_text: str = JAVA_CLIENT,
+                         name: str = "RoundTrip") -> Path:
+    """`name`.class (from `source_text`) in a jar, compiled once per process: a source-file launch compiles on
+    every run (~2 s of CPU).
 
     A jar in the cache, named for the source and the class path, because the class-data archive
     (`_class_archive`) records the jar's path, size and time: the same jar for every run, every process.
     """
     with _COMPILE_LOCK:
-        if classpath not in _COMPILED:
-            key = hashlib.sha256(f"{JAVA_CLIENT}\0{classpath}".encode()).hexdigest()[:16]
-            jar = cache_root() / "tests" / f"roundtrip-{key}.jar"
+        if (classpath, name) not in _COMPILED:
+            key = hashlib.sha256(f"{source_text}\0{classpath}".encode()).hexdigest()[:16]
+            jar = cache_root() / "tests" / f"{name.lower()}-{key}.jar"
             if not jar.exists():
-                out = workdir / "roundtrip-classes"
+                out = workdir / f"{name.lower()}-classes"
                 out.mkdir(parents=True, exist_ok=True)
-                source = out / "RoundTrip.java"
-                source.write_text(JAVA_CLIENT)
+                source = out / f"{name}.java"
+                source.write_text(source_text)
                 subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", str(out), str(source)], check=True,
                                capture_output=True, timeout=120)
                 jar.parent.mkdir(parents=True, exist_ok=True)
                 made = jar.with_name(f".{jar.name}.{os.getpid()}")
-                subprocess.run(["jar", "cf", str(made), "-C", str(out), "RoundTrip.class"], check=True,
+                subprocess.run(["jar", "cf", str(made), "-C", str(out), f"{name}.class"], check=True,
                                capture_output=True, timeout=120)
                 # Whole, and never replaced once there: the archive records the jar's time and size, so a
                 # second copy made by the other worker at the same moment must not take its place.
@@ -266,8 +268,8 @@ def compiled_java_client(classpath: str, workdir: Path) -> Path:
                 except FileExistsError:
                     pass
                 made.unlink()
-            _COMPILED[classpath] = jar
-        return _COMPILED[classpath]
+            _COMPILED[(classpath, name)] = jar
+        return _COMPILED[(classpath, name)]
 
 
 def _archive_path(full_classpath: str) -> Path:

@@ -9,16 +9,14 @@ the clients' own settings and in the process timeout.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from kprobe.paths import cache_root
+from real_clients import compiled_java_client
 
 JAVA_APP = r"""
 import java.time.Duration;
@@ -149,38 +147,9 @@ class AppOutcome:
     seconds: float
 
 
-_COMPILED: dict[str, Path] = {}
-_LOCK = threading.Lock()
-
-
-def _jar(classpath: str, workdir: Path) -> Path:
-    """App.class in a jar, compiled once per class path (kept in the cache, as the round trip's client is)."""
-    with _LOCK:
-        if classpath not in _COMPILED:
-            key = hashlib.sha256(f"{JAVA_APP}\0{classpath}".encode()).hexdigest()[:16]
-            jar = cache_root() / "tests" / f"app-{key}.jar"
-            if not jar.exists():
-                out = workdir / "app-classes"
-                out.mkdir(parents=True, exist_ok=True)
-                (out / "App.java").write_text(JAVA_APP)
-                subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", str(out), str(out / "App.java")],
-                               check=True, capture_output=True, timeout=120)
-                jar.parent.mkdir(parents=True, exist_ok=True)
-                made = jar.with_name(f".{jar.name}.{os.getpid()}")
-                subprocess.run(["jar", "cf", str(made), "-C", str(out), "App.class"], check=True, capture_output=True,
-                               timeout=120)
-                try:
-                    os.link(made, jar)
-                except FileExistsError:
-                    pass
-                made.unlink()
-            _COMPILED[classpath] = jar
-        return _COMPILED[classpath]
-
-
 def java_app(mode: str, classpath: str, workdir: Path, topic: str, properties: Path, budget_ms: int) -> AppOutcome:
     """The Java client as the application: `consume` in a group, or `transact`, with `properties` as its file."""
-    jar = _jar(classpath, workdir)
+    jar = compiled_java_client(classpath, workdir, JAVA_APP, "App")
     cmd = ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", f"{classpath}{os.pathsep}{jar}",
            "App", mode, topic, str(budget_ms), str(properties)]
     return _run("java", mode, cmd, budget_ms)
@@ -203,3 +172,80 @@ def _run(client: str, mode: str, cmd: list[str], budget_ms: int) -> AppOutcome:
         return AppOutcome(client, mode, False, (done.stderr.strip().splitlines() or ["no output"])[-1], 0.0)
     data = json.loads(last)
     return AppOutcome(client, mode, bool(data["ok"]), str(data.get("error", "")), float(data.get("seconds", 0.0)))
+
+
+# An application written against the oldest client APIs (poll(long), no Duration): it compiles against
+# kafka-clients 0.11 to 4.x alike, so one program tells whether each client version works.
+JAVA_OLD_APP = r"""
+import java.util.*;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.serialization.*;
+
+public class OldApp {
+    public static void main(String[] a) throws Exception {
+        String bootstrap = a[0], topic = a[1], group = a[2];
+        String marker = UUID.randomUUID().toString();
+        String error = null;
+        try {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", bootstrap);
+            p.put("max.block.ms", "15000");
+            p.put("request.timeout.ms", "15000");
+            KafkaProducer<String, String> producer = new KafkaProducer<>(p, new StringSerializer(), new StringSerializer());
+            producer.send(new ProducerRecord<>(topic, marker, marker)).get(15, TimeUnit.SECONDS);
+            producer.close();
+            Properties c = new Properties();
+            c.put("bootstrap.servers", bootstrap);
+            c.put("group.id", group);
+            c.put("auto.offset.reset", "earliest");
+            c.put("enable.auto.commit", "false");
+            KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c, new StringDeserializer(), new StringDeserializer());
+            consumer.subscribe(Collections.singletonList(topic));
+            boolean seen = false;
+            long end = System.currentTimeMillis() + 20000;
+            while (!seen && System.currentTimeMillis() < end) {
+                for (ConsumerRecord<String, String> r : consumer.poll(200L)) {
+                    if (marker.equals(r.value())) seen = true;
+                }
+            }
+            if (seen) consumer.commitSync(); else error = "its record was not read back through the group";
+            consumer.close();
+        } catch (Exception e) {
+            error = e.getClass().getSimpleName() + ": " + e.getMessage();
+        }
+        System.out.println(error == null ? "{\"ok\": true, \"error\": \"\"}"
+            : "{\"ok\": false, \"error\": \"" + error.replace("\\", "/").replace("\"", "'").replace("\n", " ") + "\"}");
+    }
+}
+"""
+
+
+def old_java_app(classpath: str, workdir: Path, bootstrap: str, topic: str, group: str) -> AppOutcome:
+    """A producer then a group consumer (subscribe, read back, commit) with the kafka-clients on `classpath`."""
+    jar = compiled_java_client(classpath, workdir, JAVA_OLD_APP, "OldApp")
+    cmd = ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp",
+           f"{classpath}{os.pathsep}{jar}", "OldApp", bootstrap, topic, group]
+    return _run("java", "produce and consume", cmd, 20000)
+
+
+# The oldest Java clients measured against Kafka 4.1.1 (docs/application.md): each asks ApiVersions and picks
+# what both sides speak, so KIP-896's removals leave it working.
+OLD_JAVA_CLIENTS = ("0.11.0.3", "1.1.1", "2.0.1", "2.1.1")
+_CLIENTS_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+<groupId>kprobe.tests</groupId><artifactId>old-clients</artifactId><version>1</version>
+<dependencies><dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId>
+<version>${kafka.version}</version></dependency></dependencies></project>
+"""
+
+
+def old_clients_classpath(version: str) -> str:
+    """The class path of kafka-clients `version` and its dependencies, resolved from Maven Central once (the
+    session resolves them before its DNS closes: tests/hermetic_dns.py)."""
+    from kprobe.maven import dependencies
+    from kprobe.paths import cache_root
+
+    libs = dependencies(cache_root() / "tests" / f"kafka-clients-{version}", _CLIENTS_POM, {"kafka.version": version},
+                        expect=f"kafka-clients-{version}.jar")
+    return os.pathsep.join(str(p) for p in sorted(libs.glob("*.jar")))

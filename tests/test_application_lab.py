@@ -23,7 +23,14 @@ from conftest import new_topic, restart_settled, topic_on
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from real_clients import librdkafka_round_trip
-from real_group_clients import AppOutcome, java_app, librdkafka_app
+from real_group_clients import (
+    OLD_JAVA_CLIENTS,
+    AppOutcome,
+    java_app,
+    librdkafka_app,
+    old_clients_classpath,
+    old_java_app,
+)
 
 from kprobe.kafka.connection import KafkaConnection
 from kprobe.kafka.coordinator_codec import KEY_GROUP, KEY_TRANSACTION, partition_for
@@ -341,3 +348,19 @@ def test_librdkafka_pinned_below_0_10_against_kafka_4(three_lab) -> None:
                             props={**pinned, "broker.version.fallback": fallback}) for fallback in ("0.9.0", "0.10.2")]
         outcomes = [r.result() for r in runs]
     assert [o.ok for o in outcomes] == [False, True], outcomes
+
+
+def test_java_clients_that_ask_work_against_kafka_4(three_lab, tmp_path: Path) -> None:
+    """Kafka 4.0 removed old request versions (KIP-896); clients that ask ApiVersions keep working, and kprobe,
+    given no pinning setting, says nothing of versions: Java kafka-clients 0.11 to 2.1 produce, consume in a
+    group and commit against Kafka 4.1.1."""
+    topic = new_topic(three_lab, "old-clients")
+    bootstrap = three_lab.bootstrap("CLIENT")
+    code, report = _probe("-b", bootstrap)
+    assert code == 0 and "CLIENT_VERSIONS_REFUSED" not in _codes(report)
+    paths = {v: old_clients_classpath(v) for v in OLD_JAVA_CLIENTS}  # resolved before the session's DNS closed
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {v: pool.submit(old_java_app, paths[v], tmp_path, bootstrap, topic, f"old-{v}")
+                for v in OLD_JAVA_CLIENTS}
+        outcomes = {v: r.result() for v, r in runs.items()}
+    assert {v: o.ok for v, o in outcomes.items()} == dict.fromkeys(OLD_JAVA_CLIENTS, True), outcomes

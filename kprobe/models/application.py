@@ -187,8 +187,10 @@ class InternalTopic:
         """
         if self.exists is None:
             return True
-        if not self.exists:
-            return self.can_create
+        if not self.exists:  # it will be created, and written to, only with enough replicas for its min.isr
+            short = self.min_isr is not None and self.replication_factor is not None \
+                and self.min_isr > self.replication_factor
+            return self.can_create and not short
         return not self.offline and not self.under_min_isr
 
 

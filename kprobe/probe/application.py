@@ -69,8 +69,10 @@ def judge_application(bootstraps: Sequence[BootstrapResult], results: Sequence[E
         read = [topics_by_name[n] for n in questions.topics if n in topics_by_name] or [
             t for t in meta.topics if not t.is_internal and not t.name.startswith("__")]
         rack_reads = _rack_reads(questions.client_rack, read, meta, results)
-    if not questions and all(t.exists is not False and t.serves for t in internal):
-        return None  # nothing named and nothing wrong: the report stays as it was
+    if not questions and all(t.serves for t in internal):
+        # Nothing named and nothing wrong (a cluster that never had a group can create its offsets topic): the
+        # report stays as it was, and says the same of one cluster whatever its clients did before.
+        return None
     return Application(group=questions.groups[0] if questions.groups else None,
                        transactional_id=questions.transactional_ids[0] if questions.transactional_ids else None,
                        topics=named, internal_topics=internal, coordinators=coordinators,
