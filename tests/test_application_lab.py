@@ -306,7 +306,7 @@ def test_the_round_trip_takes_the_applications_own_path(groups_lab, defaults_lab
     stuck, works = _groups_led_by(leaders, 2, "trip")[0], _groups_led_by(leaders, 0, "trip")[0]
     broken = groups_lab.bootstrap("BROKEN2", 0)
 
-    code, report = _probe("-b", broken, "--group", stuck, "--roundtrip", topic, "--deadline", "15s")
+    code, report = _probe("-b", broken, "--group", stuck, "--roundtrip", topic, "--deadline", "10s")
     assert code == 1
     trip = report["roundtrip"]
     assert [p["status"] for p in trip["partitions"]] == ["ok", "ok"], trip
@@ -324,7 +324,7 @@ def test_the_round_trip_takes_the_applications_own_path(groups_lab, defaults_lab
     assert "ROUNDTRIP_STEP_FAILED" not in _codes(report)
 
     code, report = _probe("-b", defaults_lab.bootstrap("CLIENT"), "--transactional-id", "orders-tx", "--roundtrip",
-                          "orders", "--deadline", "12s")
+                          "orders", "--deadline", "10s")
     assert code == 1
     step = report["roundtrip"]["transaction"]
     assert step["status"] == "failed" and "initTransactions" in step["error"], step
