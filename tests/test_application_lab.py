@@ -94,13 +94,14 @@ def _leaders(lab: NativeLab, topic: str) -> dict[int, int]:
     return {p.partition: p.leader for p in topics[topic].partitions} if topic in topics else {}
 
 
-def _offsets_ready(lab: NativeLab) -> dict[int, int]:
-    """__consumer_offsets, made by a first coordinator lookup (kprobe's, as a first consumer's) and led everywhere."""
-    _, report = _probe("-b", lab.bootstrap("CLIENT"), "--group", "warm-up")
+def _internal_ready(lab: NativeLab, topic: str = OFFSETS) -> dict[int, int]:
+    """An internal topic made by a first coordinator lookup (kprobe's, as a first client's) and led everywhere."""
+    option = "--group" if topic == OFFSETS else "--transactional-id"
+    _, report = _probe("-b", lab.bootstrap("CLIENT"), option, "warm-up")
     assert report["application"]["coordinators"][0]["node_id"] is not None, report["findings"]
     deadline = time.monotonic() + 30
-    while not (leaders := _leaders(lab, OFFSETS)) or min(leaders.values()) < 0:
-        assert time.monotonic() < deadline, f"__consumer_offsets not led everywhere: {leaders}"
+    while not (leaders := _leaders(lab, topic)) or min(leaders.values()) < 0:
+        assert time.monotonic() < deadline, f"{topic} not led everywhere: {leaders}"
         time.sleep(0.1)
     return leaders
 
@@ -141,7 +142,7 @@ def test_a_group_whose_coordinator_is_behind_the_broken_listener(groups_lab, tmp
     """Broker 2 advertises a closed port on BROKEN2; the topic lives on brokers 0 and 1 only."""
     topic = topic_on(groups_lab, "billing", [[0], [1]])
     _produce(groups_lab.bootstrap("CLIENT"), topic, 2)
-    leaders = _offsets_ready(groups_lab)
+    leaders = _internal_ready(groups_lab)
     stuck, works = _groups_led_by(leaders, 2, "billing"), _groups_led_by(leaders, 0, "billing")
     bootstrap = groups_lab.bootstrap("BROKEN2", 0)
     files = {g: _properties(tmp_path, g, bootstrap, group_id=g) for g in (*stuck, *works)}
@@ -167,7 +168,7 @@ def test_an_offsets_partition_offline_after_its_broker_stops(groups_lab, tmp_pat
     """offsets.topic.replication.factor=1 and broker 2 stopped: its groups hang, the others work."""
     topic = topic_on(groups_lab, "ledger", [[0], [1]])
     _produce(groups_lab.bootstrap("CLIENT"), topic, 2)
-    leaders = _offsets_ready(groups_lab)
+    leaders = _internal_ready(groups_lab)
     stuck, works = _groups_led_by(leaders, 2, "ledger"), _groups_led_by(leaders, 0, "ledger")
     bootstrap = groups_lab.bootstrap("CLIENT", 0)
     files = {g: _properties(tmp_path, g, bootstrap, group_id=g) for g in (*stuck, *works)}
@@ -205,16 +206,11 @@ KEYS = st.text(min_size=1, max_size=40)
 @pytest.fixture(scope="module")
 def placed(groups_lab) -> Iterator[dict[str, object]]:
     """One connection to broker 0 and both internal topics' leaders, made by a first lookup of each kind."""
-    _offsets_ready(groups_lab)
-    _probe("-b", groups_lab.bootstrap("CLIENT"), "--transactional-id", "warm-up")
+    offsets, txn = _internal_ready(groups_lab), _internal_ready(groups_lab, TRANSACTIONS)
     ip, port = groups_lab.real_endpoint("CLIENT", 0).rsplit(":", 1)
     conn = KafkaConnection(ip, int(port), timeout=5)
     conn.open()
-    deadline = time.monotonic() + 30
-    while not (txn := _leaders(groups_lab, TRANSACTIONS)) or min(txn.values()) < 0:
-        assert time.monotonic() < deadline, f"__transaction_state not led everywhere: {txn}"
-        time.sleep(0.1)
-    yield {"conn": conn, OFFSETS: _leaders(groups_lab, OFFSETS), TRANSACTIONS: txn}
+    yield {"conn": conn, OFFSETS: offsets, TRANSACTIONS: txn}
     conn.close()
 
 
@@ -245,7 +241,7 @@ def test_new_group_protocols_where_the_brokers_take_them_and_where_not(defaults_
 
     topic = topic_on(groups_lab, "kip848", [[0], [1]])
     _produce(groups_lab.bootstrap("CLIENT"), topic, 2)
-    _offsets_ready(groups_lab)
+    _internal_ready(groups_lab)
     refused, refused_java, refused_rd = (
         _properties(tmp_path, f"refused-{who}", groups_lab.bootstrap("CLIENT", 0), group_id=f"kip848-{who}",
                     group_protocol="consumer") for who in ("app", "java", "rd"))
@@ -276,7 +272,7 @@ def test_a_consumer_that_reads_from_the_replica_in_its_rack(groups_lab, tmp_path
     whose BROKEN2 endpoint refuses; a consumer in rack0 reads from the leader, broker 0."""
     topic = topic_on(groups_lab, "racked", [[0, 1, 2]])
     _produce(groups_lab.bootstrap("CLIENT"), topic, 1)
-    leaders = _offsets_ready(groups_lab)
+    leaders = _internal_ready(groups_lab)
     bootstrap = groups_lab.bootstrap("BROKEN2", 0)
     # Groups coordinated by broker 0 or 1: only the read, not the coordinator, goes through broker 2.
     groups = [g for g in (f"racked-{i}" for i in range(1000)) if leaders[partition_for(g, len(leaders))] != 2][:4]
@@ -302,7 +298,7 @@ def test_the_round_trip_takes_the_applications_own_path(groups_lab, defaults_lab
     """--roundtrip with a group and a transactional id: the records read back through a group placed as the
     application's (joined, committed), a transaction committed through an id placed as the application's."""
     topic = topic_on(groups_lab, "trip", [[0], [1]])
-    leaders = _offsets_ready(groups_lab)
+    leaders = _internal_ready(groups_lab)
     stuck, works = _groups_led_by(leaders, 2, "trip")[0], _groups_led_by(leaders, 0, "trip")[0]
     broken = groups_lab.bootstrap("BROKEN2", 0)
 
@@ -317,10 +313,13 @@ def test_the_round_trip_takes_the_applications_own_path(groups_lab, defaults_lab
     assert "The findings above say why" in next(f["message"] for f in report["findings"]
                                                 if f["code"] == "ROUNDTRIP_STEP_FAILED")
 
-    code, report = _probe("-b", broken, "--group", works, "--transactional-id", "trip-tx", "--roundtrip", topic)
+    # A transactional id whose coordinator is broker 0 too: through BROKEN2, one on broker 2 fails (rightly).
+    txn = _internal_ready(groups_lab, TRANSACTIONS)
+    tx_id = next(t for t in (f"trip-tx-{i}" for i in range(1000)) if txn[partition_for(t, len(txn))] == 0)
+    code, report = _probe("-b", broken, "--group", works, "--transactional-id", tx_id, "--roundtrip", topic)
     assert code == 1  # broker 2's endpoint, still
     trip = report["roundtrip"]
-    assert (trip["group"]["status"], trip["transaction"]["status"]) == ("ok", "ok"), trip
+    assert (trip["group"]["status"], trip["transaction"]["status"]) == ("ok", "ok"), (trip["group"], trip["transaction"])
     assert "ROUNDTRIP_STEP_FAILED" not in _codes(report)
 
     code, report = _probe("-b", defaults_lab.bootstrap("CLIENT"), "--transactional-id", "orders-tx", "--roundtrip",
