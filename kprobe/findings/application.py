@@ -18,6 +18,8 @@ from kprobe.kafka.wire import error_name
 from kprobe.models import (
     OFFSETS_TOPIC,
     RACK_AWARE,
+    SETTINGS_PREFIX,
+    TRANSACTIONS_TOPIC,
     Application,
     BootstrapResult,
     Coordinator,
@@ -25,9 +27,10 @@ from kprobe.models import (
     Finding,
     InternalTopic,
     NamedTopic,
-    RackRead,
     Severity,
+    endpoint_row,
     is_usable,
+    reads_by_replica,
     verdict,
 )
 
@@ -35,7 +38,6 @@ _CONSUMERS = ("consumers in a group (any client with a group.id) find no group c
               "(COORDINATOR_NOT_AVAILABLE; \"group coordinator is unavailable\") and read nothing, while producers "
               "work")
 _TRANSACTIONS = "transactional producers time out in initTransactions(), while plain producers and consumers work"
-_SETTING_PREFIX = {OFFSETS_TOPIC: "offsets.topic", "__transaction_state": "transaction.state.log"}
 _TOPIC_DENIED, _UNKNOWN_TOPIC = 29, 3  # TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION
 # FindCoordinator's answer when the principal may not describe the key (group, transactional id authorization
 # failed): no coordinator for it, whatever the internal topic's state.
@@ -121,12 +123,8 @@ def _racks(application: Application, endpoints: Sequence[EndpointResult], findin
             f"Nothing to fix for the consumer; to read from replicas in its rack, set replica.selector.class="
             f"{RACK_AWARE} on the brokers.")]
     out: list[Finding] = []
-    by_replica: dict[int, list[RackRead]] = {}
-    for read in application.rack_reads:
-        by_replica.setdefault(read.replica, []).append(read)
-    for replica, reads in sorted(by_replica.items()):
-        result = next((r for r in endpoints
-                       if r.endpoint.node_id == replica and r.endpoint.hostport == reads[0].endpoint), None)
+    for replica, reads in reads_by_replica(application.rack_reads):
+        result = endpoint_row(endpoints, replica, reads[0].endpoint)
         if result is None or is_usable(result, findings):
             continue
         shown = ", ".join(f"{r.topic}-{r.partition} (leader {r.leader})" for r in reads[:10])
@@ -181,7 +179,7 @@ def _settings_note(topic: InternalTopic, key: str, value: int | None) -> str:
 
 
 def _internal(topic: InternalTopic, application: Application) -> list[Finding]:
-    prefix = _SETTING_PREFIX[topic.name]
+    prefix = SETTINGS_PREFIX[topic.name]
     severity = _severity(topic, application)
     rf_key = f"{prefix}.replication.factor"
     if topic.exists is False and not topic.can_create:
@@ -240,7 +238,7 @@ def _coordinator(c: Coordinator, application: Application, endpoints: Sequence[E
     what = {"group": f"group {c.key!r}", "transaction": f"transactional id {c.key!r}",
             "share": f"share group {c.key!r}"}[c.kind]
     topic = next((t for t in application.internal_topics if t.name == (
-        "__transaction_state" if c.kind == "transaction" else OFFSETS_TOPIC)), None)
+        TRANSACTIONS_TOPIC if c.kind == "transaction" else OFFSETS_TOPIC)), None)
     fails = (f"a producer with {what} times out in initTransactions()" if c.kind == "transaction"
              else f"consumers of {what} cannot join, commit or read committed offsets")
     if c.node_id is None and c.error is not None and c.error.startswith(_KEY_DENIED):
@@ -262,8 +260,7 @@ def _coordinator(c: Coordinator, application: Application, endpoints: Sequence[E
             f"No coordinator for {what}: the broker answered FindCoordinator with {c.error}.{where} So {fails}, "
             "from anywhere.",
             cause[1])]
-    result = next((r for r in endpoints if r.endpoint.node_id == c.node_id and r.endpoint.hostport == c.endpoint),
-                  None)
+    result = endpoint_row(endpoints, c.node_id, c.endpoint)
     if result is None or is_usable(result, findings):
         return []
     return [finding(
@@ -281,7 +278,7 @@ def _cause(c: Coordinator, topic: InternalTopic | None) -> tuple[str, str]:
     """Why a FindCoordinator failed, from the internal topic's state: (clause for the message, fix)."""
     if topic is None:
         return "", "Run again; if it persists, look at the brokers' logs for the coordinator's errors."
-    prefix = _SETTING_PREFIX[topic.name]
+    prefix = SETTINGS_PREFIX[topic.name]
     if topic.exists is False and not topic.can_create:
         return (f", which does not exist and cannot be created ({prefix}.replication.factor="
                 f"{topic.replication_factor}, {topic.live_brokers} live broker(s))",

@@ -15,7 +15,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kprobe.findings.catalogue import ERROR, WARNING, finding
-from kprobe.models import EndpointResult, Finding, PartitionRoundtrip, Roundtrip, is_usable
+from kprobe.models import (
+    OFFSETS_TOPIC,
+    TRANSACTIONS_TOPIC,
+    EndpointResult,
+    Finding,
+    PartitionRoundtrip,
+    Roundtrip,
+    is_usable,
+)
 
 
 def roundtrip_findings(roundtrip: Roundtrip | None, endpoints: Sequence[EndpointResult],
@@ -95,7 +103,7 @@ def _step_findings(roundtrip: Roundtrip, findings: Sequence[Finding]) -> list[Fi
     for step in (roundtrip.group, roundtrip.transaction):
         if step is None or step.status != "failed":
             continue
-        topic = "__consumer_offsets" if step.kind == "group" else "__transaction_state"
+        topic = OFFSETS_TOPIC if step.kind == "group" else TRANSACTIONS_TOPIC
         what = (f"joining and committing as your group {step.key!r} would" if step.kind == "group"
                 else f"committing a transaction as your transactional id {step.key!r} would")
         predicted = any(f.code in _PREDICTS[step.kind] and f.severity == ERROR for f in findings)

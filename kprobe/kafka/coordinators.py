@@ -39,6 +39,7 @@ from kprobe.models import (
     INTERNAL_DEFAULTS,
     INTERNAL_TOPICS,
     OFFSETS_TOPIC,
+    SETTINGS_PREFIX,
     TRANSACTIONS_TOPIC,
     ApplicationAnswer,
     ApplicationQuestions,
@@ -136,7 +137,7 @@ def _settles(meta: ClusterMetadata, settings: dict[str, str], topic: str) -> Cal
     topic that cannot be created, or a partition without a leader, answers so for good: asking again
     would only spend the run's time.
     """
-    prefix = "offsets.topic" if topic == OFFSETS_TOPIC else "transaction.state.log"
+    prefix = SETTINGS_PREFIX[topic]
     listed = next((t for t in meta.topics if t.name == topic), None)
     if listed is None:
         needed = settings.get(f"{prefix}.replication.factor", str(INTERNAL_DEFAULTS[f"{prefix}.replication.factor"]))

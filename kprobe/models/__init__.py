@@ -19,6 +19,7 @@ from kprobe.models.application import (  # noqa: F401
     OFFSETS_TOPIC,
     RACK_AWARE,
     SELECTOR_KEY,
+    SETTINGS_PREFIX,
     TRANSACTIONS_TOPIC,
     Application,
     ApplicationAnswer,
@@ -34,6 +35,7 @@ from kprobe.models.application import (  # noqa: F401
     internal_trouble,
     live_brokers,
     questions_from,
+    reads_by_replica,
 )
 
 # What a Metadata answer says of the cluster, apart so that the application's records can name it too.
@@ -534,6 +536,11 @@ def verdict(result: EndpointResult, findings: Sequence[Finding]) -> str:
     return result.status
 
 
+def endpoint_row(endpoints: Sequence[EndpointResult], node_id: int, hostport: str | None) -> EndpointResult | None:
+    """The row of broker `node_id` at `hostport` (as advertised): where a coordinator or a follower read goes."""
+    return next((r for r in endpoints if r.endpoint.node_id == node_id and r.endpoint.hostport == hostport), None)
+
+
 def coordinator_verdict(coordinator: Coordinator, endpoints: Sequence[EndpointResult],
                         findings: Sequence[Finding]) -> str | None:
     """The coordinator's endpoint in the endpoint table's word (`usable`, `refused`, ...), None with no coordinator.
@@ -544,6 +551,5 @@ def coordinator_verdict(coordinator: Coordinator, endpoints: Sequence[EndpointRe
     """
     if coordinator.node_id is None:
         return None
-    row = next((r for r in endpoints if r.endpoint.node_id == coordinator.node_id
-                and r.endpoint.hostport == coordinator.endpoint), None)
+    row = endpoint_row(endpoints, coordinator.node_id, coordinator.endpoint)
     return verdict(row, findings) if row is not None else coordinator.status or "unchecked"

@@ -33,6 +33,8 @@ INTERNAL_DEFAULTS: dict[str, int] = {
     "transaction.state.log.num.partitions": 50,
 }
 INTERNAL_SETTINGS = tuple(INTERNAL_DEFAULTS)
+# The prefix of each internal topic's settings: `<prefix>.replication.factor`, `.num.partitions` (and `.min.isr`).
+SETTINGS_PREFIX = {OFFSETS_TOPIC: "offsets.topic", TRANSACTIONS_TOPIC: "transaction.state.log"}
 # Which replica a consumer with client.rack reads from (KIP-392): the broker's choice, LeaderSelector by default.
 SELECTOR_KEY = "replica.selector.class"
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -250,6 +252,14 @@ class RackRead:
     replica: int
     endpoint: str | None = None
     status: str | None = None
+
+
+def reads_by_replica(reads: Sequence[RackRead]) -> list[tuple[int, list[RackRead]]]:
+    """Follower reads grouped by the replica they go to, in node order: one finding or line per broker."""
+    grouped: dict[int, list[RackRead]] = {}
+    for read in reads:
+        grouped.setdefault(read.replica, []).append(read)
+    return sorted(grouped.items())
 
 
 @record(kw_only=True)

@@ -23,11 +23,12 @@ from kprobe.models import (
     Finding,
     InternalTopic,
     NamedTopic,
-    RackRead,
     Report,
     Roundtrip,
     TcpResult,
     coordinator_verdict,
+    endpoint_row,
+    reads_by_replica,
     verdict,
 )
 from kprobe.output.sanitize import safe
@@ -313,12 +314,8 @@ def _rack_rows(app: Application, report: Report) -> list[ApplicationRow]:
         return [ApplicationRow(what="client.rack", name=rack,
                                parts=(("every partition is read from its leader", "green"),))]
     rows = []
-    by_replica: dict[int, list[RackRead]] = {}
-    for read in app.rack_reads:
-        by_replica.setdefault(read.replica, []).append(read)
-    for replica, reads in sorted(by_replica.items()):
-        result = next((r for r in report.endpoints
-                       if r.endpoint.node_id == replica and r.endpoint.hostport == reads[0].endpoint), None)
+    for replica, reads in reads_by_replica(app.rack_reads):
+        result = endpoint_row(report.endpoints, replica, reads[0].endpoint)
         word = verdict(result, report.findings) if result is not None else "unchecked"
         rows.append(ApplicationRow(what="client.rack", name=rack, parts=(
             (f"{_plural(len(reads), 'partition')} read from broker {replica} at {safe(reads[0].endpoint or '-')}",

@@ -18,6 +18,7 @@ from kprobe.models import (
     OFFSETS_TOPIC,
     RACK_AWARE,
     SELECTOR_KEY,
+    SETTINGS_PREFIX,
     TRANSACTIONS_TOPIC,
     Application,
     ApplicationAnswer,
@@ -33,17 +34,12 @@ from kprobe.models import (
     NamedTopicStatus,
     RackRead,
     TopicInfo,
+    endpoint_row,
     live_brokers,
 )
 from kprobe.net.addresses import format_hostport
 
 _UNKNOWN_TOPIC, _TOPIC_DENIED = 3, 29
-# Which settings place and protect each internal topic's keys: (replication factor, partitions, min ISR).
-_SETTINGS = {
-    OFFSETS_TOPIC: ("offsets.topic.replication.factor", "offsets.topic.num.partitions", None),
-    TRANSACTIONS_TOPIC: ("transaction.state.log.replication.factor", "transaction.state.log.num.partitions",
-                         "transaction.state.log.min.isr"),
-}
 
 
 def judge_application(bootstraps: Sequence[BootstrapResult], results: Sequence[EndpointResult],
@@ -104,8 +100,8 @@ def _rack_reads(rack: str, topics: Sequence[TopicInfo], meta: ClusterMetadata,
                 continue
             replica = local[0]
             endpoint = endpoints.get(replica)
-            status = next((r.status for r in results if r.endpoint.node_id == replica
-                           and r.endpoint.hostport == endpoint), None)
+            row = endpoint_row(results, replica, endpoint)
+            status = row.status if row is not None else None
             reads.append(RackRead(topic=topic.name, partition=p.partition, leader=p.leader, replica=replica,
                                   endpoint=endpoint, status=status))
     return tuple(reads)
@@ -124,7 +120,9 @@ def _settings(answer: ApplicationAnswer) -> dict[str, int]:
 
 
 def _internal(name: str, meta: ClusterMetadata, answer: ApplicationAnswer, settings: dict[str, int]) -> InternalTopic:
-    rf_key, count_key, isr_key = _SETTINGS[name]
+    prefix = SETTINGS_PREFIX[name]
+    rf_key, count_key = f"{prefix}.replication.factor", f"{prefix}.num.partitions"
+    isr_key = f"{prefix}.min.isr" if name == TRANSACTIONS_TOPIC else None  # offsets' writes need no more
     read = rf_key in settings
     replication = settings.get(rf_key, INTERNAL_DEFAULTS[rf_key])
     min_isr = settings.get(isr_key, INTERNAL_DEFAULTS[isr_key]) if isr_key else None
@@ -159,8 +157,8 @@ def _coordinator(kind: CoordinatorKind, reply: CoordinatorReply, meta: ClusterMe
         return Coordinator(kind=kind, key=reply.key, partition=partition, partition_leader=leader,
                            error=error or "no coordinator named")
     endpoint = format_hostport(reply.host, reply.port)
-    status = next((r.status for r in results if r.endpoint.node_id == reply.node_id
-                   and r.endpoint.hostport == endpoint), None)
+    row = endpoint_row(results, reply.node_id, endpoint)
+    status = row.status if row is not None else None
     return Coordinator(kind=kind, key=reply.key, partition=partition, partition_leader=leader, node_id=reply.node_id,
                        endpoint=endpoint, status=status)
 

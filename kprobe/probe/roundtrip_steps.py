@@ -24,6 +24,7 @@ from kprobe.kafka.coordinator_codec import partition_for
 from kprobe.models import (
     INTERNAL_DEFAULTS,
     OFFSETS_TOPIC,
+    SETTINGS_PREFIX,
     TRANSACTIONS_TOPIC,
     BootstrapResult,
     RoundtripStatus,
@@ -56,7 +57,7 @@ def _partitions(topic: str, answered: Sequence[BootstrapResult]) -> int:
         for t in b.metadata.topics if b.metadata else ():
             if t.name == topic and t.partitions:
                 return len(t.partitions)
-    key = "offsets.topic.num.partitions" if topic == OFFSETS_TOPIC else "transaction.state.log.num.partitions"
+    key = f"{SETTINGS_PREFIX[topic]}.num.partitions"
     for b in answered:
         value = b.application.settings.get(key, "") if b.application else ""
         if value.isdigit() and int(value) > 0:
