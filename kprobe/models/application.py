@@ -63,6 +63,21 @@ class ApplicationQuestions:
         return bool(self.groups or self.transactional_ids or self.topics or self.share_groups
                     or self.group_protocol == "consumer" or self.client_rack or self.pinned)
 
+    @property
+    def group(self) -> str | None:
+        """The group the report names (the first: one consumer's configuration has one)."""
+        return self.groups[0] if self.groups else None
+
+    @property
+    def transactional_id(self) -> str | None:
+        """The transactional id the report names."""
+        return self.transactional_ids[0] if self.transactional_ids else None
+
+    @property
+    def share_group(self) -> str | None:
+        """The share group the report names."""
+        return self.share_groups[0] if self.share_groups else None
+
 
 def questions_from(props: Mapping[str, str], *, group: str | None = None, transactional_id: str | None = None,
                    topics: Sequence[str] = (), share_group: str | None = None,

@@ -69,11 +69,9 @@ def judge_application(bootstraps: Sequence[BootstrapResult], results: Sequence[E
         # Nothing named and nothing wrong (a cluster that never had a group can create its offsets topic): the
         # report stays as it was, and says the same of one cluster whatever its clients did before.
         return None
-    return Application(group=questions.groups[0] if questions.groups else None,
-                       transactional_id=questions.transactional_ids[0] if questions.transactional_ids else None,
+    return Application(group=questions.group, transactional_id=questions.transactional_id,
                        topics=named, internal_topics=internal, coordinators=coordinators,
-                       group_protocol=questions.group_protocol,
-                       share_group=questions.share_groups[0] if questions.share_groups else None,
+                       group_protocol=questions.group_protocol, share_group=questions.share_group,
                        consumer_protocol=answer.consumer_protocol, share_protocol=answer.share_protocol,
                        client_rack=questions.client_rack,
                        broker_racks=tuple(sorted({b.rack for b in meta.brokers if b.rack})),

@@ -121,16 +121,16 @@ def round_trip(topic_name: str, create: bool, addresses: Sequence[BootstrapAddre
     except _NotRun as exc:
         return not_run(str(exc), created=created)
     group = transaction = None
-    if application is not None and (application.groups or application.transactional_ids):
+    if application is not None and (application.group or application.transactional_id):
         from kprobe.probe.roundtrip_steps import group_step, transaction_step
 
         conf = _conf(addresses, ctx, trip.broker_errors)
         offsets = {p: off for p, (err, off, _) in trip.acked.items() if err is None and off is not None and off >= 0}
-        if application.groups:
-            group = group_step(application.groups[0], topic_name, offsets, answered, conf, ctx, run_id=run_id,
+        if application.group:
+            group = group_step(application.group, topic_name, offsets, answered, conf, ctx, run_id=run_id,
                                vantage=vantage)
-        if application.transactional_ids:
-            transaction = transaction_step(application.transactional_ids[0], topic_name, sorted(trip.leaders),
+        if application.transactional_id:
+            transaction = transaction_step(application.transactional_id, topic_name, sorted(trip.leaders),
                                            answered, conf, ctx, run_id=run_id, vantage=vantage)
     status = _overall(result)
     if status == "ok" and any(s is not None and s.status != "ok" for s in (group, transaction)):
@@ -167,13 +167,18 @@ def _conf(addresses: Sequence[BootstrapAddress], ctx: RunContext, trip_errors: d
 
     # The application's own group and transactional id are not the round trip's: a transactional producer
     # produces nothing before initTransactions(), and the round trip's consumer reads with a group of its own.
-    conf: dict[str, Any] = {k: v for k, v in ctx.props.items() if k not in APPLICATION_IDS}
+    conf: dict[str, Any] = _own_settings(ctx)
     conf.update({"bootstrap.servers": ",".join(a.hostport for a in addresses), "client.id": "kprobe-roundtrip",
                  "logger": logger, "error_cb": on_error})
     protocols = {a.protocol for a in addresses if a.protocol}
     if len(protocols) == 1 and "security.protocol" not in ctx.props:
         conf["security.protocol"] = protocols.pop()
     return conf
+
+
+def _own_settings(ctx: RunContext) -> dict[str, Any]:
+    """The user's librdkafka properties without the application's own ids (APPLICATION_IDS)."""
+    return {k: v for k, v in ctx.props.items() if k not in APPLICATION_IDS}
 
 
 def _keep(trip_errors: dict[int, str], text: str) -> None:
@@ -256,7 +261,7 @@ def _run(trip: _Trip, addresses: Sequence[BootstrapAddress], ctx: RunContext, *,
         consumer = Consumer({**conf, "group.id": f"kprobe-roundtrip-{run_id}", "enable.auto.commit": False,
                              "fetch.wait.max.ms": 50, "enable.partition.eof": False,
                              "topic.metadata.refresh.interval.ms": CONSUMER_REFRESH_MS,
-                             **{k: v for k, v in ctx.props.items() if k not in APPLICATION_IDS}})
+                             **_own_settings(ctx)})
     except KafkaException as exc:
         # Not the cluster's doing (a mechanism librdkafka lacks, AWS_MSK_IAM, or a bad property): no record
         # was tried, so nothing is set beside the verdict.

@@ -244,11 +244,8 @@ class ProbeRun:
                       "connect_to": {format_hostport(*k): format_hostport(*v) for k, v in opts.connect_to.items()},
                       "controllers": [c.hostport for c in opts.controllers],
                       "roundtrip": opts.roundtrip, "roundtrip_create": opts.roundtrip_create,
-                      "group": self.questions.groups[0] if self.questions.groups else None,
-                      "transactional_id": (self.questions.transactional_ids[0] if self.questions.transactional_ids
-                                           else None),
-                      "topics": list(self.questions.topics),
-                      "share_group": self.questions.share_groups[0] if self.questions.share_groups else None,
+                      "group": self.questions.group, "transactional_id": self.questions.transactional_id,
+                      "topics": list(self.questions.topics), "share_group": self.questions.share_group,
                       "client_rack": self.questions.client_rack},
         )
 
