@@ -1,10 +1,10 @@
-"""Files, directories and child processes that trust nothing another local user can write.
+"""Directories and child processes that trust nothing another local user can write.
 
 Why: the namespace lab runs as root, and the warm driver and detached labs outlive the command
 that started them. A directory in a shared place (the temp directory) that another user made
-first, a link planted where a file is about to be written, or a `kprobe/` package planted in the
-directory a command runs from would each let that user steer what root writes or runs. Leaf
-module (the standard library only): the lab, the aggregation and the delivery all use it.
+first, or a `kprobe/` package planted in the directory a command runs from, would let that user
+steer what root writes or runs. (Files in such a directory are written by kprobe.output.files,
+never through a link.) Leaf module (the standard library only).
 """
 
 from __future__ import annotations
@@ -40,24 +40,6 @@ def private_dir(path: Path, mode: int = 0o700) -> Path:
         raise UnsafePath(f"{path} is open to other users (mode {stat.S_IMODE(info.st_mode):o}): "
                          f"remove it, or chmod 700 it, and try again")
     return path
-
-
-def write_new(path: Path, data: str | bytes, mode: int = 0o600) -> None:
-    """Write a file that must not exist yet, never through a link: a planted name fails, nothing is followed."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data.encode() if isinstance(data, str) else data)
-
-
-def replace_file(path: Path, data: str | bytes, mode: int = 0o600) -> None:
-    """Write `path` whole, atomically: a fresh temporary file beside it (never a link) renamed over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        os.unlink(tmp)  # a leftover of this pid's earlier crash
-    except FileNotFoundError:
-        pass
-    write_new(tmp, data, mode)
-    os.replace(tmp, path)
 
 
 def python_argv(module: str, *args: str) -> list[str]:

@@ -313,3 +313,20 @@ def test_a_hostile_truststore_is_one_line_in_bounded_cpu(tmp_path, name, passwor
     line = one_line(done)
     assert line.startswith(f"kprobe: error: client.properties: ssl.truststore.location={store} {says}"), line
     assert seconds < 2 and mib < 128, (seconds, mib)
+
+
+def test_writing_never_follows_a_planted_link(tmp_path: Path) -> None:
+    """What the root lab writes (its record, hosts files, ready files) goes through kprobe.output.files: a link
+    planted at the name is replaced, never written through, and a new file never lands on it."""
+    from kprobe.errors import KprobeError
+    from kprobe.output.files import write_atomic, write_new
+
+    victim = tmp_path / "victim"
+    victim.write_text("root's own")
+    victim.chmod(0o600)
+    (tmp_path / "scenario").symlink_to(victim)
+    with pytest.raises(KprobeError):
+        write_new(tmp_path / "scenario", "planted-through")
+    write_atomic(tmp_path / "scenario", "the lab's", private=True)  # the link is replaced, not written through
+    assert victim.read_text() == "root's own"
+    assert not (tmp_path / "scenario").is_symlink() and (tmp_path / "scenario").read_text() == "the lab's"

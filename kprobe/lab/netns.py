@@ -57,7 +57,8 @@ from kprobe.lab.netns_scenarios import (
     private6,
 )
 from kprobe.lab.supervisor import alive, identity, is_process, wait_until_ready
-from kprobe.private import UnsafePath, private_dir, python_argv, replace_file
+from kprobe.output.files import write_atomic
+from kprobe.private import UnsafePath, private_dir, python_argv
 
 PREFIX = "kpl-"
 V4_NET = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544: never a real network
@@ -288,7 +289,7 @@ class NetnsLab:
         """The lab's record: who runs it (pid, start time), its scenario (`lab down NAME`), what it made."""
         record = {**identity(os.getpid()), "lab_id": self.lab_id, "scenario": self.scenario.name,
                   "namespaces": self.made}
-        replace_file(self.workdir / RECORD, json.dumps(record))
+        write_atomic(self.workdir / RECORD, json.dumps(record), private=True)
 
     def _make_workdir(self) -> None:
         """A new, root-only work directory; one left under this id by a lab that died is removed first."""
@@ -344,8 +345,10 @@ class NetnsLab:
         hosts = ["127.0.0.1 localhost", "::1 localhost"]
         hosts += [f"{check_address(address)} {name}" for name, address in self.scenario.hosts_of(target).items()]
         # Read by `lab exec` (bind-mounted as /etc/hosts), so as readable as /etc/hosts itself.
-        replace_file(self.workdir / f"hosts-{target}", "\n".join(hosts) + "\n", mode=0o644)
-        replace_file(self.workdir / f"resolv-{target}", "nameserver 127.0.0.1\n", mode=0o644)
+        files = {f"hosts-{target}": "\n".join(hosts) + "\n", f"resolv-{target}": "nameserver 127.0.0.1\n"}
+        for name, text in files.items():
+            write_atomic(self.workdir / name, text)
+            os.chmod(self.workdir / name, 0o644)  # whatever root's umask: every user inside reads them
 
     def _build_monitoring(self, router: str, index: int) -> None:
         """The monitoring network: a namespace linked to the router, its collector's address on `lo`."""
@@ -512,7 +515,7 @@ def run_foreground(name: str) -> None:
         lines = lab.describe()
         ready = os.environ.get(READY_ENV)
         if ready:
-            replace_file(Path(ready), json.dumps({"pid": os.getpid(), "describe": lines}))
+            write_atomic(Path(ready), json.dumps({"pid": os.getpid(), "describe": lines}), private=True)
         print("\n".join(lines), flush=True)
         print("lab running; Ctrl-C stops it", flush=True)
         while not stop.wait(0.5):
@@ -592,7 +595,7 @@ def _brokers_main(name: str, role: str, ready: str) -> None:
         lines = [f"{what} {node_id} on {node.spec.address}: " + ", ".join(
             f"{listener} {rl.bind_ip}:{rl.port} advertises {rl.advertised}" for listener, rl in node.listeners.items())
             for node_id, node in lab.nodes.items()]
-        replace_file(Path(ready), json.dumps({"describe": lines}))
+        write_atomic(Path(ready), json.dumps({"describe": lines}), private=True)
         while not stop.wait(0.5):
             pass
     finally:
@@ -613,7 +616,7 @@ def _dns_main(name: str, vantage_name: str, ready: str) -> None:
     server = DnsServer({host: (address,) for host, address in hosts.items()}, "127.0.0.1", 53,
                        name=vantage_name).start()
     try:
-        replace_file(Path(ready), json.dumps({"nameserver": server.nameserver}))
+        write_atomic(Path(ready), json.dumps({"nameserver": server.nameserver}), private=True)
         while not stop.wait(0.5):
             pass
     finally:

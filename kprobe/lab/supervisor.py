@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 
 from kprobe.errors import LabError, UsageError
+from kprobe.output.files import write_atomic
 from kprobe.paths import cache_root
-from kprobe.private import python_argv, replace_file
+from kprobe.private import python_argv
 
 STATE_ENV = "KPROBE_LAB_STATE_FILE"
 
@@ -124,7 +125,7 @@ def run_foreground(scenario: str, backend: str) -> None:
         if state_file:
             state = {**lab.to_state(), **identity(os.getpid()), "describe": lines,
                      "jvms": [identity(pid) for pid in getattr(lab, "pids", {}).values()]}
-            replace_file(Path(state_file), json.dumps(state, indent=2))
+            write_atomic(Path(state_file), json.dumps(state, indent=2), private=True)
         else:
             print("\n".join(lines), flush=True)
             print("lab running; Ctrl-C stops it", flush=True)
