@@ -337,7 +337,8 @@ def test_find_coordinator_version_from_api_versions():
     assert fc.find_coordinator_version({fc.API_FIND_COORDINATOR: (0, 0)}, fc.KEY_TRANSACTION) is None
     assert fc.find_coordinator_version({fc.API_FIND_COORDINATOR: (0, 5)}, fc.KEY_SHARE) is None  # share groups: v6
     assert fc.find_coordinator_version({}, fc.KEY_GROUP) is None  # not offered at all
-    assert [fc.is_flexible(v) for v in range(7)] == [False, False, False, True, True, True, True]
+    assert [codec.is_flexible(fc.API_FIND_COORDINATOR, v) for v in range(7)] == [False, False, False, True, True, True,
+                                                                                   True]
 
 
 def test_find_coordinator_request_encodings():

@@ -15,10 +15,18 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from kprobe.kafka.wire import Reader, WireError, enc_string, error_name, uvarint
+from kprobe.kafka.wire import (
+    API_FIND_COORDINATOR,
+    API_SHARE_GROUP_HEARTBEAT,
+    Reader,
+    WireError,
+    enc_string,
+    error_name,
+    is_flexible,
+    uvarint,
+)
 from kprobe.models.application import CoordinatorReply
 
-API_FIND_COORDINATOR = 10
 FIND_COORDINATOR_MAX = 6
 KEY_GROUP, KEY_TRANSACTION, KEY_SHARE = 0, 1, 2
 BATCHED_FROM = 4  # KIP-699: a list of keys per request
@@ -56,11 +64,6 @@ def find_coordinator_version(api_versions: dict[int, tuple[int, int]], key_type:
     return version if version >= max(low, lowest) else None
 
 
-def is_flexible(version: int) -> bool:
-    """FindCoordinator is flexible (compact strings, tagged fields) from v3."""
-    return version >= 3
-
-
 def encode_find_coordinator(version: int, key_type: int, keys: Sequence[str]) -> bytes:
     """The request body: one key before v4, every key at once from v4."""
     if version < BATCHED_FROM:
@@ -68,8 +71,9 @@ def encode_find_coordinator(version: int, key_type: int, keys: Sequence[str]) ->
             raise ValueError("FindCoordinator before v4 asks for one key")
         if version == 0:
             return enc_string(keys[0], False)
-        body = enc_string(keys[0], version >= 3) + struct.pack(">b", key_type)
-        return body + b"\x00" if version >= 3 else body
+        flexible = is_flexible(API_FIND_COORDINATOR, version)
+        body = enc_string(keys[0], flexible) + struct.pack(">b", key_type)
+        return body + b"\x00" if flexible else body
     body = struct.pack(">b", key_type) + uvarint(len(keys) + 1)
     return body + b"".join(enc_string(k, True) for k in keys) + b"\x00"
 
@@ -84,7 +88,6 @@ def reply_error(reply: CoordinatorReply) -> str | None:
 
 # KIP-848's and KIP-932's heartbeats (flexible from v0). Offered in ApiVersions whether or not the protocol is
 # switched on (measured on Kafka 4.1.1): only an answer tells, UNSUPPORTED_VERSION where it is off.
-API_CONSUMER_GROUP_HEARTBEAT, API_SHARE_GROUP_HEARTBEAT = 68, 76
 UNSUPPORTED_VERSION = 35
 
 
@@ -110,7 +113,7 @@ def decode_heartbeat_error(reader: Reader) -> tuple[int, str | None]:
 
 def decode_find_coordinator(reader: Reader, version: int, keys: Sequence[str]) -> list[CoordinatorReply]:
     """The answer for `keys`, in their order; a key the broker did not answer for is a protocol error."""
-    flexible = is_flexible(version)
+    flexible = is_flexible(API_FIND_COORDINATOR, version)
     if version >= 1:
         reader.int32()  # throttle_time_ms
     if version < BATCHED_FROM:

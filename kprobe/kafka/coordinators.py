@@ -16,9 +16,6 @@ from typing import TYPE_CHECKING
 
 from kprobe.kafka import codec
 from kprobe.kafka.coordinator_codec import (
-    API_CONSUMER_GROUP_HEARTBEAT,
-    API_FIND_COORDINATOR,
-    API_SHARE_GROUP_HEARTBEAT,
     BATCHED_FROM,
     KEY_GROUP,
     KEY_TRANSACTION,
@@ -30,10 +27,15 @@ from kprobe.kafka.coordinator_codec import (
     encode_empty_heartbeat,
     encode_find_coordinator,
     find_coordinator_version,
-    is_flexible,
     partition_for,
 )
-from kprobe.kafka.wire import WireError
+from kprobe.kafka.wire import (
+    API_CONSUMER_GROUP_HEARTBEAT,
+    API_FIND_COORDINATOR,
+    API_SHARE_GROUP_HEARTBEAT,
+    WireError,
+    is_flexible,
+)
 from kprobe.models import (
     ASKED_SETTINGS,
     INTERNAL_DEFAULTS,
@@ -108,7 +110,7 @@ def _protocol(conn: KafkaConnection, api_key: int) -> str:
     if api_key not in conn.api_versions:
         return f"the broker offers no {name} ({since})"
     version = conn.api_versions[api_key][1]
-    reader = conn.request(api_key, version, encode_empty_heartbeat(api_key, version), True)
+    reader = conn.request(api_key, version, encode_empty_heartbeat(api_key, version), is_flexible(api_key, version))
     code, _ = decode_heartbeat_error(reader)
     return f"the broker answers {name} with UNSUPPORTED_VERSION: {off}" if code == UNSUPPORTED_VERSION else "ok"
 
@@ -179,6 +181,6 @@ def ask_coordinators(conn: KafkaConnection, version: int, key_type: int,
     replies: dict[str, CoordinatorReply] = {}
     for batch in batches:
         reader = conn.request(API_FIND_COORDINATOR, version, encode_find_coordinator(version, key_type, batch),
-                              is_flexible(version))
+                              is_flexible(API_FIND_COORDINATOR, version))
         replies.update((r.key, r) for r in decode_find_coordinator(reader, version, batch))
     return replies

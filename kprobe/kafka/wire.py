@@ -18,6 +18,9 @@ API_API_VERSIONS = 18
 API_SASL_AUTHENTICATE = 36
 API_DESCRIBE_CONFIGS = 32
 API_DESCRIBE_CLUSTER = 60
+API_FIND_COORDINATOR = 10
+API_CONSUMER_GROUP_HEARTBEAT = 68
+API_SHARE_GROUP_HEARTBEAT = 76
 
 MAX_FRAME = 256 * 1024 * 1024
 
@@ -203,7 +206,10 @@ def is_flexible(api_key: int, version: int) -> bool:
     """Whether a request of this version uses the flexible (compact, tagged) encoding, headers included."""
     if api_key == API_METADATA:
         return version >= 9
-    return api_key == API_DESCRIBE_CLUSTER  # flexible from v0
+    if api_key == API_FIND_COORDINATOR:
+        return version >= 3
+    # Flexible from v0: DescribeCluster, and KIP-848's and KIP-932's heartbeats.
+    return api_key in (API_DESCRIBE_CLUSTER, API_CONSUMER_GROUP_HEARTBEAT, API_SHARE_GROUP_HEARTBEAT)
 
 
 def response_header(reader: Reader, api_key: int, flexible: bool, correlation_id: int) -> None:
