@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
+from kprobe.findings.common import listed
 from kprobe.kafka.wire import error_name
 from kprobe.models import (
     OFFSETS_TOPIC,
@@ -127,12 +128,11 @@ def _racks(application: Application, endpoints: Sequence[EndpointResult], findin
         result = endpoint_row(endpoints, replica, reads[0].endpoint)
         if result is None or is_usable(result, findings):
             continue
-        shown = ", ".join(f"{r.topic}-{r.partition} (leader {r.leader})" for r in reads[:10])
-        more = f" and {len(reads) - 10} more" if len(reads) > 10 else ""
+        shown = listed([f"{r.topic}-{r.partition} (leader {r.leader})" for r in reads], 10)
         out.append(finding(
             "FOLLOWER_FETCH_UNREACHABLE", ERROR,
             f"A consumer with client.rack={rack} reads {len(reads)} partition(s) from broker {replica}, the in-sync "
-            f"replica in its rack that their leaders name (KIP-392): {shown}{more}. Broker {replica}'s endpoint "
+            f"replica in its rack that their leaders name (KIP-392): {shown}. Broker {replica}'s endpoint "
             f"{reads[0].endpoint} does not work from here ({verdict(result, findings)}), so those reads fail: the "
             "consumer gets nothing from them, although their leaders work.",
             f"Fix broker {replica}'s endpoint as its own finding says, or leave client.rack unset (or set it to a rack "
@@ -354,5 +354,4 @@ def _no_topics_visible(bootstraps: Sequence[BootstrapResult]) -> list[Finding]:
 
 
 def _numbers(values: Sequence[int]) -> str:
-    shown = ", ".join(str(v) for v in values[:20])
-    return shown + (f" and {len(values) - 20} more" if len(values) > 20 else "")
+    return listed([str(v) for v in values], 20)
