@@ -19,7 +19,7 @@ report per vantage and cluster a minute), `--repeat` times, in this order:
 Medians over the repeats are printed as a Markdown table. The growth exponent is the slope of
 log(time) against log(size) of the whole job.
 
-With `--processes`, every figure is a whole process, as a scheduler runs the job (issue 32):
+With `--processes`, every figure is a whole process, as a scheduler runs the job:
 
     python bench/bench_aggregate.py --processes [--sizes 1000000] [--repeat 3]
 
@@ -279,7 +279,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/kprobe-bench"))
     parser.add_argument("--drop-inputs", action="store_true", help="delete each size's input after measuring it")
     parser.add_argument("--no-duckdb", action="store_true")
-    parser.add_argument("--processes", action="store_true", help="every figure a whole process (issue 32)")
+    parser.add_argument("--processes", action="store_true", help="every figure a whole process")
     parser.add_argument("--scan", type=Path, help=argparse.SUPPRESS)  # one parsing scan, as its own process
     parser.add_argument("--bare", type=Path, nargs=2, help=argparse.SUPPRESS)  # the +1% peer: NEW_INPUT STATE
     args = parser.parse_args()

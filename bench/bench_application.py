@@ -12,7 +12,7 @@ falls on both alike.
 
 The lab: `groups` (three brokers). "healthy": its __consumer_offsets and __transaction_state made and
 led everywhere; "fresh": the same cluster's `three-brokers` twin, whose internal topics were never
-made. Results print as a Markdown table to paste into docs/performance.md.
+made. Results print as a Markdown table to paste into bench/NOTES.md.
 """
 
 from __future__ import annotations

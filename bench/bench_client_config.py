@@ -3,7 +3,7 @@ the Java file costs a whole probe, side by side in one run.
 
     python bench/bench_client_config.py [--runs 15] [--dev] [--work /tmp/kprobe-bench/client-config]
 
-Target (issue 28): reading a Java properties file with a JKS truststore adds at most 30 ms to a probe.
+Target: reading a Java properties file with a JKS truststore adds at most 30 ms to a probe.
 
 The cluster: the lab's `tls` scenario (one real Kafka 4.x broker, native), its SSL_GOOD listener. Both runs
 probe it over TLS with the lab CA trusted and the broker name resolved through the lab's DNS view:

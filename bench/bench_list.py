@@ -11,14 +11,14 @@ a 2-core machine; the answer's bytes are what a broker of that size sends.
 Measured, each a whole run of the command with stdout redirected to a file, interleaved with the
 order rotating each round after one untimed run of each: wall time, the child's own peak RSS and CPU time
 (wait4). `kcat -L` against `kprobe list`, `kcat -L -J` against `kprobe list -J`, and each with
-`--reachability`. Targets (issue 21): kprobe within 2.5 x kcat's time and 3 x its peak RSS; (issue 33) 1.5 x its time.
+`--reachability`. Targets: kprobe within 2.5 x kcat's time and 3 x its peak RSS; 1.5 x its time.
 A second table does the same on a degraded cluster (broker 2 out of every ISR it was in: two
 partitions in three under-replicated, so each topic mixes partition shapes), without a target.
 Before timing, each output is checked: the text equals kcat's line for line (but for who
 answered), the JSON carries every key and value of kcat's.
 
 kprobe runs as users run it: a wheel of this checkout installed into its own venv, byte-compiled
-(bench_probe.py says why); `--dev` runs the checkout as it is. Prints Markdown for docs/performance.md.
+(bench_probe.py says why); `--dev` runs the checkout as it is. Prints Markdown for bench/NOTES.md.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def table(results: dict[str, tuple[float, float, float]], targets: bool) -> None
              "kprobe list -J --reachability": "kcat -L -J", "baseline: kprobe list": "kcat -L",
              "baseline: kprobe list -J": "kcat -L -J"}
     head = "| command | median wall | x kcat | median peak RSS | x kcat | median CPU | x kcat |"
-    print(head + (" within 2.5 x time and 3 x RSS | within 1.5 x time (issue 33) |" if targets else ""))
+    print(head + (" within 2.5 x time and 3 x RSS | within 1.5 x time |" if targets else ""))
     print("| --- " * (head.count("|") - 1 + 2 * targets) + "|")
     for label, (seconds, rss, cpu) in results.items():
         peer = peers.get(label)

@@ -22,7 +22,7 @@ through setuptools' editable finder and, where PYTHONDONTWRITEBYTECODE is set (t
 sets it), compiles every kprobe module from source on every start: about 50 ms no user pays.
 The venv borrows this one's dependencies through a .pth line, so nothing is downloaded.
 
-Results print as a Markdown table to paste into docs/performance.md.
+Results print as a Markdown table to paste into bench/NOTES.md.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@
 On the lab's three-brokers cluster (CLIENT listener, healthy) and a topic with one partition led by
 each broker: `kprobe probe` without and with `--roundtrip`, each a whole CLI run, and the peer a
 person would type: per partition, `kcat -P -p N` one record, then `kcat -C -p N -o -1 -c 1 -e` to
-read it back (Debian's kcat). The target (issue 20) is at most 1 s added to the probe.
-Results print as a Markdown table to paste into docs/performance.md.
+read it back (Debian's kcat). The target is at most 1 s added to the probe.
+Results print as a Markdown table to paste into bench/NOTES.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     python bench/bench_sasl.py [--runs 30] [--timeout 2] [--dev]
 
-Target (issue 14): a healthy three-broker probe over SCRAM costs at most 1.3 x the same probe
+Target: a healthy three-broker probe over SCRAM costs at most 1.3 x the same probe
 over PLAIN. Why it could cost more: SCRAM derives its keys with PBKDF2 (4096 iterations; kprobe
 caches the derived keys per process, `kprobe.kafka.sasl._keys`), and its exchange takes two
 SaslAuthenticate round trips where PLAIN takes one, on the bootstrap connection and again on

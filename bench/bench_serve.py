@@ -5,11 +5,11 @@
 On the lab's three-brokers cluster (CLIENT listener, healthy), in one run:
 1. Latency. `--scrapes` scrapes of /probe one after another: each scrape's wall time against the
    probe's own duration in its answer (`kprobe_probe_duration_seconds`), and the peer a cron job
-   would use, `kprobe probe --format prometheus` as a whole process. Target (issue 17): a scrape
+   would use, `kprobe probe --format prometheus` as a whole process. Target: a scrape
    within 50 ms of the probe's own duration.
 2. Memory. `--rate` scrapes a second for `--seconds` (a thread per in-flight scrape, paced), with the
    exporter's resident memory read from /proc every 5 s. Target: flat.
-Results print as Markdown to paste into docs/performance.md.
+Results print as Markdown to paste into bench/NOTES.md.
 """
 
 from __future__ import annotations

@@ -5,12 +5,12 @@
 1. Start-up. A real report of a 200-broker cluster: `kprobe probe -o` against a scripted broker
    that advertises 200 brokers (half answering Kafka, half blackholed, as bench_probe.py does).
    Timed: `kprobe --help` (the CLI's own start), `kprobe show` of a three-broker report and of
-   the 200-broker one. Target (issue 16): the 200-broker `show` at most 50 ms over `kprobe --help`.
+   the 200-broker one. Target: the 200-broker `show` at most 50 ms over `kprobe --help`.
 2. Pace. 10,000 copies of a recorded three-broker report (tests/data/reports) in `--out`'s layout,
    with their own ids and times. Timed: `kprobe show DIR --summary`, and the peer a person would
    reach for, jq printing the same fields from the same files (`find -exec jq {} +`). Target: at
    least 5,000 reports a second.
-Results print as Markdown to paste into docs/performance.md.
+Results print as Markdown to paste into bench/NOTES.md.
 
 kprobe runs as users run it: a wheel of this checkout in its own venv, byte-compiled by pip
 (bench_probe.install_wheel; `--dev` runs the checkout instead, which, where PYTHONDONTWRITEBYTECODE

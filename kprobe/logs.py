@@ -1,7 +1,7 @@
 """kprobe's log lines, with `logging` imported only once a line can be seen.
 
 Why: `import logging` (and the `traceback`, `string` and `weakref` it loads) is a few milliseconds
-of every probe's start (issue 33), and a plain probe logs nothing a user sees: its debug lines are
+of every probe's start, and a plain probe logs nothing a user sees: its debug lines are
 for --verbose, its warnings are rare. A debug line while `logging` was never imported would be
 dropped by it anyway, since no handler can exist yet and logging's last resort shows warnings and
 above only; so `Log.debug` does nothing until something has imported `logging` (--verbose's

@@ -1,6 +1,6 @@
 """Value classes (frozen, or the few holders a run fills), declared as dataclasses are, built without them.
 
-Why: a probe's run is mostly Python starting up (issue 33: within 60 ms of `kcat -L` plus `nc -z`),
+Why: a probe's run is mostly Python starting up (it should cost little more than `kcat -L` plus `nc -z`),
 and kprobe's values cost it twice. `import dataclasses` loads `inspect` and with it `ast`, `dis` and
 `tokenize` (about 9 ms here), and `@dataclass` writes each class's `__init__` and frozen
 `__setattr__` as source and compiles them as the class is built (a few tenths of a millisecond a

@@ -8,8 +8,8 @@ The suite runs on three pytest-xdist workers (pyproject.toml's addopts), on a ma
 in one process a test spends much of its time waiting (on a broker, a JVM starting, a timeout it
 provokes, a client's budget) while a CPU idles. With two workers both CPUs were busy while the Spark
 tests ran, and half idle for the last three and a half minutes, when both workers were on such
-waiting tests; a third took `bash .ci/run` from 9:16 to 9:30 down to 8:01 to 8:39 for the same work
-(docs/performance.md, session 30). Each worker closes its own DNS namespace, fences itself and keeps
+waiting tests; a third keeps a CPU busy while the others wait, for the same work.
+Each worker closes its own DNS namespace, fences itself and keeps
 its own labs and Spark session; the scheduler gives each lab, and the Spark session, to one worker,
 which runs the tests that need it. Scenarios that bind fixed ports (443, 9092, node ports) would get
 other ports beside a copy of themselves, so all the tests of those run as one unit, on one worker;
@@ -106,8 +106,8 @@ def _byte_compile() -> None:
 
     pip compiles what it installs, but not the source tree of an editable install, and where
     PYTHONDONTWRITEBYTECODE is set (this machine, CI) nothing ever writes the byte code: each of the
-    suite's ~180 kprobe processes compiled every module it imported, a probe 0.12 s of CPU instead
-    of 0.06 (docs/performance.md). The tests then run kprobe as its users do, from byte code.
+    suite's ~180 kprobe processes compiled every module it imported, a probe twice the CPU an
+    installed one takes. The tests then run kprobe as its users do, from byte code.
     """
     import compileall
 
@@ -124,7 +124,7 @@ def _logging_left_as_found() -> Iterator[None]:
     A command run in-process without tests/cli_runner.py (which puts logging back) can leave the
     "kprobe" logger with a handler of its own and `propagate` off, or a setup waiting for the first
     warning (kprobe.logs): a later test's first warning then installs that handler, and its `caplog`
-    sees nothing (found when the collection order changed: docs/performance.md, session 26).
+    sees nothing, depending on the collection order.
     """
     import logging
 
@@ -412,19 +412,17 @@ def spark() -> Iterator[object]:
     # reading a topic in its own JVM is test_netns_lab.py's pipeline test).
     s = session("local[2]", app="kprobe-tests", kafka=True)
     # Interpreted, not generated code: the tests' inputs are a few rows, and compiling each plan's
-    # Java (whole-stage and per-expression, Janino and then the JIT) was most of a run's CPU: 13 to 20 s
-    # per warm run of the job over the recorded reports, 8 to 9 s without (docs/performance.md). How
+    # Java (whole-stage and per-expression, Janino and then the JIT) was most of a run's CPU. How
     # Spark's own suites run with codegen off; the `kprobe aggregate` children of the tests (kill -9,
     # the topic, the standalone cluster, the page) keep Spark's defaults, so generated code is run too.
     s.conf.set("spark.sql.codegen.wholeStage", "false")
     s.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     # Two shuffle partitions, one per core of local[2], for inputs of a few hundred rows: still more
     # than one, so an order that holds only within one partition still fails here; the children keep
-    # kprobe's default of 8. The segments and incremental tests: 112 s -> 97 s (docs/performance.md).
+    # kprobe's default of 8, whose scheduling would cost more than these rows.
     s.conf.set("spark.sql.shuffle.partitions", "2")
     # Without adaptive execution: for a few hundred rows in two partitions there is nothing to re-plan,
-    # and each shuffle it materialises is a job of its own (the segments and incremental tests: 63 s ->
-    # 57 s). The `kprobe aggregate` children keep it, as users run it, and the topic test compares a
+    # and each shuffle it materialises is a job of its own. The `kprobe aggregate` children keep it, as users run it, and the topic test compares a
     # child's outputs with this session's, row by row.
     s.conf.set("spark.sql.adaptive.enabled", "false")
     yield s
@@ -444,8 +442,7 @@ class _SessionLab:
     Why not the lab itself: pytest keeps a session fixture's value for the session, and a worker stops
     a lab after the test it takes for the lab's last use (pytest_runtest_teardown); when the scheduler
     then gives that worker an earlier test of the lab after all (a unit taken rather than idle), that
-    test got the stopped lab (three publish tests read a stopped collector: docs/performance.md,
-    session 26). Every attribute is the running lab's, so the test gets the lab started again.
+    test would get the stopped lab (a publish test would read a stopped collector). Every attribute is the running lab's, so the test gets the lab started again.
     """
 
     def __init__(self, labs: dict[str, NativeLab], name: str) -> None:

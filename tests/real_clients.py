@@ -281,7 +281,7 @@ def _class_archive(full_classpath: str) -> tuple[list[str], Path | None]:
     """The client JVM's class-data archive options (AppCDS), and where this run dumps one, if it does.
 
     Why: a client's run is mostly loading and verifying kafka-clients' classes; mapped from an
-    archive, a round trip costs 0.8 s of CPU instead of 1.4 s (docs/performance.md), and the suite
+    archive, a round trip costs about 40 % less CPU, and the suite
     starts about 75 of them. The first client of a process with no archive dumps it as it exits; the
     others meanwhile run without one, as a JVM with an archive that does not match does (-Xshare:auto).
     """
@@ -322,8 +322,7 @@ def librdkafka_round_trip(prefix: Sequence[str], bootstrap: str, topic: str, par
 # is held from launch until the client reports its records sent (the first metadata came back), or for
 # START_SECONDS at most (a client whose bootstrap fails waits in send() for its whole budget), so that a
 # scenario's clients wait together while never more than these few start together: eight or nine TLS
-# clients starting at once on two CPUs took 9 to 10 s of a 15 s budget to produce, four at a time 3 to 7 s
-# (docs/performance.md, session 29).
+# clients starting at once on two CPUs spend most of a 15 s budget starting, four at a time well under it.
 JAVA_STARTS = threading.BoundedSemaphore(4)
 START_SECONDS = 3.0
 _STARTED = ("stage acks", "stage close producer", "stage done")

@@ -1,4 +1,4 @@
-"""kprobe's verdict against real clients, for every lab scenario and each of its vantages (issue 20, item 4).
+"""kprobe's verdict against real clients, for every lab scenario and each of its vantages.
 
 For each case kprobe probes, and Apache Kafka's Java client and librdkafka each produce one record to
 every partition of a topic whose partitions are led one per broker and read them back. All three run
@@ -12,7 +12,7 @@ loopback. A case agrees when:
 - kprobe's own --roundtrip loses what the librdkafka client lost and never finds the verdict contradicted.
 
 kprobe saves each report with -o while printing its text: `kprobe show` of the saved file must print
-that text byte for byte (issue 16), so every scenario and vantage also proves the reader.
+that text byte for byte, so every scenario and vantage also proves the reader.
 
 Every scenario but `collector` (the sink `watch --publish` writes to, no client shape of its own).
 Left out, and where each is proven instead: the dual-stack name whose IPv6 address drops packets (its
@@ -24,7 +24,7 @@ the unsecured-JWT listener.
 
 For the TLS and SASL scenarios kprobe is given the Java client's own client.properties (--command-config,
 bootstrap.servers included), the very file the Java client loads: JAAS logins, JKS and PKCS12 truststores
-made by keytool (issue 28).
+made by keytool.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Case:
     # (5 s was not, once the suite ran on two workers: a working Java producer saw its new topic's metadata late.)
     budget_ms: int = 10000
     # The Java settings go into one client.properties that both kprobe (--command-config) and the Java client
-    # load (issue 28): kprobe must judge the configuration the user's Java application really has.
+    # load: kprobe must judge the configuration the user's Java application really has.
     java_file: bool = False
     jvm: list[str] = field(default_factory=list)  # -D options of the Java client
     # kprobe's --timeout: short, because a case that drops connections makes kprobe wait it out once per
@@ -392,7 +392,7 @@ def _agree(scenario: str, lab: Any, tmp_path: Path, start_next: Callable[[], Fut
     table = []
     for case, saved, done, java, rd in results:
         report = validate(json.loads(saved.read_text()))
-        # The saved report reads back as the run printed it (issue 16), for every scenario and vantage. In this
+        # The saved report reads back as the run printed it, for every scenario and vantage. In this
         # process (tests/cli_runner.py): reading a file needs neither the namespace nor a child's start-up.
         shown = run_cli(["show", str(saved)])
         if shown.returncode != 0 or shown.stdout != done.stdout:

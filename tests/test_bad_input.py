@@ -80,7 +80,7 @@ CASES = [
     # lab
     ["lab", "up", "no-such-scenario"], ["lab", "up"], ["lab", "up", "listeners", "--backend", "vm"],
     ["lab", "nope"],
-    # issue 29, item 8: these exited 3 (a crash) instead of 2. `²` and `٣` pass str.isdigit(); `$` in a
+    # each a usage error (2), never a crash (3): `²` and `٣` pass str.isdigit(); `$` in a
     # regular expression takes a trailing newline; 5,000 digits are past int()'s limit; 20,000 levels
     # of nesting are past the parsers' recursion; an impossible date is a ValueError from YAML's resolver.
     ["probe", "-b", "127.0.0.1:\u00b2"], ["probe", "-b", "127.0.0.1:\u0663"], ["probe", "-b", "kafka-1\n:9092"],
@@ -121,7 +121,7 @@ def _files(tmp_path: Path) -> dict[str, str]:
                         b"username=app password=correct " + SECRET.encode() + b" battery staple;\n")):
         (tmp_path / name).write_bytes(data)
         files["{" + name.split(".")[0] + "}"] = str(tmp_path / name)
-    # Nested 20,000 deep, and values YAML's resolver cannot build (issue 29, item 8).
+    # Nested 20,000 deep, and values YAML's resolver cannot build.
     for name, text in (("deep_yaml.yaml", "services: " + "[" * 20_000 + "]" * 20_000 + "\n"),
                        ("deep_flow_map.yaml", "services: " + "{a: " * 20_000 + "1" + "}" * 20_000 + "\n"),
                        ("bad_date.yaml", "services:\n  kafka:\n    image: apache/kafka\n    built: 2026-13-45\n"),
@@ -224,7 +224,7 @@ def test_secret_in_a_wrong_form_is_never_echoed(form):
     assert "Traceback" not in done.stderr
 
 
-# -- output paths (issue 13): made where they can be, refused before any probing where they cannot --
+# -- output paths: made where they can be, refused before any probing where they cannot --
 
 @pytest.fixture
 def silent_broker():

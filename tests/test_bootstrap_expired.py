@@ -1,4 +1,4 @@
-"""An expired certificate at the bootstrap is BOOTSTRAP_TLS_FAILED with the cause `expired` (issue 14, item 6).
+"""An expired certificate at the bootstrap is BOOTSTRAP_TLS_FAILED with the cause `expired`.
 
 Why this file: the rule was proven on plain data only (tests/findings/test_rules_bootstrap.py), so
 nothing showed that a real handshake with an expired certificate reaches it: that OpenSSL's verify

@@ -1,4 +1,4 @@
-"""The configuration users already have (issue 28, items 1 to 3): Java and librdkafka files, JAAS, kcat's file.
+"""The configuration users already have: Java and librdkafka files, JAAS, kcat's file.
 
 Pure tests of kprobe.clientprops on files made here, plus the CLI's handling of them where no broker is
 needed (a bootstrap nobody listens on: the run fails fast, and what matters is what was read). The

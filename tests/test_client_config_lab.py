@@ -1,4 +1,4 @@
-"""A Java client.properties against a real SCRAM broker (issue 28): the file as the user has it works, and no
+"""A Java client.properties against a real SCRAM broker: the file as the user has it works, and no
 output of any kind holds a secret from it, `sasl.jaas.config` included.
 
 Before, kprobe ignored the file's bootstrap.servers and its sasl.jaas.config without a word, so the right

@@ -30,7 +30,7 @@ def test_generated_pages_are_fresh(lab_factory):
 
 
 def test_findings_examples_name_every_code():
-    """Issue 5: every code kprobe can emit is on the examples page, staged or listed as not stageable.
+    """Every code kprobe can emit is on the examples page, staged or listed as not stageable.
 
     The codes are read from the modules that emit them, so a new code fails here until the page
     (regenerated) shows it.
@@ -38,7 +38,7 @@ def test_findings_examples_name_every_code():
     import re
 
     page = (ROOT / "docs" / "findings-examples.md").read_text()
-    # The rule modules (kprobe/findings/, since the layers split: kprobe/diagnose.py and crosscheck.py are gone).
+    # The rule modules, kprobe/findings/.
     source = "".join(p.read_text() for p in sorted((ROOT / "kprobe" / "findings").glob("*.py"))
                      if p.name not in ("__init__.py", "catalogue.py"))
     codes = set(re.findall(r'"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)"', source))

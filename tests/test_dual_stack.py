@@ -1,4 +1,4 @@
-"""Dual stack (issue 15, item 3): kprobe's verdict on a name whose IPv4 and IPv6 addresses disagree, held to
+"""Dual stack: kprobe's verdict on a name whose IPv4 and IPv6 addresses disagree, held to
 what real clients do.
 
 The `dual-stack` lab runs one broker on 127.0.0.130, IPv4 only, advertised under names that also resolve to
@@ -69,7 +69,7 @@ def test_a_failing_ipv6_address_is_a_warning_and_exit_0(dual_stack_lab, listener
                dual_stack_lab.nameserver("dual"), "--timeout", "1", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     report = validate(json.loads(done.stdout))
-    # Usable too (issue 20): the warning is no error, so a client with default settings uses the endpoint.
+    # Usable too: the warning is no error, so a client with default settings uses the endpoint.
     assert report["summary"]["status"] == "ok" and report["summary"]["reachable"] == report["summary"]["usable"] == 1
     [endpoint] = report["endpoints"]
     assert endpoint["status"] == "degraded"
@@ -88,7 +88,7 @@ def test_a_failing_ipv6_address_is_a_warning_and_exit_0(dual_stack_lab, listener
 
 @pytest.mark.parametrize(("listener", "name"), [("DUAL", DUAL), ("DUAL_DARK", DARK), ("LOCALHOST", "localhost")])
 def test_resolving_the_name_to_its_ipv4_address_is_the_fix_tried_first(dual_stack_lab, listener, name):
-    """The what-if of issue 15: `--resolve NAME=<its IPv4 address>`, the hosts entry that pins a name to the family
+    """The what-if: `--resolve NAME=<its IPv4 address>`, the hosts entry that pins a name to the family
     that works, makes the endpoint plainly reachable: no failing family left, no warning, and the report says the
     verdict holds only with the mapping."""
     port = dual_stack_lab.listener(listener).port

@@ -77,7 +77,7 @@ def test_crossed_endpoint_answers_as_another_broker(three_lab):
     assert ("ENDPOINT_ADVERTISES_DIFFERENTLY", 2) in found(data)
     wrong = next(f for f in data["findings"] if f["code"] == "ENDPOINT_WRONG_BROKER")
     assert "is node 0" in wrong["message"]
-    # Issue 20: TCP reaches all three, a client can use two; the summary says what a client can do.
+    # TCP reaches all three, a client can use two; the summary says what a client can do.
     assert (data["summary"]["reachable"], data["summary"]["usable"]) == (3, 2)
     text = kprobe("probe", "-b", three_lab.real_endpoint("CROSSED", 0), "--timeout", "2", "--no-color")
     [row] = [ln.split() for ln in text.stdout.splitlines() if ln.startswith("  2 ")]
@@ -126,7 +126,7 @@ def test_bootstraps_of_two_clusters(three_lab, listeners_lab):
 
 
 def test_listener_missing_on_one_broker(three_lab):
-    """Issue 15's listener-missing scenario: PARTIAL is defined on brokers 0 and 1, not on broker 2.
+    """The listener-missing scenario: PARTIAL is defined on brokers 0 and 1, not on broker 2.
 
     No --resolve or --connect-to mapping can fix this one, nor stand for its fix: a mapping changes
     where an advertised endpoint leads, and through PARTIAL the metadata has no endpoint for broker 2
@@ -412,7 +412,7 @@ def test_fix_proposes_listener_lines_from_the_bootstrap(cloud_lab):
 
 
 def test_fix_points_first_at_the_listener_that_works_from_here(cloud_lab):
-    """INTERNAL and EXTERNAL probed together from the internet (issue 34): EXTERNAL works, so it is the first fix."""
+    """INTERNAL and EXTERNAL probed together from the internet: EXTERNAL works, so it is the first fix."""
     internal, external = cloud_lab.bootstrap("INTERNAL"), cloud_lab.bootstrap("EXTERNAL")
     code, data, _ = probe_json("-b", f"{internal},{external}", "--nameserver", cloud_lab.nameserver("internet"))
     assert code == 1
@@ -437,7 +437,7 @@ def test_no_proposal_without_evidence(cloud_lab, extra):
     assert "EXTERNAL://" not in finding["fix"] and "your bootstrap" not in finding["fix"]
 
 
-# -- a bootstrap that gives no metadata names its cause in its own code (issue 14, items 4 to 6) --
+# -- a bootstrap that gives no metadata names its cause in its own code --
 
 def test_bootstrap_failures_each_have_their_code(tls_lab, sasl_lab):
     """Before, all of these were BOOTSTRAP_UNREACHABLE ("did not answer in time"), which sends people to the

@@ -1,4 +1,4 @@
-"""The output contract (issue 31, item 2): one registry of formats, one rule for --json against --format,
+"""The output contract: one registry of formats, one rule for --json against --format,
 one summary line. Pure and in-process: no broker, no subprocess."""
 
 from __future__ import annotations

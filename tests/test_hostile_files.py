@@ -1,4 +1,4 @@
-"""Hostile files and modes (issue 29, items 2, 6 and 7), each from outside: kprobe's command line as users run it.
+"""Hostile files and modes, each from outside: kprobe's command line as users run it.
 
 - Output files keep the mode of the file they replace, or get the umask's; only the spool is private.
 - A YAML "billion laughs" file for `kprobe check`, and more than 8 MiB through a pipe: one line, exit 2,
@@ -46,7 +46,7 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-# -- item 2: output files keep their mode, or get the umask's -------------------------------------------------
+# -- output files keep their mode, or get the umask's -------------------------------------------------
 
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
@@ -85,7 +85,7 @@ def test_the_spool_stays_private(tmp_path):
     assert _mode(spooled) == 0o600
 
 
-# -- item 6: YAML alias bombs and files past 8 MiB for `kprobe check` ---------------------------------------
+# -- YAML alias bombs and files past 8 MiB for `kprobe check` ---------------------------------------
 
 LAUGHS = "".join([f"l0: &l0 [{','.join(['lol'] * 9)}]\n"]
                  + [f"l{i}: &l{i} [{','.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 7)]
@@ -160,7 +160,7 @@ def test_counts_a_file_gives_are_bounded(tmp_path, text, says):
     assert seconds < 5 and mib < 64, (seconds, mib)
 
 
-# -- item 7: a gzip bomb for `kprobe show` ------------------------------------------------------------------
+# -- a gzip bomb for `kprobe show` ------------------------------------------------------------------
 
 MIB = 1024 * 1024
 
@@ -224,7 +224,7 @@ def test_a_bomb_line_in_a_stream_ends_the_stream_after_the_good_lines(tmp_path):
     assert seconds < 5 and mib < 128, (seconds, mib)
 
 
-# -- item 8, a broker's side of it: an advertised host with a trailing newline is never resolved ------------
+# -- a broker's side of hostile input: an advertised host with a trailing newline is never resolved ------------
 
 def test_an_advertised_host_with_a_trailing_newline_is_not_a_host():
     assert host_problem("kafka-1\n") == "the host contains characters no host name or address has"

@@ -378,7 +378,7 @@ def test_every_metadata_version_lists_the_same(big_broker):
     assert listed[5] == listed[8] == listed[12]
 
 
-# -- without --reachability: one line on stderr where the advertised names alone show the gap (issue 34) ---
+# -- without --reachability: one line on stderr where the advertised names alone show the gap ---
 
 @needs_kcat
 def test_a_gap_the_names_show_gets_one_line_after_kcats_listing(cloud_lab):

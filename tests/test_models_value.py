@@ -1,7 +1,7 @@
 """Every kprobe.records class behaves as the class `@dataclass` makes of the same declaration.
 
-Why: kprobe's value classes stopped being dataclasses (issue 33: `import dataclasses` and the methods
-it compiles were a fifth of a probe's start), and code and tests alike rely on what a dataclass does:
+Why: kprobe's value classes are not dataclasses (`import dataclasses` and the methods it
+compiles would be a fifth of a probe's start), and code and tests alike rely on what a dataclass does:
 its constructor's arguments and errors, equality, hashing, repr, frozen fields, `replace`. Each
 record found in kprobe is compared here with a twin `@dataclass` builds from its fields and
 options, on the same values and the same wrong calls.

@@ -131,7 +131,7 @@ def test_kprobe_in_each_vantage_gives_the_measured_verdict(lab: netns.NetnsLab) 
 def _check_path_mtu_bound(report: dict) -> None:
     """The largest answer that arrived bounds the tunnel's MTU within one step of the ladder (an IPv4 packet
     carries an answer's bytes plus 52 of IP and TCP headers), for two timeouts in all: the full Metadata's stall
-    and the lost rung's (issue 30: at most 2 in a black-hole run)."""
+    and the lost rung's (at most 2 in a black-hole run)."""
     [bootstrap] = report["bootstraps"]
     largest = bootstrap["largest_answer_bytes"]
     assert MTU_LIMIT - 52 - pathmtu.STEP - 8 < largest <= MTU_LIMIT - 52, bootstrap
@@ -290,7 +290,7 @@ CLIENT_BUDGET_MS = 10000
 def test_real_clients_in_each_vantage_agree_with_kprobe(lab: netns.NetnsLab,
                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
     """The Java client and librdkafka, inside the vantage, produce one record to a partition led by each broker
-    and read it back: they lose exactly the partitions of the brokers kprobe names there (issue 30's agreement
+    and read it back: they lose exactly the partitions of the brokers kprobe names there (the agreement
     test). On the MTU black hole they lose nothing (one topic's metadata and small records fit through) while
     kprobe names the path: what breaks there is large answers, which `kcat -L` and big fetches meet."""
     sys.path.insert(0, str(Path(__file__).parent))
@@ -326,7 +326,7 @@ def test_real_clients_in_each_vantage_agree_with_kprobe(lab: netns.NetnsLab,
     assert not disagree, (lab.scenario.name, disagree)
 
 
-# -- many networks, one aggregation (issue 30, item 4; the story of docs/scheduling.md) ---------------------------
+# -- many networks, one aggregation (the story of docs/scheduling.md) ---------------------------
 _CONNECTS = r"""
 import json, socket, sys
 reach = {}

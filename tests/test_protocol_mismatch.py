@@ -1,8 +1,8 @@
 """A client that reaches the bootstrap with the wrong security settings is told which ones the listener wants.
 
-Issue 28, items 4 and 5, against real Kafka 4.1 brokers (the `sasl` and `tls` labs): plaintext sent to a
-SASL listener used to read "connection closed by the broker" and "check the address and port", although
-the address and port were right. Now kprobe asks the listener on a second connection (ApiVersions, then
+Against real Kafka 4.1 brokers (the `sasl` and `tls` labs): plaintext sent to a SASL listener reads, on its
+own, "connection closed by the broker", which would send the user to the address and port although they are
+right. So kprobe asks the listener on a second connection (ApiVersions, then
 SaslHandshake, which a SASL listener answers with its mechanisms and a listener without SASL with
 ILLEGAL_SASL_STATE) and names the security.protocol and mechanisms it wants; a listener that requires a
 client certificate, or refuses the one sent, is named by the broker's TLS alert; and the lab's client
@@ -124,7 +124,7 @@ def test_sasl_ssl_to_an_ssl_listener(tls_lab, tmp_path):
 
 
 def test_plaintext_to_a_sasl_ssl_listener_names_tls_and_the_mechanism(sasl_lab, tmp_path):
-    """A TLS answer to plaintext used to leave SSL or SASL_SSL to guess; the second connection tells."""
+    """A TLS answer to plaintext leaves SSL or SASL_SSL to guess; the second connection tells."""
     code, data, _ = probe(tmp_path, "-b", sasl_lab.bootstrap("SASL_SSL_PLAIN"), "--nameserver",
                           sasl_lab.nameserver("clients"))
     assert code == 3

@@ -154,7 +154,7 @@ def test_probe_exposition_parses_and_follows_prometheus_conventions(three_lab, t
         "metadata", "connect", "identity"}
     assert len(found["kprobe_endpoint_up"].samples) == 3  # type: ignore[attr-defined]
     duration = found["kprobe_probe_duration_seconds"].samples[0].value  # type: ignore[attr-defined]
-    assert elapsed < duration + 5  # no process start per scrape (the bench measures the margin: docs/performance.md)
+    assert elapsed < duration + 5  # no process start per scrape (bench/bench_serve.py measures the margin)
     for text in (body, own):
         path = tmp_path / "metrics.txt"
         path.write_text(text)

@@ -1,4 +1,4 @@
-"""`kprobe serve` against hostile scrape URLs, slow clients and configs (issue 29, items 3, 4, 5, 8, 9).
+"""`kprobe serve` against hostile scrape URLs, slow clients and configs.
 
 Each test reproduces its defect from outside: a real `kprobe serve` process (tests/test_serve.py's
 `serving`) or, where the server's threads are counted, the server in-process; HTTP over loopback,
@@ -80,7 +80,7 @@ def run_serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     return run_cli(["serve", "--listen", "127.0.0.1:0", *args], env={**os.environ, **(env or {})})
 
 
-# Item 3: the allow-list matches parsed hosts and ports.
+# The allow-list matches parsed hosts and ports.
 
 def test_allow_patterns_match_the_parsed_host_and_port_not_the_text():
     """`127.0.0.3*:*` once admitted the name `127.0.0.3x.attacker.example`; `[::1]:P` never matched `[::1]:P`.
@@ -148,7 +148,7 @@ def test_an_odd_config_target_is_refused_at_start_in_one_line(tmp_path):
     assert f"--config {config}: target pattern '127.0.0.1.*:9092' is not four dot-separated parts" in line, line
 
 
-# Item 4: the scrape URL cannot choose the security protocol.
+# The scrape URL cannot choose the security protocol.
 
 def test_a_protocol_prefix_in_the_scrape_cannot_turn_sasl_on(tmp_path):
     """A module that sets no security.protocol holds a SASL password: `target=SASL_PLAINTEXT://...` used to turn
@@ -199,7 +199,7 @@ def test_one_probe_names_at_most_16_bootstraps():
         assert (code, body) == (414, "414 Request-URI Too Long\n")  # past 64 KiB, one line as well
 
 
-# Item 5: slow clients.
+# Slow clients.
 
 @contextmanager
 def in_process(**settings: object) -> Iterator[tuple[str, object]]:
@@ -366,7 +366,7 @@ def test_max_connections_is_an_option_checked_at_start():
     assert done.returncode == 2 and "bad --max-connections 0: give at least 1" in done.stderr
 
 
-# Item 9 and item 8's config: values read from {env:} / {file:} are never echoed; a non-UTF-8 config is one line.
+# Values read from {env:} / {file:} are never echoed; a non-UTF-8 config is one line.
 
 @pytest.mark.parametrize("where", ["env", "file"])
 @pytest.mark.timeout(30)  # a refusal that wrongly starts serving fails here, not at the suite's 300 s

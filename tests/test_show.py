@@ -6,7 +6,7 @@ run against the lab's brokers, saves its JSON with -o while printing its text, a
 lab scenario and vantage). Everything else reads reports a real probe wrote (tests/data/reports,
 recorded by tests/data/record_reports.py), copied into tmp_path and edited the way a hostile file,
 a newer kprobe, a stream or another vantage would change them, and compares whole outputs
-(issue 31, item 5: no broker where it proves nothing more). Reports written by earlier kprobe
+(no broker where it proves nothing more). Reports written by earlier kprobe
 versions keep rendering, and everything that is not a readable v1 report is one line and exit 2.
 
 `kprobe` runs in-process (tests/cli_runner.py): what is tested is what kprobe.cli.main prints and

@@ -49,7 +49,7 @@ def test_resolved_only_via_hosts_file(listeners_lab, tmp_path):
 
 
 def test_three_names_only_in_the_hosts_file_are_one_finding(nodeport_lab, tmp_path):
-    """Issue 20: one set-up (this machine's hosts file) to change, said once, listing every name."""
+    """One set-up (this machine's hosts file) to change, said once, listing every name."""
     lab = nodeport_lab
     with system_network(tmp_path, {}, hosts=["127.0.0.125 node-a.k8s.internal",
                                              "127.0.0.126 node-b.k8s.internal"]) as prefix:

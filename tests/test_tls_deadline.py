@@ -1,7 +1,7 @@
 """A TLS check the run's deadline cuts off is reported as unchecked, never passed for a good one.
 
-Issue 13: such a check used to leave no TLS result at all, so the endpoint looked fine, no
-finding named it, and the run could be called `ok` (exit 0). The set-up is real: the lab's TLS
+Without a result for such a check the endpoint would look fine, no finding would name it, and the
+run could be called `ok` (exit 0). The set-up is real: the lab's TLS
 broker answers the bootstrap, and the name its SSL_GOOD listener advertises resolves (through a
 DNS view of this test) to an address where something accepts TCP connections and never says a
 word, as a stuck TLS-terminating proxy or a half-dead load balancer does. The TCP connect
@@ -141,8 +141,8 @@ def test_tls_check_cut_by_the_deadline_is_run_incomplete(tls_lab, identity):
 def test_a_handshake_timeout_the_deadline_imposed_is_unfinished_not_failed():
     """The other side of the race in `check_all`: the handshake's own timeout (cut to what was left
     of the run) fires before the pool gives up at the deadline. It must end exactly as the pool's
-    cut does; before the fix it came out as TLS_HANDSHAKE_FAILED "timed out", about once in forty
-    runs of the test above on a loaded machine, blaming the endpoint for the run's deadline.
+    cut does, never as TLS_HANDSHAKE_FAILED "timed out" (on a loaded machine the race goes this way
+    now and then), which would blame the endpoint for the run's deadline.
     """
     from kprobe.kafka.security import security_from
     from kprobe.models import DnsResult, Endpoint, EndpointResult, TcpResult

@@ -106,7 +106,7 @@ def test_watch_count_3_writes_3_reports(listeners_lab, tmp_path):
 
 
 def test_the_summary_line_names_the_first_finding_as_show_summary_does(cloud_lab, tmp_path):
-    """Issue 34: the line named no finding. Its glance is show --summary's, the endpoint named beside the code
+    """The line names the first finding. Its glance is show --summary's, the endpoint named beside the code
     where the message's first 100 characters leave it out (here they name only the bootstrap)."""
     endpoint = cloud_lab.listener("INTERNAL").advertised
     done = kprobe("watch", "-b", cloud_lab.bootstrap("INTERNAL"), "-n", cloud_lab.nameserver("internet"), "--count",
@@ -119,7 +119,7 @@ def test_the_summary_line_names_the_first_finding_as_show_summary_does(cloud_lab
     assert glance.startswith(f" ({endpoint}): You reached the cluster at {cloud_lab.bootstrap('INTERNAL')}, but")
     assert glance.endswith("...") and len(glance.split(": ", 1)[1]) == 100
     shown = kprobe("show", "--summary", str(tmp_path))
-    # One summary line (issue 31): show's, after its vantage and cluster, is watch's, after its run number.
+    # One summary line: show's, after its vantage and cluster, is watch's, after its run number.
     assert shown.stdout.endswith(line.split(" ", 3)[3] + "\n"), (shown.stdout, line)
 
 
@@ -607,7 +607,7 @@ def test_no_sasl_secret_in_any_output_of_watch(sasl_lab, tmp_path, fake_clock):
     assert all(r["summary"]["status"] == "ok" for r in reports)
 
 
-# -- a run that raises is a bug: one line, exit 3, no more runs (issue 13) -----------------------
+# -- a run that raises is a bug: one line, exit 3, no more runs -----------------------
 
 # The module whose `diagnose` a run calls: the tests below break that pure step (the real rules
 # run, then raise) to provoke a bug without touching any network code.

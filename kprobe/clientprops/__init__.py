@@ -33,7 +33,7 @@ def kcat_config_file(env: Mapping[str, str] | None = None) -> Path | None:
                              "or give a file with -F")
     elif home := env.get("HOME"):
         # os.path, and pathlib only for a file found: most probes have none, and pathlib (with urllib.parse) is
-        # a few milliseconds of their start (issue 33).
+        # a few milliseconds of their start.
         found = next((path for name in ("kcat.conf", "kafkacat.conf")
                       if os.path.isfile(path := os.path.join(home, ".config", name))), None)
     if found is None:

@@ -74,8 +74,8 @@ def next_slot(slot: float, every: float, now: float) -> tuple[float, int]:
 def _summary(report: Report, number: int) -> str:
     """One run in one line: the text report's summary line (as `show --summary` prints it), then the first problem.
 
-    The words are `text.summary_line`'s, never this module's own (issue 31: they once said
-    "roundtrip not run" here and "round trip not run" there).
+    The words are `text.summary_line`'s, never this module's own, so that a run's line and a
+    saved report's line never word one thing two ways.
     """
     from kprobe.output.text import problem_glance, summary_line
 

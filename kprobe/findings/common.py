@@ -3,7 +3,7 @@
 A cluster's brokers are usually set up alike, so what fails at one endpoint often fails at all of
 them for the same reason: three brokers advertising `localhost`, three names under a zone this
 network cannot see, three certificates from one untrusted CA. That is one setting to change, and
-the same finding three times buries the other findings (issue 20). The per-endpoint rules hand
+the same finding three times buries the other findings. The per-endpoint rules hand
 such a finding over as a `Repeat` whose key is its cause and fix; `merge_repeats` makes one finding
 of the repeats that share a key, listing every endpoint. A fix that names one broker (a proposed
 listener line, "start broker 2") is part of the key, so such findings stay one per broker.

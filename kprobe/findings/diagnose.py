@@ -6,7 +6,8 @@ contract (`kprobe.findings.catalogue`, docs/findings.md).
 
 The rule modules for what a run may not have (TLS results, compared DNS views, controllers, a round
 trip, a shape's failing or shared hosts) are imported only when the run has it: a healthy PLAINTEXT
-probe is typed again and again, and its start-up is most of its time (issue 33, tests/test_imports.py).
+probe is typed again and again, and its start-up is most of its time (tests/test_imports.py holds the
+imports to it).
 Each gate asks only for what its rules' first check asks, so the findings are the same either way.
 """
 
@@ -67,7 +68,7 @@ def diagnose(
             per_endpoint.extend(client_certificate_findings(result))
         if views:
             per_endpoint.extend(dns_view_findings(result))
-    # What recurs at several endpoints with one cause and one fix is said once, naming them all (issue 20).
+    # What recurs at several endpoints with one cause and one fix is said once, naming them all.
     findings.extend(merge_repeats(per_endpoint))
     findings.extend(hosts_file_finding(endpoints))
     if tls:

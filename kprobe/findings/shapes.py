@@ -269,7 +269,7 @@ def _private_class(result: EndpointResult, bootstraps: dict[str, BootstrapResult
 def _private_addresses(endpoints: Sequence[EndpointResult], bootstraps: dict[str, BootstrapResult],
                        operator: ClusterName | None) -> list[Finding]:
     """ADVERTISED_PRIVATE_ADDRESS, once for every broker it concerns: node ports advertising the nodes'
-    internal addresses are one setting for the whole cluster, not a problem per broker (issue 20).
+    internal addresses are one setting for the whole cluster, not a problem per broker.
     """
     hit = [(r, kinds) for r in endpoints if (kinds := _private_class(r, bootstraps)) is not None]
     if not hit:

@@ -205,7 +205,7 @@ def tls_findings(result: EndpointResult) -> list[Finding | Repeat]:
 def expiring_once(results: Sequence[EndpointResult]) -> list[Finding]:
     """TLS_EXPIRING warnings, one per certificate: a cluster's brokers often share one (a wildcard).
 
-    Three endpoints presenting the certificate that expires Friday are one renewal to do (issue 20).
+    Three endpoints presenting the certificate that expires Friday are one renewal to do.
     An expired certificate stays an error per endpoint: it makes that endpoint unusable, and an
     error that names no endpoint could not say which.
     """

@@ -1,7 +1,7 @@
 """How large an answer gets through a path that loses large packets: a ladder of sized Metadata answers.
 
 Why: when a bootstrap's full Metadata answer stalls where small answers arrive (a path-MTU black
-hole, issue 30), the size of the largest answer that still arrives bounds the path MTU, and a
+hole), the size of the largest answer that still arrives bounds the path MTU, and a
 bound near the real MTU is what the fix needs (the MSS to clamp to, the tunnel MTU to set). The
 brokers-only answer alone is a few hundred bytes, far below any real MTU.
 

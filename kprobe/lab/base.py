@@ -190,8 +190,7 @@ def server_properties(
         "num.io.threads": "2",
         "background.threads": "2",
         # The active controller's no-op record (KIP-835) every 5 s, not every 0.5 s: each one is
-        # written, fetched by every other node and applied, a third of an idle lab's CPU (three
-        # brokers: 1.6 -> 1.0 s of CPU per 30 s idle, docs/performance.md). It feeds the metadata-lag
+        # written, fetched by every other node and applied, a third of an idle lab's CPU. It feeds the metadata-lag
         # metrics, which no lab reads; fencing is the heartbeats' (broker.session.timeout.ms).
         "metadata.max.idle.interval.ms": "5000",
     }

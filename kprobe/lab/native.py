@@ -71,7 +71,7 @@ def class_archive(java: str, classpath: str) -> Path:
 
     Why: a broker's start is mostly loading and verifying Kafka's and Scala's classes; mapped from
     an archive instead, a broker starts on about a fifth less CPU, and `kafka-storage format` on
-    half (docs/performance.md). The first lab of a JDK and a Kafka version writes it, from its
+    half. The first lab of a JDK and a Kafka version writes it, from its
     first `format` as that JVM exits. Brokers map it until they have their own (broker_archive).
     Keyed by the JDK and the class path (kprobe.paths.class_archive), so another Kafka version gets its own.
     """
@@ -83,8 +83,8 @@ def broker_archive(java: str, classpath: str) -> Path:
 
     Why a second one: `format` loads a part of what a broker does (no network layer, raft,
     coordinators or SASL), so a broker mapping the format's archive still loads and verifies the
-    rest; mapping its own, a broker starts on about a quarter less CPU again (2.6 -> 2.0 s) and a
-    three-broker lab a second sooner (docs/performance.md). A broker only writes it as it exits
+    rest; mapping its own, a broker starts on about a quarter less CPU again and a
+    three-broker lab a second sooner. A broker only writes it as it exits
     (`-XX:ArchiveClassesAtExit`), and a lab's brokers are killed, so the first lab of a JDK and a
     Kafka version has one broker write it: at that lab's stop, that broker alone is shut down
     (SIGTERM) and given ARCHIVE_WAIT_S to write it.

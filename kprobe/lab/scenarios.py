@@ -660,7 +660,7 @@ _DUAL_STACK = Scenario(
     shadow_blackholes={"dark6": ("::1", 0, "DUAL_DARK")},
 )
 
-# -- Kubernetes shapes (issue 15): names as Strimzi makes them, node ports as kube-proxy serves them ------------
+# -- Kubernetes shapes: names as Strimzi makes them, node ports as kube-proxy serves them ------------
 # Strimzi's per-broker names (its documentation's `my-cluster-kafka-0.my-cluster-kafka-brokers.myproject.svc`),
 # in namespace kafka as its quickstart installs it; the bootstrap service `my-cluster-kafka-bootstrap`.
 _STRIMZI_BOOTSTRAP = "my-cluster-kafka-bootstrap.kafka.svc"

@@ -1,14 +1,14 @@
 """Output formats: one registry of names to renderers, and one rule for `--json` against `--format`.
 
-Why one module: five commands once checked a format name against five tuples of their own and
-raised "--json and --format disagree" each in its own words (issue 31). Here each kind of
+Why one module: so that five commands check a format name against one list and say "--json and
+--format disagree" in one set of words. Here each kind of
 document (a probe report, a `list` listing, a `check` report, a `diff`) maps its format names to
 the function that renders it, and each command's choice of names is a tuple taken from those maps;
 `choose` settles the two options for every command, with one message. A command then calls the
 renderer it got: no `if fmt == ...` chain anywhere else.
 
 Renderers import their module when called, so a command that prints text never imports the JSON,
-Markdown or Prometheus code (the CLI's start-up time is part of its contract, docs/performance.md).
+Markdown or Prometheus code (the CLI's start-up time is part of its contract).
 """
 
 from __future__ import annotations

@@ -451,7 +451,7 @@ class Verdict:
     """A run's verdict in counts: what the one summary line says, from a Report or from a saved report's JSON.
 
     Why a value of its own: `watch` words each run and `show --summary` each saved report with the
-    summary line the text report ends with (issue 31: watch once rewrote it in other words), and
+    summary line the text report ends with (never words of their own), and
     `show --summary` reads thousands of reports a second from the JSON's `summary` without building
     the models (`verdict_of_saved`); both meet here, so the words and the counts are one.
     """

@@ -27,7 +27,7 @@ from kprobe.records import field, record
 
 SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
 # The most a report, or a line of a JSON Lines stream, may take once decompressed. The JSON report of
-# a 200-broker cluster is 1.5 MB (docs/performance.md); a gzip file of 200 KB can hold 200 MB of
+# a 200-broker cluster is 1.5 MB; a gzip file of 200 KB can hold 200 MB of
 # zeros, and read whole it would take gigabytes once parsed. Past this, the file is refused.
 MAX_REPORT_BYTES = 64 * 1024 * 1024
 _CHUNK = 1024 * 1024

@@ -122,7 +122,7 @@ def rule_tables() -> list:
 
 
 def test_every_code_and_severity_has_a_rule_row():
-    """Issue 13: each code, in each severity it allows, proven by at least one pure row.
+    """Each code, in each severity it allows, proven by at least one pure row.
 
     The covered pairs come from the rows' own expectations (rows that are known to fail do not count).
     """

@@ -1,5 +1,5 @@
 """The gates in kprobe.findings.diagnose, which load a rule module only when a run has its inputs
-(issue 33: a healthy PLAINTEXT probe imports no TLS, DNS-view or shape rules), never hide a finding.
+(a healthy PLAINTEXT probe imports no TLS, DNS-view or shape rules), never hide a finding.
 
 Every row of every rule table is run through the gated rules directly: wherever a gate says "no
 input here", the rules it guards must find nothing. A rule that one day reads a new input fails here

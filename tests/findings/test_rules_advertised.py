@@ -114,7 +114,7 @@ CASES: list[Case] = [
          for n, host in ((0, AWS_PRIVATE), (1, "ip-172-31-18-161.us-west-2.compute.internal"),
                          (2, "ip-172-31-18-162.us-west-2.compute.internal"))],
         # Broker 1's fix is its own (listener lines for the node that answered); brokers 0 and 2 share a cause (names
-        # of one zone, NXDOMAIN) and a fix, so they are one finding naming both (issue 20).
+        # of one zone, NXDOMAIN) and a fix, so they are one finding naming both.
         [("ADVERTISED_UNRESOLVABLE", "error", None, None),
          ("ADVERTISED_UNRESOLVABLE", "error", 1, "ip-172-31-18-161.us-west-2.compute.internal:9092")],
         says=[("ADVERTISED_UNRESOLVABLE", 1, "fix", "(your bootstrap, identified as node 1)"),
@@ -388,7 +388,7 @@ CASES: list[Case] = [
               ("RESOLVED_ONLY_VIA_HOSTS_FILE", 0, "fix", "Publish kafka0 in DNS")],
     ),
     case(
-        # Issue 20: three brokers in this machine's hosts file are one set-up to change, said once.
+        # Three brokers in this machine's hosts file are one set-up to change, said once.
         "three-brokers-in-the-hosts-file-only-are-one-finding",
         [boot("192.0.2.20:29092", connected_to="192.0.2.20",
               advertises=[(0, "kafka0", 29092), (1, "kafka1", 29092), (2, "kafka2", 29092)])],
@@ -440,7 +440,7 @@ CASES: list[Case] = [
         [endpoint(0, "192.0.2.10", 9092, "192.0.2.10:19092", connect="timeout", unfinished=["192.0.2.10"])],
         [("PORT_DIFFERS_FROM_BOOTSTRAP", "info", 0, "192.0.2.10:9092"), ("RUN_INCOMPLETE", "warning", None, None)],
     ),
-    # -- another bootstrap of the same cluster works from here: using it is the first fix (issue 34) ----
+    # -- another bootstrap of the same cluster works from here: using it is the first fix ----
     case(
         "aws-internal-and-external-probed-together-bootstrap-with-external-first",
         *two_listeners(),

@@ -115,7 +115,7 @@ CASES: list[Case] = [
               ("SECURITY_PROTOCOL_MISMATCH", None, "fix", "security.protocol=PLAINTEXT")],
         never_says=[("SECURITY_PROTOCOL_MISMATCH", None, "message", "Amazon MSK")],
     ),
-    # Issue 30: the full Metadata answer lost on the path, a brokers-only one arrived: the path is named, the
+    # The full Metadata answer lost on the path, a brokers-only one arrived: the path is named, the
     # endpoints judged from the small answer (exit 1, never "no bootstrap answered").
     case(
         "full-metadata-lost-on-the-path",
@@ -129,7 +129,7 @@ CASES: list[Case] = [
               ("PATH_MTU_BLACKHOLE", None, "fix", "MSS")],
         never_says=[("PATH_MTU_BLACKHOLE", None, "fix", "address and port")],
     ),
-    # Issue 28: the listener says which security.protocol it wants (kprobe.probe.bootstrap asks it again);
+    # The listener says which security.protocol it wants (kprobe.probe.bootstrap asks it again);
     # the address and port were right, so nothing may send the user to them.
     case(
         "plaintext-sent-to-a-sasl-plaintext-listener",

@@ -86,7 +86,7 @@ CASES: list[Case] = [
         [endpoint(0, "192.0.2.10", 9095, "192.0.2.11:9095", identity=is_node(0, "192.0.2.10", TWIN_SET)),
          endpoint(1, "192.0.2.11", 9095, "192.0.2.11:9095", identity=is_node(1, "192.0.2.11", TWIN_SET)),
          endpoint(2, "192.0.2.10", 9095, "192.0.2.11:9095", identity=answers_as(0, "192.0.2.10", TWIN_SET))],
-        # Held against broker 2: broker 0 answers there, so its partitions work (issue 20: usable as clients find it).
+        # Held against broker 2: broker 0 answers there, so its partitions work (usable as clients find it).
         [("DUPLICATE_ENDPOINT", "error", 2, "192.0.2.10:9095"), ("ENDPOINT_WRONG_BROKER", "error", 2, "192.0.2.10:9095")],
         says=[("DUPLICATE_ENDPOINT", 2, "message", "Brokers 0, 2 all advertise 192.0.2.10:9095"),
               ("DUPLICATE_ENDPOINT", 2, "message", "found broker 0 answering there"),

@@ -1,4 +1,4 @@
-"""Findings that recur at several endpoints with one cause and one fix are one finding (issue 20, item 3).
+"""Findings that recur at several endpoints with one cause and one fix are one finding.
 
 Three brokers advertising `localhost`, or three names of one zone this network cannot see, are one
 setting to change. For each code that can recur so, a row with one endpoint (one finding, its node and

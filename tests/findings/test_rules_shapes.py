@@ -133,7 +133,7 @@ CASES: list[Case] = [
         "three-node-ports-on-one-node-reachable",
         [boot(NODE_BOOT, connected_to=NODE_A_IP, advertises=[(n, NODE_A, 31090 + n) for n in range(3)])],
         [endpoint(n, NODE_A, 31090 + n, NODE_BOOT, dns=[NODE_A_IP]) for n in range(3)],
-        # The same port hint for the three: one finding naming them (issue 20).
+        # The same port hint for the three: one finding naming them.
         [("ADVERTISED_SHARED_ADDRESS", "info", None, NODE_A), ("PORT_DIFFERS_FROM_BOOTSTRAP", "info", None, None)],
         concerns=[("PORT_DIFFERS_FROM_BOOTSTRAP", (0, 1, 2), tuple(f"{NODE_A}:{31090 + n}" for n in range(3))),
                   ("ADVERTISED_SHARED_ADDRESS", (0, 1, 2), tuple(f"{NODE_A}:{31090 + n}" for n in range(3)))],
@@ -181,7 +181,7 @@ CASES: list[Case] = [
         "every-broker-on-one-host-and-port-is-a-duplicate-not-node-ports",
         [boot(PUBLIC_BOOT, connected_to="203.0.113.20", advertises=[(n, "kafka.example.com", 32100) for n in range(3)])],
         [endpoint(n, "kafka.example.com", 32100, PUBLIC_BOOT, dns=["203.0.113.20"]) for n in range(3)],
-        # Identity not checked: which broker answers is unknown, so the error names all three (issue 20).
+        # Identity not checked: which broker answers is unknown, so the error names all three.
         [("DUPLICATE_ENDPOINT", "error", None, "kafka.example.com:32100")],
         concerns=[("DUPLICATE_ENDPOINT", (0, 1, 2), ("kafka.example.com:32100",))],
     ),
@@ -239,7 +239,7 @@ CASES: list[Case] = [
         "every-broker-on-one-internal-node-ip",
         [boot(PUBLIC_BOOT, connected_to="203.0.113.20", advertises=[(n, INTERNAL_IP, 31090 + n) for n in range(3)])],
         [endpoint(n, INTERNAL_IP, 31090 + n, PUBLIC_BOOT, connect="timeout") for n in range(3)],
-        # One setting for the whole cluster, said once (issue 20), listing every broker: the timeouts too.
+        # One setting for the whole cluster, said once, listing every broker: the timeouts too.
         [("ADVERTISED_TIMEOUT", "error", None, None),
          ("ADVERTISED_PRIVATE_ADDRESS", "warning", None, None),
          ("ADVERTISED_SHARED_ADDRESS", "warning", None, INTERNAL_IP)],

@@ -147,7 +147,7 @@ CASES: list[Case] = [
               ("TLS_EXPIRING", 0, "fix", "Renew the broker certificate")],
     ),
     case(
-        # Issue 20: three brokers presenting one wildcard certificate are one renewal, said once.
+        # Three brokers presenting one wildcard certificate are one renewal, said once.
         "three-brokers-share-one-expiring-certificate",
         [boot("b0.kafka.example.com:9093", connected_to="192.0.2.30", node_id=0, protocol="SSL",
               advertises=[(n, f"b{n}.kafka.example.com", 9093) for n in range(3)])],

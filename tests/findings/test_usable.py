@@ -1,5 +1,5 @@
 """What a client can use, as every output counts it: Report.usable, the text's VERDICT column and summary
-line, and the JSON summary, held to the findings on plain data (issue 20, item 1).
+line, and the JSON summary, held to the findings on plain data.
 
 "3/3 advertised endpoints reachable" once stood above an error about one of them. The count is now of
 usable endpoints: reached, and concerned by no error finding (models.is_usable). These reports are built

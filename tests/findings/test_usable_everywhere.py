@@ -1,5 +1,5 @@
 """One set of reports, every count of it: the probe, `list --reachability`, `check --probe`, `show --summary`
-and the aggregation agree on how many endpoints a client connects to (issue 31, item 1).
+and the aggregation agree on how many endpoints a client connects to.
 
 "Usable" once meant four things: `partial` counted as a reachable leader in `list` and as a success in the
 aggregation while the probe called it a gap, and the aggregation's `endpoints_reachable` left `degraded`

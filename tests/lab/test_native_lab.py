@@ -220,7 +220,7 @@ def test_failed_start_cleans_up(tmp_path, monkeypatch):
 
 
 def test_lab_cli_up_detach_and_down(tmp_path):
-    """Two scenarios detached side by side (issue 34: a second was refused), each stopped by name or all at once;
+    """Two scenarios detached side by side (the second is not refused), each stopped by name or all at once;
     `lab up` prints the exact -n of each view."""
     import os
     import re
