@@ -1,6 +1,6 @@
-"""kprobe.logs: `logging` loads only when a line can be seen, and a warning still reads as before.
+"""kprobe.logs: `logging` loads only when a line can be seen, and a warning reads as if logging had been set up at start.
 
-Why: a plain probe or listing does not import `logging` (issue 33, tests/test_imports.py), so its
+Why: a plain probe or listing does not import `logging` (tests/test_imports.py), so its
 handler on stderr is installed before the first warning instead of at start. That holds only if
 every logger under `kprobe` is a `kprobe.logs.Log`: a module's own `logging.getLogger("kprobe...")`
 would warn past the setup and print a bare, unescaped line (logging's last resort).
