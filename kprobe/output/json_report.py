@@ -244,9 +244,8 @@ def to_dict(report: Report) -> dict[str, Any]:
 def render(report: Report, *, indent: int | None = 2) -> str:
     """JSON, ASCII-only so hostile bytes in names arrive escaped, never raw.
 
-    `indent=None` gives one line: the stdlib encodes that in C, 5x faster than indented
-    (0.05 s instead of 0.25 s for a 200-broker cluster, where every endpoint's identity
-    repeats what it advertises).
+    `indent=None` gives one line: the stdlib encodes that in C, where indenting runs in Python,
+    which tells on a large cluster's report (every endpoint's identity repeats what it advertises).
     """
     return json.dumps(to_dict(report), indent=indent, ensure_ascii=True) + "\n"
 
