@@ -93,7 +93,7 @@ def manual_loop(bootstrap: str, timeout: float) -> str:
 
 def identity_cost(lab: object, runs: int) -> tuple[float, float]:
     """Median in-process probe time of the healthy 3-broker cluster, with and without identity."""
-    from kprobe.config import ProbeOptions, parse_address
+    from kprobe.options import ProbeOptions, parse_address
     from kprobe.runs.probe import run_probe
 
     bootstrap = [parse_address(lab.real_endpoint("CLIENT", 0))]  # type: ignore[attr-defined]

@@ -127,7 +127,7 @@ def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -
 
 def _run(bootstrap: str, nameserver: str, vantage: str) -> Any:
     """One real probe, as a client on the network of `nameserver` would see the cluster."""
-    from kprobe.config import ProbeOptions, parse_address, parse_nameserver
+    from kprobe.options import ProbeOptions, parse_address, parse_nameserver
     from kprobe.runs.probe import run_probe
 
     return run_probe(ProbeOptions(bootstraps=[parse_address(bootstrap)], nameservers=[parse_nameserver(nameserver)],
@@ -387,7 +387,7 @@ def _probe_args(args: list[str]) -> Any:
     import typer.main
 
     from kprobe.cli import app
-    from kprobe.config import probe_options
+    from kprobe.options import probe_options
 
     command = typer.main.get_command(app).commands["probe"]  # type: ignore[attr-defined]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KPROBE_")}

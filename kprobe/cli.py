@@ -307,7 +307,7 @@ def watch(
     A late run skips slots instead of piling up; each report goes to --out / --publish / --prom-file,
     one summary line (or JSON line) per run on stdout. SIGTERM ends it cleanly (exit 0).
     """
-    from kprobe.config import probe_options, watch_options
+    from kprobe.options import probe_options, watch_options
     from kprobe.delivery.deliver import outputs_from
     from kprobe.delivery.watch import run_watch
     from kprobe.output.formats import WATCH
@@ -609,7 +609,7 @@ def check(
     Exit 0 no gap, 1 gap (or, with --probe, an observation contradicting the prediction), 2 bad input, 3 with
     --probe when no bootstrap answered.
     """
-    from kprobe.config import parse_duration, parse_nameserver
+    from kprobe.options import parse_duration, parse_nameserver
     from kprobe.output import check as check_output
     from kprobe.output.formats import CHECK, Style, choose
     from kprobe.output.sanitize import use_color
@@ -632,7 +632,7 @@ def check(
         if not targets:
             raise UsageError("--probe: no listener has a bootstrap address from here to probe (each is unpublished, "
                              "cluster-internal or decided at deploy time)")
-        from kprobe.config import probe_options
+        from kprobe.options import probe_options
         from kprobe.delivery.progress import run_in_foreground
         from kprobe.runs.probe import ProbeRun
 

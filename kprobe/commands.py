@@ -207,7 +207,7 @@ def probe_command(*, bootstrap: list[str] = [], prop: list[str] = [],  # noqa: B
                   transactional_id: str | None = None, share_group: str | None = None,
                   client_rack: str | None = None, topic: list[str] = []) -> int:  # noqa: B006
     """`kprobe probe` (kprobe.cli has its help): the run, its outputs, and the exit code."""
-    from kprobe.config import probe_options
+    from kprobe.options import probe_options
     from kprobe.delivery.deliver import deliver, outputs_from
     from kprobe.delivery.progress import run_in_foreground
     from kprobe.runs.probe import ProbeRun
@@ -237,7 +237,7 @@ def list_command(*, bootstrap: list[str] = [], topic: list[str] = [],  # noqa: B
                  reachability: bool | None = None, no_internal: bool = False, no_color: bool = False,
                  verbose: bool = False, resolve: list[str] = [], connect_to: list[str] = []) -> int:  # noqa: B006
     """`kprobe list` (kprobe.cli has its help): kcat's listing, what it cannot say on stderr, the exit code."""
-    from kprobe.config import list_options
+    from kprobe.options import list_options
     from kprobe.output.formats import LISTING
     from kprobe.runs.listing import run_list
 

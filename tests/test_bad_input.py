@@ -22,7 +22,7 @@ from cli_runner import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kprobe.config import parse_address, parse_duration, parse_nameserver, parse_properties
+from kprobe.options import parse_address, parse_duration, parse_nameserver, parse_properties
 from kprobe.errors import UsageError
 
 B = ["-b", "127.0.0.1:9"]

@@ -99,7 +99,7 @@ def test_help_never_imports_dns_or_kafka_clients():
     code = (
         "import sys, runpy; sys.argv=['kprobe','--help'];\n"
         "try:\n    runpy.run_module('kprobe', run_name='__main__')\nexcept SystemExit: pass\n"
-        "print('LOADED', ','.join(m for m in ('pyspark', 'confluent_kafka', 'dns.resolver', 'kprobe.lab.native', 'kprobe.config', 'kprobe.kafka.connection', 'ssl') if m in sys.modules))"
+        "print('LOADED', ','.join(m for m in ('pyspark', 'confluent_kafka', 'dns.resolver', 'kprobe.lab.native', 'kprobe.options', 'kprobe.kafka.connection', 'ssl') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "LOADED"

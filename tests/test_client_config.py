@@ -20,7 +20,7 @@ from cli_runner import run_cli
 
 from kprobe.clientprops.jaas import parse_jaas
 from kprobe.clientprops.load import kcat_config_file, load
-from kprobe.config import probe_options
+from kprobe.options import probe_options
 from kprobe.errors import UsageError
 from kprobe.kafka.security import security_from
 

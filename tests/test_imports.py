@@ -42,7 +42,7 @@ CLI = PLAIN | {"kprobe.cli"}  # typer's app, for everything else
 REPORT_DATA = {"kprobe.models.*", "kprobe.records", "kprobe.net", "kprobe.net.addresses"}
 # Options, validated: no client-properties reader without -F, -X or kcat's file; no SASL or OAuth code
 # without SASL (kprobe.kafka.mechanisms names the mechanisms).
-OPTIONS = {"kprobe.config", "kprobe.clientprops", "kprobe.kafka", "kprobe.kafka.security", "kprobe.kafka.mechanisms"}
+OPTIONS = {"kprobe.options", "kprobe.clientprops", "kprobe.kafka", "kprobe.kafka.security", "kprobe.kafka.mechanisms"}
 # Bootstrap, resolve, connect: the wire client with neither TLS (kprobe.kafka.certs, tlscontext) nor SASL.
 # kprobe.kafka.client_versions: the requests clients send, whose versions every bootstrap's report lists.
 NETWORK = {"kprobe.kafka.connection", "kprobe.kafka.codec", "kprobe.kafka.metadata_codec", "kprobe.kafka.wire",

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("kprobe.models",),  # the data every stage hands on
     # the network and the wire; the client configuration files users have (Java, librdkafka)
     ("kprobe.net", "kprobe.kafka", "kprobe.clientprops"),
-    ("kprobe.config", "kprobe.deployments"),  # user input -> validated options; configuration files -> listeners
+    ("kprobe.options", "kprobe.deployments"),  # user input -> validated options; configuration files -> listeners
     ("kprobe.probe",),  # the steps: bootstrap, endpoints, resolve, connect, identity, tls
     ("kprobe.findings",),  # pure rules over the steps' results
     ("kprobe.runs", "kprobe.saved.compare"),  # the runs (probe, listing, check); what differs between two reports

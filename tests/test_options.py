@@ -1,6 +1,6 @@
 import pytest
 
-from kprobe.config import (
+from kprobe.options import (
     parse_address,
     parse_addresses,
     parse_duration,

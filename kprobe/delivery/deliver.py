@@ -58,7 +58,7 @@ def outputs_from(
     The checks that need no disk come first, so a typo'd option never leaves a directory behind;
     then every path is tried for real (kprobe.output.files), output directories made on the way.
     """
-    from kprobe.config import parse_properties
+    from kprobe.options import parse_properties
 
     chosen = choose(fmt, json_out, names)
     target = None

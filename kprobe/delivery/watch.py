@@ -18,7 +18,7 @@ import time
 from types import FrameType
 from typing import Protocol
 
-from kprobe.config import ProbeOptions, Schedule
+from kprobe.options import ProbeOptions, Schedule
 from kprobe.delivery.deliver import Outputs, deliver
 from kprobe.errors import EXIT_INTERRUPTED, KprobeError, UsageError
 from kprobe.logs import logger

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from kprobe.config import ProbeOptions, parse_address, parse_nameserver
+from kprobe.options import ProbeOptions, parse_address, parse_nameserver
 from kprobe.lab import start_lab
 from kprobe.output import text
 from kprobe.runs.probe import run_probe

@@ -15,7 +15,7 @@ from functools import partial
 from itertools import count, repeat
 from typing import NamedTuple
 
-from kprobe.config import ListOptions
+from kprobe.options import ListOptions
 from kprobe.findings.common import maybe_cluster_name
 from kprobe.findings.consistency import LISTENER_NOT_FOUND
 from kprobe.models import (

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from kprobe.config import ProbeOptions
+from kprobe.options import ProbeOptions
 from kprobe.findings.catalogue import ERROR
 from kprobe.findings.diagnose import diagnose
 from kprobe.logs import logger

@@ -7,7 +7,7 @@ secret property's value is `{file: PATH}` or `{env: NAME}`, read at each probe (
 Kubernetes secret is picked up), and an inline secret is refused when the file loads.
 
 Every module is checked when the file loads by building the very `ProbeOptions` a probe would
-get (kprobe.config.probe_options, the CLI's own rules), so a typo fails `kprobe serve` at start,
+get (kprobe.options.probe_options, the CLI's own rules), so a typo fails `kprobe serve` at start,
 with the key that is wrong, never a scrape at 3 a.m.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kprobe.config import ProbeOptions, parse_duration, probe_options
+from kprobe.options import ProbeOptions, parse_duration, probe_options
 from kprobe.errors import UsageError
 from kprobe.models import BootstrapAddress
 from kprobe.net.addresses import format_hostport
