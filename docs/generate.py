@@ -39,7 +39,7 @@ def cli_reference() -> str:
     """Every command and option, from the typer app (so a new option cannot be forgotten)."""
     import typer.main
 
-    from kprobe.cli import app
+    from kprobe.cli.app import app
 
     root = typer.main.get_command(app)
     out = ["# CLI reference", "", "Generated from the program itself by `docs/generate.py`; "
@@ -386,19 +386,15 @@ def _probe_args(args: list[str]) -> Any:
 
     import typer.main
 
-    from kprobe.cli import app
+    from kprobe.cli.app import app
+    from kprobe.option_table import RUN
     from kprobe.options import probe_options
 
     command = typer.main.get_command(app).commands["probe"]  # type: ignore[attr-defined]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KPROBE_")}
     with mock.patch.dict(os.environ, clean, clear=True):
         p = command.make_context("probe", list(args)).params
-    return probe_options(
-        bootstrap=p["bootstrap"], props=p["prop"], prop_files=p["prop_file"], nameservers=p["nameserver"],
-        timeout=p["timeout"], deadline=p["deadline"], vantage=p["vantage"], identity=not p["no_identity"],
-        tls_expiry_days=p["tls_expiry_days"], compare_nameservers=p["compare_nameserver"], resolve=p["resolve"],
-        connect_to=p["connect_to"], controllers=p["controllers"], roundtrip=p["roundtrip"],
-        roundtrip_create=p["roundtrip_create"])
+    return probe_options(**{o.param: p[o.param] for o in RUN})
 
 
 WRONG_SECRET = "not-the-apps-secret-7f3"

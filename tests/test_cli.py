@@ -41,7 +41,7 @@ def test_help_lists_every_command():
 
 
 def test_a_run_builds_only_the_command_it_names():
-    from kprobe.cli import _app_for, app
+    from kprobe.cli.app import _app_for, app
 
     everything = {info.name or info.callback.__name__ for info in app.registered_commands}
     assert {"probe", "list", "watch", "aggregate", "schema", "demo"} <= everything
@@ -130,7 +130,7 @@ SHARED_OWN_HELP = ("bootstrap", "json_out")
 def _params(command: str) -> dict:
     import typer.main
 
-    from kprobe.cli import app
+    from kprobe.cli.app import app
 
     return {p.name: p for p in typer.main.get_command(app).commands[command].params}
 

@@ -1,5 +1,8 @@
 import pytest
 
+from kprobe.errors import UsageError
+from kprobe.kafka.security import security_from
+from kprobe.models import BootstrapAddress
 from kprobe.options import (
     parse_address,
     parse_addresses,
@@ -7,9 +10,6 @@ from kprobe.options import (
     parse_nameserver,
     parse_properties,
 )
-from kprobe.errors import UsageError
-from kprobe.kafka.security import security_from
-from kprobe.models import BootstrapAddress
 from kprobe.redaction import is_secret, redact
 
 
