@@ -123,7 +123,7 @@ def test_demo_runs_the_listeners_story():
 
 # Options whose meaning is the same for `list` as for `probe`: same flags, same environment variable,
 # same help. -b (list takes the first that answers) and --json (kcat's JSON) keep their own help.
-SHARED_WITH_LIST = ("prop", "prop_file", "nameserver", "timeout", "deadline", "no_color", "verbose")
+SHARED_WITH_LIST = ("props", "prop_files", "nameservers", "timeout", "deadline", "no_color", "verbose")
 SHARED_OWN_HELP = ("bootstrap", "json_out")
 
 
