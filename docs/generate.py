@@ -602,7 +602,7 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
 
 
 def findings_examples(labs: Mapping[str, Any]) -> str:
-    """Each finding the lab can stage, as `kprobe probe --json` reports it in a real run (issue 5).
+    """Each finding the lab can stage, as `kprobe probe --json` reports it in a real run.
 
     The runs are the tests' own stagings (tests/test_probe.py, tests/test_findings_lab.py); a staging
     that stops producing its code fails generation rather than leave a code without its excerpt.

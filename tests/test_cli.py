@@ -119,7 +119,7 @@ def test_demo_runs_the_listeners_story():
     assert "lab stopped" in done.stderr
 
 
-# -- list shares probe's options (issue 13) -------------------------------------------------------
+# -- list shares probe's options -----------------------------------------------------------------
 
 # Options whose meaning is the same for `list` as for `probe`: same flags, same environment variable,
 # same help. -b (list takes the first that answers) and --json (kcat's JSON) keep their own help.
@@ -178,7 +178,7 @@ def test_list_accepts_no_color(command):
     assert done.stderr.startswith("kprobe: no bootstrap answered (127.0.0.1:"), done.stderr
 
 
-# -- an internal error is "the run failed" (issue 13) --------------------------------------------
+# -- an internal error is "the run failed" ------------------------------------------------------
 
 def test_a_bug_exits_3_with_one_line_and_no_traceback(monkeypatch):
     """A genuine bug deep in the pipeline (the findings step looking up what is not there), in a
