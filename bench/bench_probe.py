@@ -93,7 +93,7 @@ def manual_loop(bootstrap: str, timeout: float) -> str:
 
 def identity_cost(lab: object, runs: int) -> tuple[float, float]:
     """Median in-process probe time of the healthy 3-broker cluster, with and without identity."""
-    from kprobe.config import ProbeOptions, parse_address
+    from kprobe.options import ProbeOptions, parse_address
     from kprobe.runs.probe import run_probe
 
     bootstrap = [parse_address(lab.real_endpoint("CLIENT", 0))]  # type: ignore[attr-defined]
@@ -213,9 +213,9 @@ def concurrency_cli(timeout: float, count: int = 200) -> list[tuple[str, float, 
 
 def startup(runs: int) -> list[tuple[str, float]]:
     python = [*PYTHON, "-c", "pass"]
-    imports = [*PYTHON, "-c", "import kprobe.cli, kprobe.runs.probe, kprobe.output.text"]
+    imports = [*PYTHON, "-c", "import kprobe.cli.app, kprobe.runs.probe, kprobe.output.text"]
     # A run that resolves a host name (not an IP literal) also loads dnspython for the DNS detail.
-    with_dns = [*PYTHON, "-c", "import kprobe.cli, kprobe.runs.probe, kprobe.output.text, kprobe.probe.resolve, "
+    with_dns = [*PYTHON, "-c", "import kprobe.cli.app, kprobe.runs.probe, kprobe.output.text, kprobe.probe.resolve, "
                 "dns.resolver, dns.nameserver"]
     help_cmd = [*KPROBE, "--help"]
     return [("python -c pass", timed(python, runs)), ("import of the probe path", timed(imports, runs)),

@@ -130,8 +130,8 @@ def in_process(lab: NativeLab, runs: int, timeout: float, bootstraps: int) -> di
     The derivations are the cache's misses: one per run when every connection reuses the keys;
     more when connections that run at once each miss before the first has filled the cache.
     """
-    from kprobe.config import parse_address
     from kprobe.kafka import sasl
+    from kprobe.options import parse_address
     from kprobe.runs.probe import ProbeOptions, run_probe
 
     out = {}

@@ -1,4 +1,4 @@
-"""Start-up (issue 33): `kprobe probe` beside kcat and nc, `kprobe --version` and `--help`, side by side in one run.
+"""Start-up: `kprobe probe` beside kcat and nc, `kprobe --version` and `--help`, side by side in one run.
 
     python bench/bench_startup.py [--runs 5] [--timeout 2] [--baseline DIR] [--dev]
 

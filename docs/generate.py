@@ -39,7 +39,7 @@ def cli_reference() -> str:
     """Every command and option, from the typer app (so a new option cannot be forgotten)."""
     import typer.main
 
-    from kprobe.cli import app
+    from kprobe.cli.app import app
 
     root = typer.main.get_command(app)
     out = ["# CLI reference", "", "Generated from the program itself by `docs/generate.py`; "
@@ -127,7 +127,7 @@ def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -
 
 def _run(bootstrap: str, nameserver: str, vantage: str) -> Any:
     """One real probe, as a client on the network of `nameserver` would see the cluster."""
-    from kprobe.config import ProbeOptions, parse_address, parse_nameserver
+    from kprobe.options import ProbeOptions, parse_address, parse_nameserver
     from kprobe.runs.probe import run_probe
 
     return run_probe(ProbeOptions(bootstraps=[parse_address(bootstrap)], nameservers=[parse_nameserver(nameserver)],
@@ -386,19 +386,15 @@ def _probe_args(args: list[str]) -> Any:
 
     import typer.main
 
-    from kprobe.cli import app
-    from kprobe.config import probe_options
+    from kprobe.cli.app import app
+    from kprobe.option_table import RUN
+    from kprobe.options import probe_options
 
     command = typer.main.get_command(app).commands["probe"]  # type: ignore[attr-defined]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KPROBE_")}
     with mock.patch.dict(os.environ, clean, clear=True):
         p = command.make_context("probe", list(args)).params
-    return probe_options(
-        bootstrap=p["bootstrap"], props=p["prop"], prop_files=p["prop_file"], nameservers=p["nameserver"],
-        timeout=p["timeout"], deadline=p["deadline"], vantage=p["vantage"], identity=not p["no_identity"],
-        tls_expiry_days=p["tls_expiry_days"], compare_nameservers=p["compare_nameserver"], resolve=p["resolve"],
-        connect_to=p["connect_to"], controllers=p["controllers"], roundtrip=p["roundtrip"],
-        roundtrip_create=p["roundtrip_create"])
+    return probe_options(**{o.param: p[o.param] for o in RUN})
 
 
 WRONG_SECRET = "not-the-apps-secret-7f3"
@@ -606,7 +602,7 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
 
 
 def findings_examples(labs: Mapping[str, Any]) -> str:
-    """Each finding the lab can stage, as `kprobe probe --json` reports it in a real run (issue 5).
+    """Each finding the lab can stage, as `kprobe probe --json` reports it in a real run.
 
     The runs are the tests' own stagings (tests/test_probe.py, tests/test_findings_lab.py); a staging
     that stops producing its code fails generation rather than leave a code without its excerpt.

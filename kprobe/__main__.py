@@ -1,7 +1,7 @@
 """Allows `python -m kprobe`, which some hosts prefer to a console script on PATH; also the console script's
 entry (pyproject.toml), so that `kprobe --version` answers here, and a plain `kprobe probe` or `kprobe list`
-runs (kprobe.commands), before kprobe.cli imports typer: typer and click are most of `--version`'s time and
-about a quarter of a healthy probe's (issue 33, docs/performance.md).
+runs (kprobe.cli.plain), before typer is imported: typer and click are most of `--version`'s time and
+about a quarter of a healthy probe's (docs/performance.md).
 """
 
 import os
@@ -20,16 +20,13 @@ def main() -> None:
             if sys.stdout is not None:  # as click.echo: a closed stdout is no error
                 sys.stdout.write(f"kprobe {__version__}\n")
                 sys.stdout.flush()
-        except BrokenPipeError:  # as kprobe.cli.main: the reader left, stop quietly
+        except BrokenPipeError:  # as kprobe.cli.errors.guard: the reader left, stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(EXIT_ERROR)
         sys.exit(EXIT_OK)
-    from kprobe.commands import run_plain
-
-    run_plain(sys.argv[1:])  # returns only when typer must read the command line
     from kprobe.cli import main as cli_main
 
-    cli_main()
+    cli_main()  # a plain probe or list without typer, anything else with it
 
 
 if __name__ == "__main__":

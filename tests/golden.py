@@ -49,8 +49,8 @@ from typing import Any
 _API = {
     "ProbeOptions": ("kprobe.runs.probe", "kprobe.probe"),
     "run_probe": ("kprobe.runs.probe", "kprobe.probe"),
-    "parse_address": ("kprobe.config",),
-    "parse_nameserver": ("kprobe.config",),
+    "parse_address": ("kprobe.options",),
+    "parse_nameserver": ("kprobe.options",),
     "to_dict": ("kprobe.output.json_report", "kprobe.report.json_report"),
 }
 

@@ -22,8 +22,8 @@ from cli_runner import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kprobe.config import parse_address, parse_duration, parse_nameserver, parse_properties
 from kprobe.errors import UsageError
+from kprobe.options import parse_address, parse_duration, parse_nameserver, parse_properties
 
 B = ["-b", "127.0.0.1:9"]
 CASES = [

@@ -41,7 +41,7 @@ def test_help_lists_every_command():
 
 
 def test_a_run_builds_only_the_command_it_names():
-    from kprobe.cli import _app_for, app
+    from kprobe.cli.app import _app_for, app
 
     everything = {info.name or info.callback.__name__ for info in app.registered_commands}
     assert {"probe", "list", "watch", "aggregate", "schema", "demo"} <= everything
@@ -99,7 +99,7 @@ def test_help_never_imports_dns_or_kafka_clients():
     code = (
         "import sys, runpy; sys.argv=['kprobe','--help'];\n"
         "try:\n    runpy.run_module('kprobe', run_name='__main__')\nexcept SystemExit: pass\n"
-        "print('LOADED', ','.join(m for m in ('pyspark', 'confluent_kafka', 'dns.resolver', 'kprobe.lab.native', 'kprobe.config', 'kprobe.kafka.connection', 'ssl') if m in sys.modules))"
+        "print('LOADED', ','.join(m for m in ('pyspark', 'confluent_kafka', 'dns.resolver', 'kprobe.lab.native', 'kprobe.options', 'kprobe.kafka.connection', 'ssl') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "LOADED"
@@ -119,18 +119,18 @@ def test_demo_runs_the_listeners_story():
     assert "lab stopped" in done.stderr
 
 
-# -- list shares probe's options (issue 13) -------------------------------------------------------
+# -- list shares probe's options -----------------------------------------------------------------
 
 # Options whose meaning is the same for `list` as for `probe`: same flags, same environment variable,
 # same help. -b (list takes the first that answers) and --json (kcat's JSON) keep their own help.
-SHARED_WITH_LIST = ("prop", "prop_file", "nameserver", "timeout", "deadline", "no_color", "verbose")
+SHARED_WITH_LIST = ("props", "prop_files", "nameservers", "timeout", "deadline", "no_color", "verbose")
 SHARED_OWN_HELP = ("bootstrap", "json_out")
 
 
 def _params(command: str) -> dict:
     import typer.main
 
-    from kprobe.cli import app
+    from kprobe.cli.app import app
 
     return {p.name: p for p in typer.main.get_command(app).commands[command].params}
 
@@ -178,7 +178,7 @@ def test_list_accepts_no_color(command):
     assert done.stderr.startswith("kprobe: no bootstrap answered (127.0.0.1:"), done.stderr
 
 
-# -- an internal error is "the run failed" (issue 13) --------------------------------------------
+# -- an internal error is "the run failed" ------------------------------------------------------
 
 def test_a_bug_exits_3_with_one_line_and_no_traceback(monkeypatch):
     """A genuine bug deep in the pipeline (the findings step looking up what is not there), in a

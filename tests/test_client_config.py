@@ -20,9 +20,9 @@ from cli_runner import run_cli
 
 from kprobe.clientprops.jaas import parse_jaas
 from kprobe.clientprops.load import kcat_config_file, load
-from kprobe.config import probe_options
 from kprobe.errors import UsageError
 from kprobe.kafka.security import security_from
+from kprobe.options import probe_options
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"

@@ -1,77 +1,78 @@
-"""kprobe.commands reads `probe` and `list` command lines exactly as typer does, or leaves them to typer.
+"""The fast reader (kprobe.cli.plain) reads `probe` and `list` command lines exactly as typer does, or leaves
+them to typer.
 
-Why: a plain `kprobe probe` or `kprobe list` no longer imports typer (issue 33); typer still defines
-both commands (kprobe.cli) and reads every other line. Two readers of one command line must never
-disagree: the option tables are held equal to typer's options, and on a corpus of command lines
-(environment variables included) the values kprobe.commands reads are the ones typer hands the
-command. The forms it leaves to typer are left, and typer still reads them.
+Why: a plain `kprobe probe` or `kprobe list` runs without importing typer; typer still defines both
+commands and reads every other line. Both are built from the same declarations (kprobe.option_table),
+so their options agree by construction; what is left to prove is that they read a command line alike:
+on a corpus of command lines (environment variables included) the values the fast reader hands the
+command are the ones typer hands it, and the forms it leaves to typer are left, and typer still reads them.
 """
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 import typer.main
 
-from kprobe import cli, commands
+from kprobe.cli import plain
+from kprobe.cli.app import _app_for
+from kprobe.cli.typed import command
+from kprobe.option_table import FLAG, LIST, LIST_OPTIONS, PROBE, SWITCH, Option, defaults
 
-NAMES = {"probe": ("probe", commands.PROBE, commands.probe_command),
-         "list": ("list_", commands.LIST_OPTIONS, commands.list_command)}
+NAMES: dict[str, tuple[Option, ...]] = {"probe": PROBE, "list": LIST_OPTIONS}
 ENV = ("KPROBE_BOOTSTRAP", "KPROBE_CONFIG", "KPROBE_NAMESERVER", "KPROBE_TIMEOUT", "KPROBE_DEADLINE", "KPROBE_OUT",
        "KPROBE_PUBLISH", "KPROBE_SPOOL", "KPROBE_VANTAGE")
-KINDS = {"list": "STR", "text": "STR", "flag": "BOOLEAN", "switch": "BOOLEAN", "int": "INT", "float": "FLOAT",
-         "path": "PATH"}
+KINDS = {"list": "STR", "text": "STR", "duration": "STR", "flag": "BOOLEAN", "switch": "BOOLEAN", "int": "INT",
+         "float": "FLOAT", "path": "PATH"}
 
 
-def _click_command(name: str) -> Any:
-    group = typer.main.get_command(cli._app_for([name]))
-    return group.commands[name]  # type: ignore[attr-defined]
+def test_the_fast_reader_runs_the_commands_typer_runs() -> None:
+    assert {name: table for name, (table, _) in plain.COMMANDS.items()} == NAMES
 
 
-@pytest.mark.parametrize("command", NAMES)
-def test_the_tables_are_typer_s_options(command: str) -> None:
-    """Every option typer declares is in the table with its names, kind, environment variable and default."""
-    function, table, run = NAMES[command]
-    params = {p.name: p for p in _click_command(command).params if p.name != "help"}
-    assert [o[0] for o in table] == [p for p in params], "the options in typer's order"
-    defaults = {k: v.default for k, v in inspect.signature(run).parameters.items()}
-    typer_defaults = {k: v.default for k, v in inspect.signature(getattr(cli, function)).parameters.items()}
-    assert defaults == typer_defaults
-    for param, kind, names, envvar in table:
-        option = params[param]
-        assert (set(option.opts) | set(option.secondary_opts)) == set(names), param
-        if kind == commands.SWITCH:
-            assert (option.opts, option.secondary_opts) == ([names[0]], [names[1]]), param
-        assert option.envvar == envvar, param
-        assert option.multiple == (kind == commands.LIST), param
-        assert option.is_flag == (kind in (commands.FLAG, commands.SWITCH)), param
-        assert option.type.name.upper() == KINDS[kind], (param, option.type.name)
+@pytest.mark.parametrize("name", NAMES)
+def test_typer_reads_each_kind_as_the_fast_reader_does(name: str) -> None:
+    """The app's options are the declarations, each of a click type that reads its value as the fast reader does."""
+    group = typer.main.get_command(_app_for([name]))
+    params = {p.name: p for p in group.commands[name].params if p.name != "help"}  # type: ignore[attr-defined]
+    table = NAMES[name]
+    assert [o.param for o in table] == list(params), "the options in the declarations' order"
+    for option in table:
+        param = params[option.param]
+        assert (set(param.opts) | set(param.secondary_opts)) == set(option.flags), option.param
+        if option.kind == SWITCH:
+            assert (param.opts, param.secondary_opts) == ([option.flags[0]], [option.flags[1]]), option.param
+        assert param.envvar == option.envvar, option.param
+        assert param.multiple == (option.kind == LIST), option.param
+        assert param.is_flag == (option.kind in (FLAG, SWITCH)), option.param
+        assert param.type.name.upper() == KINDS[option.kind], (option.param, param.type.name)
+        assert (list(param.default) if option.kind == LIST else param.default) == option.value, option.param
 
 
-def _typer_reads(command: str, words: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """What typer hands the command for these words (the run itself replaced by a recorder)."""
+def _typer_reads(name: str, words: list[str]) -> dict[str, Any]:
+    """What typer hands the command for these words: the command built as the app builds it, run by a recorder."""
     seen: dict[str, Any] = {}
 
     def record(**given: Any) -> int:
         seen.update(given)
         return 0
 
-    monkeypatch.setattr(cli, f"{command}_command", record)
-    assert cli._run_typer([command, *words], []) == 0
+    app = typer.Typer()
+    app.command(name)(command(NAMES[name], record))
+    app.command("other")(lambda: None)  # two commands: typer then takes the first word as the command's name
+    assert app([name, *words], standalone_mode=False) == 0  # without standalone mode click returns Exit's code
     return seen
 
 
-def _commands_reads(command: str, words: list[str], environ: dict[str, str]) -> dict[str, Any] | None:
-    """What kprobe.commands hands the command: the options read, the rest the command's defaults."""
-    _, table, run = NAMES[command]
-    given = commands.read(table, words, environ)
+def _commands_reads(name: str, words: list[str], environ: dict[str, str]) -> dict[str, Any] | None:
+    """What the fast reader hands the command: the options read, the rest their declared defaults."""
+    given = plain.read(NAMES[name], words, environ)
     if given is None:
         return None
-    defaults = {k: v.default for k, v in inspect.signature(run).parameters.items()}
-    return {**defaults, **given}
+    return {**defaults(NAMES[name]), **given}
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -119,12 +120,12 @@ def test_both_readers_hand_the_command_the_same_values(command: str, words: list
         monkeypatch.setenv(name, value)
     ours = _commands_reads(command, words, environ)
     assert ours is not None, words
-    theirs = _typer_reads(command, words, monkeypatch)
+    theirs = _typer_reads(command, words)
     assert _same(ours, theirs), (ours, theirs)
     assert all(isinstance(v, Path) for k, v in ours.items() if k in ("output", "out_dir", "prom_file", "spool") and v)
 
 
-# Lines kprobe.commands leaves to typer: help, typos, attached or combined short options, values that look like
+# Lines the fast reader leaves to typer: help, typos, attached or combined short options, values that look like
 # options, a flag given a value, positional words, `--`. Typer reads them (or refuses them in one line) as before.
 LEFT = [
     ["--help"], ["-h"], ["-bh:1"], ["-Jv"], ["--json=1"], ["-b"], ["-b", "-J"], ["--tls-expiry-days", "-1"],
@@ -135,12 +136,12 @@ LEFT = [
 
 @pytest.mark.parametrize("words", LEFT, ids=lambda w: " ".join(w) or "-")
 def test_other_forms_are_left_to_typer(words: list[str]) -> None:
-    assert commands.read(commands.PROBE, words, {}) is None
-    assert commands.read(commands.LIST_OPTIONS, words, {}) is None
+    assert plain.read(PROBE, words, {}) is None
+    assert plain.read(LIST_OPTIONS, words, {}) is None
 
 
-def test_a_line_left_to_typer_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_line_left_to_typer_still_runs() -> None:
     """`-Jb HOST` (combined short options) is typer's to read: the same values reach the same command."""
-    assert commands.read(commands.PROBE, ["-Jb", "h:1"], {}) is None
-    seen = _typer_reads("probe", ["-Jb", "h:1"], monkeypatch)
+    assert plain.read(PROBE, ["-Jb", "h:1"], {}) is None
+    seen = _typer_reads("probe", ["-Jb", "h:1"])
     assert seen["json_out"] is True and list(seen["bootstrap"]) == ["h:1"]

@@ -55,7 +55,7 @@ def test_findings_examples_name_every_code():
 def test_cli_reference_has_every_command_and_option():
     import typer.main
 
-    from kprobe.cli import app
+    from kprobe.cli.app import app
 
     page = (ROOT / "docs" / "cli.md").read_text()
 

@@ -17,9 +17,9 @@ from cli_runner import run_cli
 from conftest import restart_settled
 from hostile_broker import Broker, HostileBroker, Script
 
-from kprobe.config import ProbeOptions, parse_address, parse_nameserver
 from kprobe.lab.decoys import Blackhole
 from kprobe.lab.dns_server import DnsServer
+from kprobe.options import ProbeOptions, parse_address, parse_nameserver
 from kprobe.output import json_report
 from kprobe.runs.probe import ProbeRun
 

@@ -1,4 +1,4 @@
-"""Each command imports what it uses and nothing more (issue 33): start-up is most of a probe's time.
+"""Each command imports what it uses and nothing more: start-up is most of a probe's time.
 
 kprobe is typed again and again while someone fixes a listener, like kcat; a module a command does
 not use still costs its import on every run. Each command here runs as users run it (`python -m
@@ -35,14 +35,16 @@ HEAVY = ("typer", "click", "rich", "pyspark", "confluent_kafka", "cryptography",
 # The allowed kprobe modules, built up from what every command of a kind needs. A name ending in ".*"
 # allows a package and everything under it.
 VERSION = {"kprobe", "kprobe.errors"}  # answered before typer (kprobe/__main__.py)
-# A plain probe or list, read and run without typer (kprobe.commands); the secrets scrubbed from any error line.
+# A plain probe or list, read and run without typer (kprobe.cli.plain, from the options' declarations in
+# kprobe.option_table); the secrets scrubbed from any error line (kprobe.cli.errors, kprobe.redaction).
 # kprobe.logs: loggers that load `logging` only for a line that can be seen.
-PLAIN = VERSION | {"kprobe.commands", "kprobe.redaction", "kprobe.logs"}
-CLI = PLAIN | {"kprobe.cli"}  # typer's app, for everything else
+PLAIN = VERSION | {"kprobe.cli", "kprobe.cli.plain", "kprobe.cli.errors", "kprobe.cli.probe", "kprobe.option_table",
+                   "kprobe.redaction", "kprobe.logs"}
+CLI = PLAIN | {"kprobe.cli.*"}  # typer's app and its commands' modules, for everything else
 REPORT_DATA = {"kprobe.models.*", "kprobe.records", "kprobe.net", "kprobe.net.addresses"}
 # Options, validated: no client-properties reader without -F, -X or kcat's file; no SASL or OAuth code
 # without SASL (kprobe.kafka.mechanisms names the mechanisms).
-OPTIONS = {"kprobe.config", "kprobe.clientprops", "kprobe.kafka", "kprobe.kafka.security", "kprobe.kafka.mechanisms"}
+OPTIONS = {"kprobe.options", "kprobe.clientprops", "kprobe.kafka", "kprobe.kafka.security", "kprobe.kafka.mechanisms"}
 # Bootstrap, resolve, connect: the wire client with neither TLS (kprobe.kafka.certs, tlscontext) nor SASL.
 # kprobe.kafka.client_versions: the requests clients send, whose versions every bootstrap's report lists.
 NETWORK = {"kprobe.kafka.connection", "kprobe.kafka.codec", "kprobe.kafka.metadata_codec", "kprobe.kafka.wire",
@@ -70,7 +72,7 @@ COMMANDS: dict[str, tuple[list[str], set[str], set[str]]] = {
     "--help": (["--help"], CLI, TYPER),
     "list --help": (["list", "--help"], CLI, TYPER),
     "serve --help": (["serve", "--help"], CLI, TYPER),
-    # A plain probe and list: no typer (kprobe.commands reads their command lines).
+    # A plain probe and list: no typer (kprobe.cli.plain reads their command lines).
     "probe": (["probe", "-b", "127.0.0.1:PORT", "--timeout", "0.5", "--no-color"],
               PROBE_RUN | {"kprobe.delivery.progress", "kprobe.output.text"}, set()),
     "probe -J": (["probe", "-b", "127.0.0.1:PORT", "--timeout", "0.5", "-J"],

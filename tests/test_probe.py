@@ -14,8 +14,8 @@ from cli_runner import run_cli
 from conftest import restart_settled, signal_when
 from report_check import validate
 
-from kprobe.config import ProbeOptions, parse_address, parse_nameserver
 from kprobe.models import Report
+from kprobe.options import ProbeOptions, parse_address, parse_nameserver
 from kprobe.output import json_report
 from kprobe.runs.probe import run_probe
 

@@ -172,8 +172,8 @@ def test_check_all_ends_a_cut_handshake_one_way_whichever_side_wins(tls_lab):
     fix, about 1 run in 10 on a busy machine came out `handshake_failed` ("timed out"); a quiet
     machine rarely shows it, which is why the test above pins that side of the race directly.
     """
-    from kprobe.config import parse_addresses
     from kprobe.models import DnsResult, Endpoint, EndpointResult, TcpResult
+    from kprobe.options import parse_addresses
     from kprobe.probe.context import RunContext
     from kprobe.probe.tls import check_all
 

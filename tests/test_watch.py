@@ -169,9 +169,9 @@ def test_memory_stays_flat_over_thousands_of_complete_runs(listeners_lab, capsys
     """
     import logging
 
-    from kprobe.config import ProbeOptions, Schedule, parse_addresses
     from kprobe.delivery.deliver import Outputs
     from kprobe.delivery.watch import run_watch
+    from kprobe.options import ProbeOptions, Schedule, parse_addresses
 
     runs = 2000
     lines: list[str] = []
@@ -492,8 +492,8 @@ def test_a_late_run_skips_the_slots_it_overran_and_keeps_the_grid(slot, now, exp
 
 def test_the_schedule_on_a_fake_clock_starts_each_run_on_its_slot(listeners_lab, capsys):
     """run_watch, the library API, with a clock given: real runs, no jitter, starts exactly --every apart."""
-    from kprobe.config import ProbeOptions, Schedule, parse_addresses
     from kprobe.delivery.deliver import Outputs
+    from kprobe.options import ProbeOptions, Schedule, parse_addresses
 
     clock = FakeClock()
     options = ProbeOptions(bootstraps=parse_addresses([listeners_lab.bootstrap("LISTENER_FRED")]), timeout=5,
@@ -667,9 +667,9 @@ def test_a_run_that_raises_ends_watch_with_one_line_and_exit_3(listeners_lab, tm
 def test_run_watch_raises_what_a_run_raised(listeners_lab, monkeypatch, capsys):
     """The library API: `run_watch` raises the run's exception instead of returning 0, and stops
     at the first run (of 3) that raised."""
-    from kprobe.config import ProbeOptions, Schedule, parse_addresses
     from kprobe.delivery.deliver import Outputs
     from kprobe.delivery.watch import run_watch
+    from kprobe.options import ProbeOptions, Schedule, parse_addresses
 
     class RuleBug(Exception):
         pass

@@ -1,8 +1,9 @@
 """Entry point for spark-submit: `spark-submit --py-files kprobe.zip -m kprobe.aggregate ...`,
 or `python -m kprobe.aggregate`. The master comes from spark-submit unless --master is given.
 
-Runs the same checks as `kprobe aggregate` (kprobe.aggregate.checks) and fails the same way:
-one line `kprobe: error: ...` and exit 2 for bad input, never a traceback.
+Runs the same checks as `kprobe aggregate` (kprobe.aggregate.checks) and fails the same way, through
+the CLI's one error mapping (kprobe.cli.errors.guard): one line `kprobe: error: ...` and exit 2 for
+bad input, never a traceback, no secret from the command line (a --kafka address may carry one).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from typing import NoReturn
 
 from kprobe.aggregate.checks import keep_warm_seconds, validate
-from kprobe.errors import KprobeError, UsageError
+from kprobe.errors import UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,16 +24,11 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `python -m kprobe.aggregate --help`)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse, check, run, print the summary; errors become one line and their exit code."""
-    try:
-        return _main(argv)
-    except KprobeError as exc:
-        sys.stderr.write(f"kprobe: error: {exc}\n")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("kprobe: interrupted\n")
-        return 130
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Parse, check, run, print the summary; exit with its code, errors in one line (kprobe.cli.errors)."""
+    from kprobe.cli.errors import guard, secrets_in
+
+    guard(lambda: _main(argv), secrets_in(sys.argv[1:] if argv is None else argv))
 
 
 def _main(argv: list[str] | None) -> int:
@@ -70,4 +66,4 @@ def _main(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -49,7 +49,7 @@ def keep_warm_seconds(value: str | None) -> float:
     """`--keep-warm`'s duration in seconds (0: not given), or a usage error naming the form."""
     if value is None:
         return 0.0
-    from kprobe.config import parse_duration  # only when given: a run's start-up need not load it
+    from kprobe.options import parse_duration  # only when given: a run's start-up need not load it
 
     return parse_duration(value, "--keep-warm")
 

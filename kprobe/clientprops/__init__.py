@@ -1,7 +1,7 @@
 """The client configuration users already have: Java client properties, librdkafka and kcat files, JAAS, key stores.
 
 The package itself holds only the lookup of kcat's own file: every probe asks whether there is one,
-and the answer (a stat or two) must not load the readers (kprobe.config reads files only when there
+and the answer (a stat or two) must not load the readers (kprobe.options reads files only when there
 are some; tests/test_imports.py).
 """
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from kprobe.errors import KprobeError, UsageError
 from kprobe.logs import logger
 from kprobe.models import Report
+from kprobe.option_table import declared
 from kprobe.output import formats
 from kprobe.output.formats import choose
 from kprobe.output.sanitize import use_color
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # the publisher loads only for a run with --publish; pathlib 
     from kprobe.delivery.publish import Target
 
 _LOG = logger("kprobe.delivery.deliver")
-DEFAULT_SPOOL_MAX = 10_000  # --spool-max: the most reports kept in the spool
+DEFAULT_SPOOL_MAX: int = declared("spool_max").default  # --spool-max: the most reports kept in the spool
 
 
 @record
@@ -58,7 +59,7 @@ def outputs_from(
     The checks that need no disk come first, so a typo'd option never leaves a directory behind;
     then every path is tried for real (kprobe.output.files), output directories made on the way.
     """
-    from kprobe.config import parse_properties
+    from kprobe.options import parse_properties
 
     chosen = choose(fmt, json_out, names)
     target = None

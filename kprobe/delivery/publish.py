@@ -54,7 +54,7 @@ def parse_target(text: str, flag: str = "--publish") -> Target:
         raise UsageError(f"bad {flag} {text!r}: write it as BOOTSTRAP/TOPIC, e.g. collector:9092/kprobe-reports")
     if len(topic) > 249 or not all(c.isalnum() or c in "._-" for c in topic):
         raise UsageError(f"bad {flag} topic {topic!r}: use letters, digits, '.', '_' and '-' (at most 249)")
-    from kprobe.config import parse_addresses
+    from kprobe.options import parse_addresses
 
     try:
         parse_addresses([bootstrap])
@@ -167,7 +167,7 @@ def ask_collector(target: Target, props: Mapping[str, str], *, timeout: float) -
     a producer asks (allow_auto_topic_creation), so a collector that creates topics on first use does so
     here, and only one that will not answers UNKNOWN_TOPIC_OR_PARTITION.
     """
-    from kprobe.config import parse_addresses
+    from kprobe.options import parse_addresses
     from kprobe.probe.bootstrap import fetch_bootstrap
     from kprobe.probe.context import RunContext
 

@@ -18,11 +18,11 @@ import time
 from types import FrameType
 from typing import Protocol
 
-from kprobe.config import ProbeOptions, Schedule
 from kprobe.delivery.deliver import Outputs, deliver
 from kprobe.errors import EXIT_INTERRUPTED, KprobeError, UsageError
 from kprobe.logs import logger
 from kprobe.models import Report
+from kprobe.options import ProbeOptions, Schedule
 from kprobe.runs.probe import ProbeRun, RunThread
 
 GRACE = 5.0

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from kprobe.config import ProbeOptions, parse_address, parse_nameserver
 from kprobe.lab import start_lab
+from kprobe.options import ProbeOptions, parse_address, parse_nameserver
 from kprobe.output import text
 from kprobe.runs.probe import run_probe
 

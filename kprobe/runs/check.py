@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kprobe.deployments import read_files
+from kprobe.errors import UsageError
 from kprobe.findings.config import check_deployments, names_to_resolve
 from kprobe.kafka.listeners import CheckReport, ListenerCheck, Observation, ObservedStatus, ReachStatus, Vantage
 from kprobe.models import CLIENTS_CONNECT, RESOLVED, BootstrapResult, DnsResult, Report
 from kprobe.net.addresses import format_hostport
+from kprobe.option_table import DEADLINE, TIMEOUT
+from kprobe.options import ProbeOptions, parse_duration, parse_nameserver, probe_options
 from kprobe.probe.resolve import Resolver, resolve_all
 from kprobe.records import replace
 from kprobe.runs import now_rfc3339, report_id
@@ -119,3 +122,29 @@ def _observe(check: ListenerCheck, vantage: Vantage, predicted: ReachStatus, add
         detail += f"; the file says {expected}: the broker runs other settings than the file's"
     return Observation(**base, observed=observed, advertised=advertised, agrees=agrees,  # type: ignore[arg-type]
                        detail=detail)
+
+
+def check_run(files: Sequence[str], *, nameservers: Sequence[str] = (), timeout: str = TIMEOUT.default,
+              deadline: str = DEADLINE.default, props: Sequence[str] = (), prop_files: Sequence[str] = (),
+              vantage: str | None = None, probe: Callable[[ProbeOptions], Report] | None = None) -> CheckReport:
+    """`kprobe check`'s options as typed -> the prediction and, given `probe` (how this front end runs a probe:
+    the CLI's in the foreground, Ctrl-C and all), the observation of the predicted bootstrap addresses.
+
+    -F may come from KPROBE_CONFIG, set for probe runs: it only matters with a probe, and -X without one
+    is a mistake worth a line.
+    """
+    if props and probe is None:
+        raise UsageError("-X sets client settings for --probe: add --probe, or leave it out")
+    servers = [parse_nameserver(n) for n in nameservers]
+    per_request = parse_duration(timeout, TIMEOUT.flag)
+    parse_duration(deadline, DEADLINE.flag)
+    report = predict(files, nameservers=servers, timeout=per_request, vantage=vantage)
+    if probe is None:
+        return report
+    targets = probe_targets(report)
+    if not targets:
+        raise UsageError("--probe: no listener has a bootstrap address from here to probe (each is unpublished, "
+                         "cluster-internal or decided at deploy time)")
+    options = probe_options(bootstrap=targets, props=props, prop_files=prop_files, nameservers=nameservers,
+                            timeout=timeout, deadline=deadline, vantage=vantage)
+    return with_observations(report, probe(options))

@@ -15,7 +15,6 @@ from functools import partial
 from itertools import count, repeat
 from typing import NamedTuple
 
-from kprobe.config import ListOptions
 from kprobe.findings.common import maybe_cluster_name
 from kprobe.findings.consistency import LISTENER_NOT_FOUND
 from kprobe.models import (
@@ -27,6 +26,7 @@ from kprobe.models import (
     TopicInfo,
 )
 from kprobe.net.addresses import format_hostport, host_problem, is_loopback_ip, is_loopback_name
+from kprobe.options import ListOptions
 from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect

@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from kprobe.config import ProbeOptions
 from kprobe.findings.catalogue import ERROR
 from kprobe.findings.diagnose import diagnose
 from kprobe.logs import logger
@@ -31,14 +30,13 @@ from kprobe.models import (
     Vantage,
     questions_from,
 )
-from kprobe.net.addresses import format_hostport
+from kprobe.options import ProbeOptions, report_settings
 from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect
 from kprobe.probe.reach import probe_endpoints
 from kprobe.probe.resolve import Resolver, resolve_all
 from kprobe.records import replace
-from kprobe.redaction import redact
 from kprobe.runs import now_rfc3339, report_id
 
 _LOG = logger("kprobe.probe")
@@ -217,8 +215,6 @@ class ProbeRun:
         else:
             status = "ok"
         hostname = socket.gethostname()
-        # The properties as the user wrote them (a Java file's own names), not their translation.
-        given = opts.props if opts.given_props is None else opts.given_props
         vantage = Vantage(name=opts.vantage or hostname, hostname=hostname, resolver_kind=resolver.kind,
                           nameservers=tuple(f"{ip}:{port}" for ip, port in opts.nameservers))
         return Report(
@@ -236,17 +232,9 @@ class ProbeRun:
             controller_endpoints=controller_endpoints,
             roundtrip=roundtrip,
             application=application,
-            settings={"timeout_s": opts.timeout, "deadline_s": opts.deadline, "identity": opts.identity,
-                      "tls_expiry_days": opts.tls_expiry_days, "properties": redact(given),
-                      "compare_nameservers": [f"{ip}:{port}" for ip, port in opts.compare_nameservers],
-                      # The "what if" mappings, so a report read later says what its verdict assumed.
-                      "resolve": dict(opts.resolve),
-                      "connect_to": {format_hostport(*k): format_hostport(*v) for k, v in opts.connect_to.items()},
-                      "controllers": [c.hostport for c in opts.controllers],
-                      "roundtrip": opts.roundtrip, "roundtrip_create": opts.roundtrip_create,
-                      "group": self.questions.group, "transactional_id": self.questions.transactional_id,
-                      "topics": list(self.questions.topics), "share_group": self.questions.share_group,
-                      "client_rack": self.questions.client_rack},
+            # Every option with a report key, as the run used it (the application's ids as the questions resolved
+            # them from the options and the properties).
+            settings=report_settings(opts, self.questions),
         )
 
 

@@ -4,7 +4,7 @@ A pattern was once a glob over the text `host:port`, and text is the wrong thing
 glob `127.0.0.3*:*` admitted `127.0.0.3x.attacker.example:9092`, a name that resolves wherever its
 owner likes, and `[::1]:9092` could not match `[::1]:9092` since the brackets read as a character
 class. So a pattern is parsed once, at start, into one of four kinds, and a target is parsed
-(kprobe.config.parse_address) before it is compared:
+(kprobe.options.parse_address) before it is compared:
 
 - an IP network (`10.0.0.0/8`, `[fd00::/8]`) or address (`127.0.0.1`, `[::1]`): IP literal targets
   in it;

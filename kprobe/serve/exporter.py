@@ -163,7 +163,7 @@ class Exporter:
         if budget is None:
             return self._refuse("bad_request", HTTPStatus.BAD_REQUEST,
                                 "bad X-Prometheus-Scrape-Timeout-Seconds header: give a number of seconds")
-        from kprobe.config import parse_address
+        from kprobe.options import parse_address
 
         try:
             parsed = [(text, parse_address(text)) for text in targets]
@@ -360,7 +360,7 @@ def serve(options: ServeOptions, *, on_ready: Any = None, stop: threading.Event 
 
 def parse_listen(text: str) -> tuple[str, int]:
     """`--listen HOST:PORT` (`[v6]:port` too); UsageError otherwise."""
-    from kprobe.config import parse_port
+    from kprobe.options import parse_port
 
     host, sep, port = text.rpartition(":")
     if not sep or not host:

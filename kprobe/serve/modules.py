@@ -6,9 +6,10 @@ and a URL cannot change how a cluster is authenticated. Secrets are named, never
 secret property's value is `{file: PATH}` or `{env: NAME}`, read at each probe (a rotated
 Kubernetes secret is picked up), and an inline secret is refused when the file loads.
 
-Every module is checked when the file loads by building the very `ProbeOptions` a probe would
-get (kprobe.config.probe_options, the CLI's own rules), so a typo fails `kprobe serve` at start,
-with the key that is wrong, never a scrape at 3 a.m.
+A module's keys are the probe options that declare one (kprobe.option_table: `serve`), read into
+the values `kprobe probe` takes. Every module is checked when the file loads by building the very
+`ProbeOptions` a probe would get (kprobe.options.probe_options, the CLI's own rules), so a typo
+fails `kprobe serve` at start, with the key that is wrong, never a scrape at 3 a.m.
 """
 
 from __future__ import annotations
@@ -18,17 +19,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kprobe.config import ProbeOptions, parse_duration, probe_options
 from kprobe.errors import UsageError
 from kprobe.models import BootstrapAddress
 from kprobe.net.addresses import format_hostport
+from kprobe.option_table import DEADLINE, DURATION, FLAG, FLOAT, LIST, RUN, TIMEOUT, Option
+from kprobe.options import ProbeOptions, parse_duration, probe_options
 from kprobe.records import field, record
 from kprobe.redaction import is_secret
 from kprobe.serve.allow import TargetPattern, allowed, parse_patterns
 
 DEFAULT_MODULE = "default"
-_MODULE_KEYS = {"timeout", "deadline", "nameservers", "identity", "tls_expiry_days", "properties",
-                "properties_files", "compare_nameservers", "resolve", "connect_to", "roundtrip"}
+# The probe options a module takes, by their key in the file; `properties` (secrets and all) is read apart.
+_SERVED: dict[str, Option] = {o.serve: o for o in RUN if o.serve}
+_MODULE_KEYS = set(_SERVED)
 # A placeholder target for checking a module at load time: never dialled.
 _CHECK_TARGET = "kprobe-config-check.invalid:9092"
 
@@ -67,18 +70,20 @@ class Module:
     """How to probe: everything but the target."""
 
     name: str
-    timeout: float = 5.0
-    deadline: float = 30.0
-    nameservers: tuple[str, ...] = ()
-    identity: bool = True
-    tls_expiry_days: float = 30.0
+    # The module's options as `kprobe probe` takes them, by parameter; what it leaves out takes the default.
+    given: Mapping[str, Any] = field(default_factory=dict)
     properties: Mapping[str, str] = field(default_factory=dict)
     secrets: tuple[SecretRef, ...] = ()
-    properties_files: tuple[str, ...] = ()
-    compare_nameservers: tuple[str, ...] = ()
-    resolve: tuple[str, ...] = ()
-    connect_to: tuple[str, ...] = ()
-    roundtrip: str | None = None
+
+    @property
+    def timeout(self) -> float:
+        """Seconds per request."""
+        return parse_duration(self.given.get(TIMEOUT.param, TIMEOUT.default), TIMEOUT.flag)
+
+    @property
+    def deadline(self) -> float:
+        """Seconds for a whole probe, before the scrape's own timeout cuts it."""
+        return parse_duration(self.given.get(DEADLINE.param, DEADLINE.default), DEADLINE.flag)
 
     def options(self, targets: list[str], *, deadline: float, vantage: str | None) -> ProbeOptions:
         """The probe of these targets, within `deadline` seconds (the scrape's, when shorter).
@@ -119,12 +124,9 @@ class Module:
         deadline = min(self.deadline, deadline)
         props = [f"{k}={v}" for k, v in self.properties.items()]
         props += [f"{ref.key}={value}" for ref, value in values.items()]
-        return probe_options(
-            bootstrap=targets, props=props, prop_files=self.properties_files, nameservers=self.nameservers,
-            timeout=f"{min(self.timeout, deadline):.3f}", deadline=f"{deadline:.3f}", vantage=vantage,
-            identity=self.identity, tls_expiry_days=self.tls_expiry_days,
-            compare_nameservers=self.compare_nameservers, resolve=self.resolve, connect_to=self.connect_to,
-            roundtrip=self.roundtrip, kcat_default=False)
+        return probe_options(**{**self.given, "bootstrap": targets, "props": props, "vantage": vantage,
+                                "timeout": f"{min(self.timeout, deadline):.3f}", "deadline": f"{deadline:.3f}"},
+                             kcat_default=False)
 
 
 @record(kw_only=True)
@@ -211,24 +213,9 @@ def _module(name: str, spec: object, path: str) -> Module:
             properties[key] = str(value).lower() if isinstance(value, bool) else str(value)
         else:
             raise UsageError(f"{where}.properties.{key}: give a string, a number, or {{file: PATH}} / {{env: NAME}}")
-    try:
-        module = Module(
-            name=name,
-            timeout=_duration(spec.get("timeout", "5s"), f"{where}.timeout"),
-            deadline=_duration(spec.get("deadline", "30s"), f"{where}.deadline"),
-            nameservers=_strings(spec.get("nameservers"), f"{where}.nameservers"),
-            identity=_flag(spec.get("identity", True), f"{where}.identity"),
-            tls_expiry_days=float(spec.get("tls_expiry_days", 30.0)),
-            properties=properties,
-            secrets=tuple(secrets),
-            properties_files=_strings(spec.get("properties_files"), f"{where}.properties_files"),
-            compare_nameservers=_strings(spec.get("compare_nameservers"), f"{where}.compare_nameservers"),
-            resolve=_strings(spec.get("resolve"), f"{where}.resolve"),
-            connect_to=_strings(spec.get("connect_to"), f"{where}.connect_to"),
-            roundtrip=str(spec["roundtrip"]) if spec.get("roundtrip") is not None else None,
-        )
-    except (TypeError, ValueError):
-        raise UsageError(f"{where}.tls_expiry_days: give a number of days") from None
+    given = {option.param: _read(option, spec[key], f"{where}.{key}")
+             for key, option in _SERVED.items() if key in spec and key != "properties"}
+    module = Module(name=name, given=given, properties=properties, secrets=tuple(secrets))
     for ref in module.secrets:  # present now, so a missing file is a start-up error, not a failing scrape
         ref.read()
     try:
@@ -255,8 +242,25 @@ def _secret(key: str, value: dict[str, Any], where: str) -> SecretRef:
     raise UsageError(f"{where}: give {{file: PATH}} or {{env: NAME}}")
 
 
-def _duration(value: object, where: str) -> float:
-    return parse_duration(str(value), where)
+def _read(option: Option, value: object, where: str) -> Any:
+    """A module's setting as `kprobe probe` takes the option; what only the whole probe can judge is
+    left to probe_options, which the module is checked with.
+    """
+    if option.kind == LIST:
+        return _strings(value, where)
+    if option.kind == DURATION:
+        parse_duration(str(value), where)  # here, to name the key: the probe's message names the flag
+        return str(value)
+    if option.kind == FLAG:
+        # The file names what the option sets (identity: false), the flag its opposite (--no-identity).
+        wanted = _flag(value, where)
+        return next(typed for typed in (False, True) if option.field_value(typed) == wanted)
+    if option.kind == FLOAT:
+        try:
+            return float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise UsageError(f"{where}: give {option.noun}") from None
+    return None if value is None else str(value)
 
 
 def _strings(value: object, where: str) -> tuple[str, ...]:

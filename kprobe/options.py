@@ -1,4 +1,4 @@
-"""User input, validated once, with one exact message per rule.
+"""Options, as typed, validated once, with one exact message per rule.
 
 Bootstrap addresses come in every form people copy from somewhere: `host:port`, `host`
 (port 9092), `[::1]:9092`, `SASL_SSL://host:9093` from a listener config, comma lists.
@@ -7,8 +7,9 @@ librdkafka files alike).
 
 `probe_options`, `list_options` and `watch_options` turn a command's options, as typed, into a
 run's validated options (ProbeOptions, ListOptions, Schedule, defined here so that the runs
-above can take them), checking the ones that only make sense together; the CLI only parses and
-calls them, so another front end (a script, a service) gets the same messages.
+above can take them), checking the ones that only make sense together; each option's own check,
+default and flags are its declaration's (kprobe.option_table). The CLI only parses and calls
+them, so another front end (a script, a service) gets the same messages.
 """
 
 from __future__ import annotations
@@ -17,21 +18,24 @@ import ipaddress
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import cast
+from typing import Any, cast
 
 from kprobe.clientprops import kcat_config_file
 from kprobe.errors import UsageError
 from kprobe.kafka.security import PROTOCOLS, security_from
 from kprobe.models import BootstrapAddress, Protocol
 from kprobe.net.addresses import format_hostport, is_ip_literal
+from kprobe.option_table import RUN, check_topic_name, defaults, parse_duration, parse_nameserver, parse_port
 from kprobe.records import field, record, replace
+
+__all__ = ["ListOptions", "ProbeOptions", "Schedule", "check_topic_name", "list_options", "parse_address",
+           "parse_addresses", "parse_connect_to", "parse_controller_addresses", "parse_duration", "parse_nameserver",
+           "parse_port", "parse_properties", "parse_resolve", "probe_options", "report_settings", "watch_options"]
 
 DEFAULT_PORT = 9092
 # Used with fullmatch, and `\Z` in the look-ahead: `$` also matches before a trailing newline, so
 # `kafka-1\n` would pass as a host name (and be sent to the resolver as it is).
 _HOST_RE = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?")
-# ASCII digits only: str.isdigit() also says yes to `²` and `٣`, which int() then refuses or reads.
-_PORT_RE = re.compile(r"[0-9]+")
 
 
 def parse_address(text: str) -> BootstrapAddress:
@@ -86,20 +90,6 @@ def _valid_host(host: str) -> bool:
     return all(0 < len(label) <= 63 and not label.startswith("-") and not label.endswith("-") for label in labels)
 
 
-def parse_port(text: str, context: str) -> int:
-    """A TCP port 1-65535, or a UsageError that quotes the input (cut short when it is long)."""
-    context = context if len(context) <= 80 else context[:77] + "..."
-    if not _PORT_RE.fullmatch(text):
-        raise UsageError(f"bad port in {context!r}: {text[:20]!r} is not a number: "
-                         "give a port between 1 and 65535")
-    digits = text.lstrip("0") or "0"
-    # Past five digits it is out of range whatever it says (and int() refuses 4,300 digits and more).
-    if len(digits) > 5 or not 1 <= int(digits) <= 65535:
-        shown = digits if len(digits) <= 12 else digits[:9] + "..."
-        raise UsageError(f"bad port in {context!r}: {shown} is outside 1-65535: give a port between 1 and 65535")
-    return int(digits)
-
-
 def parse_addresses(values: Iterable[str]) -> list[BootstrapAddress]:
     """Every -b value, comma lists split, duplicates collapsed, order kept."""
     seen: dict[tuple[str, int], BootstrapAddress] = {}
@@ -115,36 +105,6 @@ def parse_addresses(values: Iterable[str]) -> list[BootstrapAddress]:
     return list(seen.values())
 
 
-def parse_nameserver(text: str) -> tuple[str, int]:
-    """`IP` or `IP:PORT` / `[IPv6]:PORT` for --nameserver."""
-    raw = text.strip()
-    host, port = raw, 53
-    if raw.startswith("["):
-        host, _, rest = raw[1:].partition("]")
-        if rest:
-            port = parse_port(rest.lstrip(":"), text)
-    elif raw.count(":") == 1:
-        host, _, port_text = raw.partition(":")
-        port = parse_port(port_text, text)
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        raise UsageError(f"bad --nameserver {text!r}: give an IP address, optionally with :port") from None
-    return host, port
-
-
-def parse_duration(text: str, option: str) -> float:
-    """Seconds from `5`, `2.5`, `500ms`, `10s`, `2m`; positive and at most a day."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text or "")
-    if not match:
-        raise UsageError(f"bad {option} {text!r}: give a duration like 5, 2.5s, 500ms or 2m")
-    value = float(match.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
-    if value <= 0 or value > 86400:
-        raise UsageError(f"bad {option} {text!r}: must be more than 0 and at most 24h: "
-                         "give a duration like 5, 2.5s, 500ms or 2m")
-    return value
-
-
 def parse_properties(pairs: Iterable[str], files: Iterable[str] = ()) -> dict[str, str]:
     """Client properties from -F files then -X pairs (later wins, as with kcat), under librdkafka's names.
 
@@ -158,18 +118,22 @@ def parse_properties(pairs: Iterable[str], files: Iterable[str] = ()) -> dict[st
     return load(files, pairs).props
 
 
+# Each option's default as its ProbeOptions field holds it (`--timeout 5s` is 5.0 seconds there).
+_FIELD_DEFAULTS: dict[str, Any] = {o.field: o.field_value(o.value) for o in RUN if o.field and o.kind != "list"}
+
+
 @record(kw_only=True)
 class ProbeOptions:
-    """Everything a probe run needs, validated."""
+    """Everything a probe run needs, validated; the options' defaults are their declarations'."""
 
     bootstraps: Sequence[BootstrapAddress]
     props: Mapping[str, str] = field(default_factory=dict)
     nameservers: Sequence[tuple[str, int]] = ()
-    timeout: float = 5.0
-    deadline: float = 30.0
+    timeout: float = _FIELD_DEFAULTS["timeout"]
+    deadline: float = _FIELD_DEFAULTS["deadline"]
     vantage: str | None = None
-    identity: bool = True
-    tls_expiry_days: float = 30.0
+    identity: bool = _FIELD_DEFAULTS["identity"]
+    tls_expiry_days: float = _FIELD_DEFAULTS["tls_expiry_days"]
     compare_nameservers: Sequence[tuple[str, int]] = ()
     # --resolve (advertised name, lower case -> IP) and --connect-to ((name, port) -> (host, port)).
     resolve: Mapping[str, str] = field(default_factory=dict)
@@ -197,8 +161,8 @@ class ListOptions:
     topics: Sequence[str] = ()
     props: Mapping[str, str] = field(default_factory=dict)
     nameservers: Sequence[tuple[str, int]] = ()
-    timeout: float = 5.0
-    deadline: float = 30.0
+    timeout: float = _FIELD_DEFAULTS["timeout"]
+    deadline: float = _FIELD_DEFAULTS["deadline"]
     reachability: bool = False
     internal: bool = True
     # --resolve and --connect-to, as probe takes them: the reachability check dials the mapped address.
@@ -300,76 +264,49 @@ def _remaps(resolve: Iterable[str], connect_to: Iterable[str]) -> tuple[dict[str
     return names, ends
 
 
-def probe_options(
-    *, bootstrap: Iterable[str], props: Iterable[str] = (), prop_files: Iterable[str] = (),
-    nameservers: Iterable[str] = (), timeout: str = "5s", deadline: str = "30s", vantage: str | None = None,
-    identity: bool = True, tls_expiry_days: float = 30.0, compare_nameservers: Iterable[str] = (),
-    resolve: Iterable[str] = (), connect_to: Iterable[str] = (), controllers: Iterable[str] = (),
-    roundtrip: str | None = None, roundtrip_create: bool = False, kcat_default: bool = True,
-    group: str | None = None, transactional_id: str | None = None, topics: Iterable[str] = (),
-    share_group: str | None = None, client_rack: str | None = None,
-) -> ProbeOptions:
-    """The options of `kprobe probe` and `kprobe watch`, as typed.
+def probe_options(*, kcat_default: bool = True, **given: Any) -> ProbeOptions:
+    """The options of `kprobe probe` and `kprobe watch`, as typed, by their parameters (kprobe.option_table.RUN);
+    the ones not given take their declared defaults.
 
     With --controllers, -b may be left out: an admin tool set up with bootstrap.controllers has no
     bootstrap.servers either. `kcat_default`: with no -F, read kcat's own configuration file as kcat
     does (a long-lived exporter passes False: its modules say what they use).
     """
-    controller_addresses = parse_controller_addresses(controllers)
-    addresses, properties, given = _bootstraps_and_props(bootstrap, props, prop_files, kcat_default=kcat_default,
-                                                         required=not controller_addresses)
+    unknown = sorted(set(given) - {o.param for o in RUN})
+    if unknown:
+        raise TypeError(f"probe_options() got unknown options {unknown}")
+    typed = {**defaults(RUN), **given}
+    controller_addresses = parse_controller_addresses(typed["controllers"])
+    addresses, properties, given_props = _bootstraps_and_props(
+        typed["bootstrap"], typed["props"], typed["prop_files"], kcat_default=kcat_default,
+        required=not controller_addresses)
     for address in controller_addresses:
         security_from(properties, address)
-    names, ends = _remaps(resolve, connect_to)
-    if not 0 <= tls_expiry_days <= 3650:
-        raise UsageError(f"bad --tls-expiry-days {tls_expiry_days:g}: give a number of days from 0 to 3650")
-    _check_roundtrip(roundtrip, roundtrip_create, bootstrap=bool(addresses), nameservers=nameservers,
-                     remapped=bool(names or ends))
-    topics = [check_topic_name(t, "--topic") for t in topics]
-    group = _check_key(group, "--group", "a group id")
-    transactional_id = _check_key(transactional_id, "--transactional-id", "a transactional id")
-    share_group = _check_key(share_group, "--share-group", "a share group id")
-    client_rack = _check_key(client_rack, "--client-rack", "a rack")
-    return ProbeOptions(
-        bootstraps=addresses,
-        props=properties,
-        nameservers=[parse_nameserver(n) for n in nameservers],
-        timeout=parse_duration(timeout, "--timeout"),
-        deadline=parse_duration(deadline, "--deadline"),
-        vantage=vantage,
-        identity=identity,
-        tls_expiry_days=tls_expiry_days,
-        compare_nameservers=[parse_nameserver(n) for n in compare_nameservers],
-        resolve=names,
-        connect_to=ends,
-        controllers=controller_addresses,
-        roundtrip=roundtrip,
-        roundtrip_create=roundtrip_create,
-        group=group,
-        transactional_id=transactional_id,
-        share_group=share_group,
-        client_rack=client_rack,
-        topics=tuple(dict.fromkeys(topics)),
-        given_props=given,
-    )
+    names, ends = _remaps(typed["resolve"], typed["connect_to"])
+    # Each option's own check, in the order of the declarations; then the rules between options.
+    fields = {o.field: o.field_value(typed[o.param]) for o in RUN
+              if o.field and (o.check is not None or o.bounds is not None)}
+    _check_roundtrip(typed["roundtrip"], typed["roundtrip_create"], bootstrap=bool(addresses),
+                     nameservers=typed["nameservers"], remapped=bool(names or ends))
+    together: dict[str, Any] = dict(bootstraps=addresses, props=properties, resolve=names, connect_to=ends,
+                                    controllers=controller_addresses, given_props=given_props)
+    plain = {o.field: typed[o.param] for o in RUN if o.field and o.field not in fields and o.field not in together}
+    return ProbeOptions(**together, **fields, **plain)
 
 
-def check_topic_name(topic: str, option: str) -> str:
-    """A topic name as Kafka takes it, or one line saying what one is."""
-    if not topic or len(topic) > 249 or topic in (".", "..") or not re.fullmatch(r"[A-Za-z0-9._-]+", topic):
-        raise UsageError(f"bad {option} {topic!r}: a topic name is 1-249 characters of letters, digits, "
-                         "'.', '_' and '-'")
-    return topic
-
-
-def _check_key(value: str | None, option: str, what: str) -> str | None:
-    """A group or transactional id: any non-empty text a client sends (Kafka takes any string but the empty one)."""
-    if value is None:
-        return None
-    if not value.strip() or len(value) > 32767 or any(ord(c) < 32 for c in value):
-        raise UsageError(f"bad {option} {value!r}: give {what} as your client's configuration has it (non-empty, "
-                         "printable)")
-    return value
+def report_settings(options: ProbeOptions, resolved: object) -> dict[str, Any]:
+    """The report's settings: each option that has a report key, as the run used it, so a report read later
+    says what its verdict assumed. `resolved` (the run's application questions) wins where it has the field:
+    a group named only by group.id in -F is the group the run asked about.
+    """
+    given = options.props if options.given_props is None else options.given_props
+    settings = {}
+    for option in RUN:
+        if option.report is None or option.field is None:
+            continue
+        value = given if option.field == "props" else getattr(resolved, option.field, getattr(options, option.field))
+        settings[option.report] = option.shown(value) if option.shown is not None else value
+    return settings
 
 
 def _check_roundtrip(topic: str | None, create: bool, *, bootstrap: bool, nameservers: Iterable[str],

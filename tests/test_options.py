@@ -1,15 +1,15 @@
 import pytest
 
-from kprobe.config import (
+from kprobe.errors import UsageError
+from kprobe.kafka.security import security_from
+from kprobe.models import BootstrapAddress
+from kprobe.options import (
     parse_address,
     parse_addresses,
     parse_duration,
     parse_nameserver,
     parse_properties,
 )
-from kprobe.errors import UsageError
-from kprobe.kafka.security import security_from
-from kprobe.models import BootstrapAddress
 from kprobe.redaction import is_secret, redact
 
 
