@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from kprobe.findings.catalogue import ERROR, WARNING, finding
 from kprobe.findings.common import unique
 from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
+from kprobe.models.partitions import LISTENER_NOT_FOUND
 from kprobe.net.addresses import format_hostport
 
 
@@ -106,8 +107,6 @@ def duplicate_endpoints(endpoints: Sequence[EndpointResult]) -> list[Finding]:
     return out
 
 
-# Kafka's error code for a partition whose leader has no endpoint on the listener the request came in on.
-LISTENER_NOT_FOUND = 72
 # How many partitions a message names: a cluster-wide gap must not make a report megabytes long.
 _NAMED = 10
 

@@ -12,6 +12,9 @@ from typing import overload
 
 from kprobe.records import record
 
+# Kafka's error code for a partition whose leader has no endpoint on the listener the request came in on:
+# the leader is there, but not for a client of this listener, so the partition is not offline.
+LISTENER_NOT_FOUND = 72
 
 @record(kw_only=True)
 class PartitionInfo:

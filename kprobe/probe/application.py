@@ -37,6 +37,7 @@ from kprobe.models import (
     endpoint_row,
     live_brokers,
 )
+from kprobe.models.partitions import LISTENER_NOT_FOUND, PartitionInfo
 from kprobe.net.addresses import format_hostport
 
 _UNKNOWN_TOPIC, _TOPIC_DENIED = 3, 29
@@ -135,7 +136,7 @@ def _internal(name: str, meta: ClusterMetadata, answer: ApplicationAnswer, setti
         exists = False if asked is not None and asked.error_code == _UNKNOWN_TOPIC else None
         return InternalTopic(name=name, exists=exists, partitions=settings.get(count_key, INTERNAL_DEFAULTS[count_key]),
                              live_brokers=live, replication_factor=replication, min_isr=min_isr, settings_read=read)
-    offline = tuple(p.partition for p in topic.partitions if p.leader < 0)
+    offline = tuple(p.partition for p in topic.partitions if _leaderless(p))
     under = tuple(p.partition for p in topic.partitions
                   if p.leader >= 0 and min_isr is not None and len(p.isrs) < min_isr) if isr_key and read else ()
     return InternalTopic(name=name, exists=True, partitions=len(topic.partitions), live_brokers=live,
@@ -161,6 +162,13 @@ def _coordinator(kind: CoordinatorKind, reply: CoordinatorReply, meta: ClusterMe
                        endpoint=endpoint, status=status)
 
 
+def _leaderless(p: PartitionInfo) -> bool:
+    """No leader: a partition whose leader lacks this listener (LISTENER_NOT_FOUND) has one, up and serving the
+    clients of its other listeners; the listener gap is that partition's finding.
+    """
+    return p.leader < 0 and p.error_code != LISTENER_NOT_FOUND
+
+
 def _named(name: str, topic: TopicInfo | None) -> NamedTopic:
     if topic is None:
         return NamedTopic(name=name, status="error", error="the broker's answer did not mention it")
@@ -168,7 +176,7 @@ def _named(name: str, topic: TopicInfo | None) -> NamedTopic:
         return NamedTopic(name=name, status="not_found", error="UNKNOWN_TOPIC_OR_PARTITION")
     if topic.error_code == _TOPIC_DENIED:
         return NamedTopic(name=name, status="not_authorized", error="TOPIC_AUTHORIZATION_FAILED")
-    leaderless = tuple(p.partition for p in topic.partitions if p.leader < 0)
+    leaderless = tuple(p.partition for p in topic.partitions if _leaderless(p))
     if topic.error_code not in (0, 5):  # LEADER_NOT_AVAILABLE is a leaderless topic, said by partition below
         return NamedTopic(name=name, status="error", error=error_name(topic.error_code))
     status: NamedTopicStatus = "no_leader" if leaderless or not topic.partitions else "ok"

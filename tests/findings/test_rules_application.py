@@ -265,6 +265,22 @@ CASES: list[Case] = [
         topics=(OFFSETS_ONE_OFFLINE, internal(TRANSACTIONS_TOPIC, *ONE_REPLICA_EACH, (1, (1,), (1,)))),
         answer=ApplicationAnswer(settings=SINGLE, groups=(found("billing-0", 1, "192.0.2.11"),)), group="billing-0",
     ),
+    probed(
+        # Broker 3 is up but lacks the listener this bootstrap reached (the lab's PARTIAL): Kafka answers its
+        # partitions with leader -1 and LISTENER_NOT_FOUND. They have a leader; the listener gap is the finding,
+        # and a real client fails on broker 3's partitions alone, so no internal topic is said to be offline.
+        "offsets-partition-led-by-a-broker-without-the-listener-is-not-offline", TWO_LEFT,
+        [("LISTENER_NOT_FOUND", "error", 3, None)],
+        topics=(TopicInfo(OFFSETS_TOPIC, (
+            PartitionInfo(partition=0, leader=1, replicas=(1,), isrs=(1,)),
+            PartitionInfo(partition=1, leader=2, replicas=(2,), isrs=(2,)),
+            PartitionInfo(partition=2, leader=-1, replicas=(3,), isrs=(3,), error_code=72)), is_internal=True),
+            internal(TRANSACTIONS_TOPIC, *ONE_REPLICA_EACH, (1, (1,), (1,))),
+            TopicInfo("orders", (PartitionInfo(partition=0, leader=-1, replicas=(3,), isrs=(3,), error_code=72),))),
+        answer=ApplicationAnswer(settings=SINGLE), named=("orders",),
+        says=[("LISTENER_NOT_FOUND", 3, "message", "__consumer_offsets-2"),
+              ("LISTENER_NOT_FOUND", 3, "message", "orders-0")],
+    ),
     # -- TRANSACTION_LOG_OFFLINE ------------------------------------------------------------------------------------
     probed(
         "transaction-log-partition-offline-without-a-transactional-id", TWO_LEFT,
