@@ -24,7 +24,6 @@ from kprobe.probe.context import RunContext
 from kprobe.probe.pool import run_bounded
 from kprobe.records import replace
 
-EXPIRY_DAYS = 30.0
 DEADLINE_CUT = "not checked before the run's deadline"
 
 
@@ -39,7 +38,7 @@ def _first_open(result: EndpointResult) -> str | None:
 
 
 def check_tls(
-    result: EndpointResult, security: Security, *, timeout: float, expiry_days: float = EXPIRY_DAYS,
+    result: EndpointResult, security: Security, *, timeout: float, expiry_days: float,
     deadline_cut: bool = False,
 ) -> TlsResult:
     """One handshake (two when the chain does not verify: the second only reads the names).
@@ -118,7 +117,7 @@ def _check(result: EndpointResult, address: str, security: Security, timeout: fl
 
 
 def check_all(
-    results: Sequence[EndpointResult], ctx: RunContext, *, expiry_days: float = EXPIRY_DAYS,
+    results: Sequence[EndpointResult], ctx: RunContext, *, expiry_days: float,
 ) -> list[EndpointResult]:
     """TLS for every endpoint of a TLS listener that connects, concurrently, within the deadline.
 
