@@ -21,9 +21,9 @@ from typing import cast
 
 from kprobe.clientprops import kcat_config_file
 from kprobe.errors import UsageError
+from kprobe.hostport import format_hostport, is_ip_literal
 from kprobe.kafka.security import PROTOCOLS, security_from
 from kprobe.models import BootstrapAddress, Protocol
-from kprobe.net.addresses import format_hostport, is_ip_literal
 from kprobe.records import field, record, replace
 
 DEFAULT_PORT = 9092

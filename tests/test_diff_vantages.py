@@ -277,9 +277,9 @@ def test_an_at_sign_in_a_file_name_is_part_of_the_path(tmp_path, monkeypatch):
 
 def test_a_node_advertised_apart_at_two_vantages_has_not_moved():
     """Two vantages told of broker 2 at different endpoints (a listener per network): `vs`, not `->`."""
+    from kprobe.models.compare import Side, compare
     from kprobe.output import diff as diff_output
     from kprobe.output.json_load import from_dict
-    from kprobe.saved.compare import Side, compare
 
     office, vpn = report("office", 0, blackholed=False), report("vpn", 1, blackholed=False)
     vpn["endpoints"][2]["host"] = "127.0.0.39"

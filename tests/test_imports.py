@@ -39,7 +39,7 @@ VERSION = {"kprobe", "kprobe.errors"}  # answered before typer (kprobe/__main__.
 # kprobe.logs: loggers that load `logging` only for a line that can be seen.
 PLAIN = VERSION | {"kprobe.commands", "kprobe.redaction", "kprobe.logs"}
 CLI = PLAIN | {"kprobe.cli"}  # typer's app, for everything else
-REPORT_DATA = {"kprobe.models.*", "kprobe.records", "kprobe.net", "kprobe.net.addresses"}
+REPORT_DATA = {"kprobe.models.*", "kprobe.records", "kprobe.net", "kprobe.hostport"}
 # Options, validated: no client-properties reader without -F, -X or kcat's file; no SASL or OAuth code
 # without SASL (kprobe.kafka.mechanisms names the mechanisms).
 OPTIONS = {"kprobe.config", "kprobe.clientprops", "kprobe.kafka", "kprobe.kafka.security", "kprobe.kafka.mechanisms"}
@@ -85,7 +85,7 @@ COMMANDS: dict[str, tuple[list[str], set[str], set[str]]] = {
                                                        "kprobe.output.kcat"},  # kcat's lines, when one answers
              set()),
     "show": (["show", str(REPORT_A)], SAVED, TYPER),
-    "diff": (["diff", str(REPORT_A), str(REPORT_B)], SAVED | {"kprobe.saved.compare", "kprobe.output.diff"}, TYPER),
+    "diff": (["diff", str(REPORT_A), str(REPORT_B)], SAVED | {"kprobe.models.compare", "kprobe.output.diff"}, TYPER),
     "schema": (["schema"], CLI | REPORT_DATA | {"kprobe.output", "kprobe.output.json_report"}, TYPER),
     # Predicts from the file; resolving its names is the one network step (dnspython, which loads ssl).
     "check": (["check", str(SERVER_PROPERTIES)],

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
 from kprobe.findings.common import Repeat, about, at_brokers, listed, maybe_cluster_name, source_of, unique
+from kprobe.hostport import format_hostport, host_problem, is_loopback_ip, is_loopback_name, port_problem
 from kprobe.models import CLIENTS_CONNECT, SOME_ADDRESSES_FAIL, BootstrapResult, EndpointResult, Finding, Severity
-from kprobe.net.addresses import format_hostport, host_problem, is_loopback_ip, is_loopback_name, port_problem
 from kprobe.net.dualstack import JAVA_SETUP_TIMEOUT, LIBRDKAFKA_SETUP_TIMEOUT, FamilySplit, family_split
 
 _AFTER_BOOTSTRAP = (

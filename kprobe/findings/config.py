@@ -35,6 +35,7 @@ from kprobe.findings.catalogue import ERROR, INFO, SEVERITY_ORDER, WARNING, find
 from kprobe.findings.config_topics import internal_topic_findings
 from kprobe.findings.kubernetes import cluster_name
 from kprobe.findings.shapes import describe_name, external_access
+from kprobe.hostport import is_ip_literal, is_loopback_ip, is_loopback_name
 from kprobe.kafka.listeners import (
     VANTAGE_WORDS,
     WILDCARDS,
@@ -46,7 +47,6 @@ from kprobe.kafka.listeners import (
     Vantage,
 )
 from kprobe.models import DnsResult, Finding, Severity
-from kprobe.net.addresses import is_ip_literal, is_loopback_ip, is_loopback_name
 
 _FAILS = ("unresolvable", "unreachable")
 

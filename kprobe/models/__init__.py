@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from kprobe.hostport import format_hostport
+
 # What an application needs beyond reachable leaders (coordinators, internal topics) lives apart too.
 from kprobe.models.application import (  # noqa: F401
     ASKED_SETTINGS,
@@ -51,7 +53,6 @@ from kprobe.models.partitions import (  # noqa: F401
     RunBuilder,
     run_limit,
 )
-from kprobe.net.addresses import format_hostport
 from kprobe.records import field, record
 
 # The vocabularies of the report contract (docs/report.md), as types: the JSON report and the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kprobe.hostport import format_hostport
 from kprobe.kafka.coordinator_codec import partition_for, reply_error
 from kprobe.kafka.wire import error_name
 from kprobe.models import (
@@ -37,7 +38,6 @@ from kprobe.models import (
     endpoint_row,
     live_brokers,
 )
-from kprobe.net.addresses import format_hostport
 
 _UNKNOWN_TOPIC, _TOPIC_DENIED = 3, 29
 

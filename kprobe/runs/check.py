@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 from kprobe.deployments import read_files
 from kprobe.findings.config import check_deployments, names_to_resolve
+from kprobe.hostport import format_hostport
 from kprobe.kafka.listeners import CheckReport, ListenerCheck, Observation, ObservedStatus, ReachStatus, Vantage
 from kprobe.models import CLIENTS_CONNECT, RESOLVED, BootstrapResult, DnsResult, Report
-from kprobe.net.addresses import format_hostport
 from kprobe.probe.resolve import Resolver, resolve_all
 from kprobe.records import replace
 from kprobe.runs import now_rfc3339, report_id

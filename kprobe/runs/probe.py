@@ -16,6 +16,7 @@ from collections.abc import Callable
 from kprobe.config import ProbeOptions
 from kprobe.findings.catalogue import ERROR
 from kprobe.findings.diagnose import diagnose
+from kprobe.hostport import format_hostport
 from kprobe.logs import logger
 from kprobe.models import (
     CLIENTS_CONNECT,
@@ -31,7 +32,6 @@ from kprobe.models import (
     Vantage,
     questions_from,
 )
-from kprobe.net.addresses import format_hostport
 from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect

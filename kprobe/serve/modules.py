@@ -20,8 +20,8 @@ from typing import Any
 
 from kprobe.config import ProbeOptions, parse_duration, probe_options
 from kprobe.errors import UsageError
+from kprobe.hostport import format_hostport
 from kprobe.models import BootstrapAddress
-from kprobe.net.addresses import format_hostport
 from kprobe.records import field, record
 from kprobe.redaction import is_secret
 from kprobe.serve.allow import TargetPattern, allowed, parse_patterns
