@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("kprobe.models",),  # the data every stage hands on; what differs between two reports (models.compare)
     # the network and the wire; the client configuration files users have (Java, librdkafka)
     ("kprobe.net", "kprobe.kafka", "kprobe.clientprops"),
-    ("kprobe.config", "kprobe.deployments"),  # user input -> validated options; configuration files -> listeners
+    ("kprobe.config", "kprobe.check"),  # user input -> validated options; configuration files -> listener settings
     ("kprobe.probe",),  # the steps: bootstrap, endpoints, resolve, connect, identity, tls
     ("kprobe.findings",),  # pure rules over the steps' results
     ("kprobe.runs",),  # the runs (probe, listing, check)

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import hashlib
 
+from kprobe.check.listeners import Broker, Deployment, Listener
 from kprobe.errors import LabError
 from kprobe.hostport import is_loopback_ip, is_loopback_name
-from kprobe.kafka.listeners import Broker, Deployment, Listener
 from kprobe.lab.forwarder import ForwardSpec
 from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
 
