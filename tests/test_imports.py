@@ -45,7 +45,7 @@ REPORT_DATA = {"kprobe.models.*", "kprobe.records", "kprobe.net", "kprobe.hostpo
 OPTIONS = {"kprobe.config", "kprobe.clientprops", "kprobe.kafka", "kprobe.kafka.security", "kprobe.kafka.mechanisms"}
 # Bootstrap, resolve, connect: the wire client with neither TLS (kprobe.kafka.certs, tlscontext) nor SASL.
 # kprobe.kafka.client_versions: the requests clients send, whose versions every bootstrap's report lists.
-NETWORK = {"kprobe.kafka.connection", "kprobe.kafka.codec", "kprobe.kafka.metadata_codec", "kprobe.kafka.wire",
+NETWORK = {"kprobe.kafka.connection", "kprobe.kafka.exchanges", "kprobe.kafka.codec", "kprobe.kafka.metadata_codec", "kprobe.kafka.wire",
            "kprobe.kafka.client_versions",
            "kprobe.net.sockets", "kprobe.net.dualstack", "kprobe.probe", "kprobe.probe.bootstrap",
            "kprobe.probe.context", "kprobe.probe.pool", "kprobe.probe.resolve", "kprobe.probe.endpoints",
