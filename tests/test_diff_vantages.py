@@ -1,11 +1,9 @@
 """`kprobe diff` over one `--out` directory that several vantages write to (the layout the docs recommend).
 
-Issue 34, item 4: `kprobe diff reports/ reports/` compared the newest report with itself and said
-SAME; `--vantage` filtered both sides, so a report piped in from another vantage was "no kprobe
-report in - matches the filters"; and the words spoke of time ("appeared", "went away") between
-two vantages that were seen at once. Each side now picks its vantage (`DIR@VANTAGE`,
-`--a-vantage`/`--b-vantage`), a report is never silently compared with itself, and two vantages
-read side by side ("only at A"), one vantage at two times before and after.
+Each side picks its vantage (`DIR@VANTAGE`, `--a-vantage`/`--b-vantage`), so that a report piped in
+from another vantage is found and `kprobe diff reports/ reports/` does not compare the newest report
+with itself; a report is never silently compared with itself; and two vantages, seen at once, read
+side by side ("only at A"), while one vantage at two times reads before and after ("appeared").
 
 No broker: the reports are a real one recorded from the lab (tests/data/reports), written in
 `--out`'s layout with the vantage, time and verdict of each run changed, as tests/test_show.py does.
