@@ -26,8 +26,8 @@ from kprobe.records import field, record
 
 Kind = Literal["properties", "compose", "strimzi", "bitnami"]
 Platform = Literal["host", "compose", "kubernetes"]
-# The network a client stands on, for which a listener's reach is predicted (the report's "vantage" of a
-# prediction; not kprobe.models.Vantage, the machine a probe ran on). `here` is this machine for a
+# The network a client stands on, for which a listener's reach is predicted (the "vantage" of a prediction in
+# check's JSON; not the report's vantage in kprobe.models, the machine a probe ran on). `here` is this machine for a
 # server.properties (its network is not in the file); `docker-host` is the machine running Compose,
 # reaching containers through published ports.
 ClientNetwork = Literal["compose-network", "docker-host", "cluster", "outside", "here"]
