@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kprobe.kafka.connection import fetch_and_identify
+from kprobe.kafka.exchanges import fetch_and_identify
 from kprobe.lab import start_lab
 from kprobe.lab.decoys import Blackhole
 from kprobe.models import Endpoint

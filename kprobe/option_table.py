@@ -148,13 +148,13 @@ def _key(what: str) -> Callable[[str | None, str], str | None]:
 
 
 def _hostports(pairs: Iterable[tuple[str, int]]) -> list[str]:
-    from kprobe.net.addresses import format_hostport
+    from kprobe.hostport import format_hostport
 
     return [format_hostport(host, port) for host, port in pairs]
 
 
 def _connect_to(ends: dict[tuple[str, int], tuple[str, int]]) -> dict[str, str]:
-    from kprobe.net.addresses import format_hostport
+    from kprobe.hostport import format_hostport
 
     return {format_hostport(*k): format_hostport(*v) for k, v in ends.items()}
 

@@ -22,9 +22,9 @@ from typing import Any, cast
 
 from kprobe.clientprops import kcat_config_file
 from kprobe.errors import UsageError
+from kprobe.hostport import format_hostport, is_ip_literal
 from kprobe.kafka.security import PROTOCOLS, security_from
 from kprobe.models import BootstrapAddress, Protocol
-from kprobe.net.addresses import format_hostport, is_ip_literal
 from kprobe.option_table import RUN, check_topic_name, defaults, parse_duration, parse_nameserver, parse_port
 from kprobe.records import field, record, replace
 

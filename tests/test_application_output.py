@@ -24,12 +24,12 @@ from report_check import validate
 
 from kprobe.findings.diagnose import diagnose
 from kprobe.models import CLIENTS_CONNECT
+from kprobe.models.compare import Side, compare
 from kprobe.output import diff as diff_output
 from kprobe.output import markdown, prometheus, text
 from kprobe.output.json_load import from_dict
 from kprobe.output.json_report import to_dict
 from kprobe.records import replace
-from kprobe.saved.compare import Side, compare
 
 DATA = Path(__file__).resolve().parent / "data" / "reports"
 BLACKHOLED = json.loads((DATA / "2026-11-23-7c779c2-blackholed.json").read_text())

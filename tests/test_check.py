@@ -329,7 +329,7 @@ def _read_any(documents: list) -> None:
 
     import yaml
 
-    from kprobe.deployments import read_files
+    from kprobe.check.deployments import read_files
     from kprobe.errors import UsageError
 
     with tempfile.TemporaryDirectory() as directory:

@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 from cli_runner import run_cli
 
-from kprobe.deployments import read_files
+from kprobe.check.deployments import read_files
 from kprobe.lab.from_config import forward_name, scenario_from
 from kprobe.lab.native import NativeLab, running_jvms
 

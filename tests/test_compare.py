@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from kprobe.models.compare import Side, compare
 from kprobe.output import diff as diff_output
 from kprobe.output.json_load import from_dict
-from kprobe.saved.compare import Side, compare
 
 BASE = json.loads((Path(__file__).resolve().parent / "data" / "reports" /
                    "2026-11-23-7c779c2-blackholed.json").read_text())

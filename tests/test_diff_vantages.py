@@ -1,11 +1,9 @@
 """`kprobe diff` over one `--out` directory that several vantages write to (the layout the docs recommend).
 
-Issue 34, item 4: `kprobe diff reports/ reports/` compared the newest report with itself and said
-SAME; `--vantage` filtered both sides, so a report piped in from another vantage was "no kprobe
-report in - matches the filters"; and the words spoke of time ("appeared", "went away") between
-two vantages that were seen at once. Each side now picks its vantage (`DIR@VANTAGE`,
-`--a-vantage`/`--b-vantage`), a report is never silently compared with itself, and two vantages
-read side by side ("only at A"), one vantage at two times before and after.
+Each side picks its vantage (`DIR@VANTAGE`, `--a-vantage`/`--b-vantage`), so that a report piped in
+from another vantage is found and `kprobe diff reports/ reports/` does not compare the newest report
+with itself; a report is never silently compared with itself; and two vantages, seen at once, read
+side by side ("only at A"), while one vantage at two times reads before and after ("appeared").
 
 No broker: the reports are a real one recorded from the lab (tests/data/reports), written in
 `--out`'s layout with the vantage, time and verdict of each run changed, as tests/test_show.py does.
@@ -277,9 +275,9 @@ def test_an_at_sign_in_a_file_name_is_part_of_the_path(tmp_path, monkeypatch):
 
 def test_a_node_advertised_apart_at_two_vantages_has_not_moved():
     """Two vantages told of broker 2 at different endpoints (a listener per network): `vs`, not `->`."""
+    from kprobe.models.compare import Side, compare
     from kprobe.output import diff as diff_output
     from kprobe.output.json_load import from_dict
-    from kprobe.saved.compare import Side, compare
 
     office, vpn = report("office", 0, blackholed=False), report("vpn", 1, blackholed=False)
     vpn["endpoints"][2]["host"] = "127.0.0.39"

@@ -28,7 +28,7 @@ import pytest
 from cli_runner import run_cli
 from measured_run import measured
 
-from kprobe.net.addresses import host_problem
+from kprobe.hostport import host_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = sorted((ROOT / "tests" / "data" / "reports").glob("*.json"))

@@ -41,13 +41,13 @@ VERSION = {"kprobe", "kprobe.errors"}  # answered before typer (kprobe/__main__.
 PLAIN = VERSION | {"kprobe.cli", "kprobe.cli.plain", "kprobe.cli.errors", "kprobe.cli.probe", "kprobe.option_table",
                    "kprobe.redaction", "kprobe.logs"}
 CLI = PLAIN | {"kprobe.cli.*"}  # typer's app and its commands' modules, for everything else
-REPORT_DATA = {"kprobe.models.*", "kprobe.records", "kprobe.net", "kprobe.net.addresses"}
+REPORT_DATA = {"kprobe.models.*", "kprobe.records", "kprobe.net", "kprobe.hostport"}
 # Options, validated: no client-properties reader without -F, -X or kcat's file; no SASL or OAuth code
 # without SASL (kprobe.kafka.mechanisms names the mechanisms).
 OPTIONS = {"kprobe.options", "kprobe.clientprops", "kprobe.kafka", "kprobe.kafka.security", "kprobe.kafka.mechanisms"}
 # Bootstrap, resolve, connect: the wire client with neither TLS (kprobe.kafka.certs, tlscontext) nor SASL.
 # kprobe.kafka.client_versions: the requests clients send, whose versions every bootstrap's report lists.
-NETWORK = {"kprobe.kafka.connection", "kprobe.kafka.codec", "kprobe.kafka.metadata_codec", "kprobe.kafka.wire",
+NETWORK = {"kprobe.kafka.connection", "kprobe.kafka.exchanges", "kprobe.kafka.codec", "kprobe.kafka.metadata_codec", "kprobe.kafka.wire",
            "kprobe.kafka.client_versions",
            "kprobe.net.sockets", "kprobe.net.dualstack", "kprobe.probe", "kprobe.probe.bootstrap",
            "kprobe.probe.context", "kprobe.probe.pool", "kprobe.probe.resolve", "kprobe.probe.endpoints",
@@ -87,15 +87,15 @@ COMMANDS: dict[str, tuple[list[str], set[str], set[str]]] = {
                                                        "kprobe.output.kcat"},  # kcat's lines, when one answers
              set()),
     "show": (["show", str(REPORT_A)], SAVED, TYPER),
-    "diff": (["diff", str(REPORT_A), str(REPORT_B)], SAVED | {"kprobe.saved.compare", "kprobe.output.diff"}, TYPER),
+    "diff": (["diff", str(REPORT_A), str(REPORT_B)], SAVED | {"kprobe.models.compare", "kprobe.output.diff"}, TYPER),
     "schema": (["schema"], CLI | REPORT_DATA | {"kprobe.output", "kprobe.output.json_report"}, TYPER),
     # Predicts from the file; resolving its names is the one network step (dnspython, which loads ssl).
     "check": (["check", str(SERVER_PROPERTIES)],
-              CLI | REPORT_DATA | OPTIONS | {"kprobe.runs", "kprobe.runs.check", "kprobe.deployments",
-                                             "kprobe.deployments.common", "kprobe.deployments.properties",
-                                             "kprobe.clientprops.javaprops", "kprobe.kafka.listeners",
+              CLI | REPORT_DATA | OPTIONS | {"kprobe.runs", "kprobe.runs.check", "kprobe.check", "kprobe.check.deployments",
+                                             "kprobe.check.deployments.common", "kprobe.check.deployments.properties",
+                                             "kprobe.clientprops.javaprops", "kprobe.check.listeners",
                                              "kprobe.findings", "kprobe.findings.catalogue", "kprobe.findings.common",
-                                             "kprobe.findings.config", "kprobe.findings.config_topics",
+                                             "kprobe.findings.check", "kprobe.findings.check_topics",
                                              "kprobe.findings.kubernetes",
                                              "kprobe.findings.shapes", "kprobe.probe", "kprobe.probe.pool",
                                              "kprobe.probe.resolve", "kprobe.output", "kprobe.output.check",

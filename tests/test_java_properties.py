@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kprobe.check.deployments.properties import logical_lines, parse_properties, read_properties
 from kprobe.clientprops.javaprops import java_logical_lines, parse_java_properties
-from kprobe.deployments.properties import logical_lines, parse_properties, read_properties
 from kprobe.errors import UsageError
 
 JAVA_SOURCE = r"""

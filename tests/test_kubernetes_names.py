@@ -1,4 +1,4 @@
-"""What a name or an address says before anything is sent to it (kprobe/findings/kubernetes.py, kprobe/net/addresses.py).
+"""What a name or an address says before anything is sent to it (kprobe/findings/kubernetes.py, kprobe/hostport.py).
 
 Every name is one the operators' own documentation prints:
 - Strimzi (strimzi-kafka-operator, `useServiceDnsDomain` in the API reference; the advertised.listeners examples in
@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from kprobe.findings.kubernetes import ClusterName, cluster_name
-from kprobe.net.addresses import address_class
+from kprobe.hostport import address_class
 
 NAMES = [
     # (host, operator, cluster, pool, namespace, pod, index, kubectl target)

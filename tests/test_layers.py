@@ -17,15 +17,15 @@ ROOT = Path(__file__).resolve().parent.parent / "kprobe"
 LAYERS: list[tuple[str, ...]] = [
     # plain facts every layer shares, on the standard library alone (test_the_base_is_plain)
     ("kprobe", "kprobe.errors", "kprobe.redaction", "kprobe.paths", "kprobe.private", "kprobe.maven",
-     "kprobe.net.addresses", "kprobe.records", "kprobe.logs"),
-    ("kprobe.models",),  # the data every stage hands on
+     "kprobe.hostport", "kprobe.records", "kprobe.logs"),
+    ("kprobe.models",),  # the data every stage hands on; what differs between two reports (models.compare)
     # the network and the wire; the client configuration files users have (Java, librdkafka)
     ("kprobe.net", "kprobe.kafka", "kprobe.clientprops"),
-    # user input: the options' declarations, then validated options; configuration files -> listeners
-    ("kprobe.option_table", "kprobe.options", "kprobe.deployments"),
+    # user input: the options' declarations, then validated options; configuration files -> listener settings
+    ("kprobe.option_table", "kprobe.options", "kprobe.check"),
     ("kprobe.probe",),  # the steps: bootstrap, endpoints, resolve, connect, identity, tls
     ("kprobe.findings",),  # pure rules over the steps' results
-    ("kprobe.runs", "kprobe.saved.compare"),  # the runs (probe, listing, check); what differs between two reports
+    ("kprobe.runs",),  # the runs (probe, listing, check)
     ("kprobe.output",),  # formatters
     ("kprobe.delivery.publish",),
     ("kprobe.delivery", "kprobe.saved"),  # written, printed, published; saved reports read back and shown
@@ -109,7 +109,7 @@ def test_no_top_level_module_outside_the_entry_and_the_base():
     every stage lives in a package named for it (runs, saved, delivery, net, ...).
     """
     top = sorted(p.stem for p in ROOT.glob("*.py"))
-    assert top == ["__init__", "__main__", "errors", "logs", "maven", "option_table", "options", "paths", "private",
+    assert top == ["__init__", "__main__", "errors", "hostport", "logs", "maven", "option_table", "options", "paths", "private",
                    "records", "redaction"], top
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from report_check import validate
 
-from kprobe.kafka.connection import KafkaConnection, identify
+from kprobe.kafka.connection import KafkaConnection
+from kprobe.kafka.exchanges import identify
 from kprobe.lab.native import NativeLab
 
 UNRESOLVABLE = "ip-10-0-1-23.ec2.internal"

@@ -24,7 +24,7 @@ import subprocess
 from cli_runner import run_cli
 from report_check import validate
 
-from kprobe.kafka.connection import fetch_and_identify
+from kprobe.kafka.exchanges import fetch_and_identify
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import WireError
 from kprobe.lab.sni_proxy import DEFAULT_BODY

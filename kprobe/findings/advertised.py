@@ -11,8 +11,16 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
 from kprobe.findings.common import Repeat, about, at_brokers, listed, maybe_cluster_name, source_of, unique
-from kprobe.models import CLIENTS_CONNECT, SOME_ADDRESSES_FAIL, BootstrapResult, EndpointResult, Finding, Severity
-from kprobe.net.addresses import format_hostport, host_problem, is_loopback_ip, is_loopback_name, port_problem
+from kprobe.hostport import format_hostport, host_problem, is_loopback_ip, is_loopback_name, port_problem
+from kprobe.models import (
+    CLIENTS_CONNECT,
+    NO_FAILURE_SEEN,
+    SOME_ADDRESSES_FAIL,
+    BootstrapResult,
+    EndpointResult,
+    Finding,
+    Severity,
+)
 from kprobe.net.dualstack import JAVA_SETUP_TIMEOUT, LIBRDKAFKA_SETUP_TIMEOUT, FamilySplit, family_split
 
 _AFTER_BOOTSTRAP = (
@@ -58,7 +66,7 @@ def working_bootstraps(bootstraps: Sequence[BootstrapResult],
     A bootstrap works when it answered with the cluster's id and every endpoint it advertises works
     (`_works`). Why: probing two listeners of one cluster, one advertising a name that does not resolve
     here and the other usable, the fix that changes nothing on the brokers is to bootstrap with the
-    usable one (issue 34); a listener change comes second.
+    usable one; a listener change comes second.
     """
     results = {(src, r.endpoint.node_id, r.endpoint.host, r.endpoint.port): r
                for r in endpoints for src in r.endpoint.advertised_by}
@@ -221,7 +229,7 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
         boot_port = int(src.rsplit(":", 1)[1])
         if b.connected_to in dns.addresses and ep.port != boot_port:
             # A warning only where the endpoint fails; one the deadline cut has shown nothing yet.
-            severity: Severity = INFO if result.status in ("reachable", "degraded", "unchecked") else WARNING
+            severity: Severity = INFO if result.status in NO_FAILURE_SEEN else WARNING
             fix = (f"If {src} is a mapped port, set advertised.listeners of that listener to the mapped "
                    f"host:port ({src}).")
             repeat((fix,), _port_together(src, fix), "PORT_DIFFERS_FROM_BOOTSTRAP", severity,
@@ -405,7 +413,7 @@ def hosts_file_finding(endpoints: Sequence[EndpointResult]) -> list[Finding]:
     """RESOLVED_ONLY_VIA_HOSTS_FILE, once for every name it concerns: one cause, one fix, however many brokers.
 
     Three brokers named in this machine's hosts file are one set-up to change, not three problems:
-    a finding per endpoint said the same thing three times (issue 20). A single endpoint keeps its
+    a finding per endpoint would say the same thing three times. A single endpoint keeps its
     node and endpoint; several are listed in the message.
     """
     hit = sorted((r for r in endpoints if _hosts_file_only(r)), key=lambda r: (r.endpoint.node_id, r.endpoint.host))

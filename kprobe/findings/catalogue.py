@@ -273,7 +273,7 @@ CATALOGUE: dict[str, Kind] = {
     "NO_TOPICS_VISIBLE": Kind(
         "application", (WARNING,), "A SASL principal sees no topic at all",
         "Its clients get TOPIC_AUTHORIZATION_FAILED for every topic they name."),
-    # kprobe check: judged from the listener settings alone, before anything runs (kprobe/findings/config.py).
+    # kprobe check: judged from the listener settings alone, before anything runs (kprobe/findings/check.py).
     "ADVERTISED_WILDCARD": Kind(
         "config", (ERROR,), "A listener advertises 0.0.0.0 or ::",
         "Nothing: Kafka refuses to start (advertised.listeners cannot use the nonroutable meta-address)."),
@@ -300,7 +300,7 @@ CATALOGUE: dict[str, Kind] = {
     "ADVERTISED_AT_DEPLOY": Kind(
         "config", (INFO,), "An advertised address is decided when the platform deploys (a load balancer's, a node's)",
         "Unknown until deployed: probe it then."),
-    # kprobe check's internal topics, against the brokers the file runs (kprobe/findings/config_topics.py).
+    # kprobe check's internal topics, against the brokers the file runs (kprobe/findings/check_topics.py).
     "INTERNAL_TOPIC_REPLICATION_ABOVE_BROKERS": Kind(
         "config", (ERROR, WARNING),
         "An internal topic's replication factor exceeds the brokers the configuration runs",

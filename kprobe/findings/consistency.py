@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 from kprobe.findings.catalogue import ERROR, WARNING, finding
 from kprobe.findings.common import unique
+from kprobe.hostport import format_hostport
 from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
 from kprobe.models.partitions import LISTENER_NOT_FOUND
-from kprobe.net.addresses import format_hostport
 
 
 def consistency_findings(bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult]) -> list[Finding]:

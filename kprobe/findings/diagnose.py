@@ -21,6 +21,7 @@ from kprobe.findings.catalogue import INFO, SEVERITY_ORDER, WARNING, finding
 from kprobe.findings.common import Repeat, merge_repeats
 from kprobe.findings.consistency import consistency_findings
 from kprobe.findings.identity import identity_findings
+from kprobe.hostport import is_loopback_ip, is_loopback_name
 from kprobe.models import (
     Application,
     BootstrapResult,
@@ -29,7 +30,6 @@ from kprobe.models import (
     Finding,
     Roundtrip,
 )
-from kprobe.net.addresses import is_loopback_ip, is_loopback_name
 
 
 def diagnose(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from kprobe.findings.catalogue import ERROR, WARNING, finding
 from kprobe.findings.common import source_of
+from kprobe.hostport import format_hostport
 from kprobe.models import BootstrapResult, EndpointResult, Finding
-from kprobe.net.addresses import format_hostport
 
 
 def identity_findings(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> list[Finding]:

@@ -5,7 +5,7 @@ the same errors as anyone else (a name that does not resolve, a connect that tim
 and the fix are the set-up's: one forward can never serve a cluster whose brokers advertise their
 cluster-internal names, a node port advertised under the node's internal address reaches no one outside,
 and with an operator the fix is the operator's setting, never server.properties (which the operator
-rewrites). These rules read the names and addresses (kprobe.findings.kubernetes, kprobe.net.addresses) and explain.
+rewrites). These rules read the names and addresses (kprobe.findings.kubernetes, kprobe.hostport) and explain.
 
 Severities keep the exit code honest: a shape finding appears only beside the endpoint errors it
 explains (PORT_FORWARD_INCOMPLETE, an error, only when cluster-internal names fail), or as a warning
@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from kprobe.findings.catalogue import ERROR, INFO, WARNING, finding
 from kprobe.findings.common import about, listed, source_of, unique
 from kprobe.findings.kubernetes import ClusterName, Operator, cluster_name
+from kprobe.hostport import AddressClass, address_class, is_loopback_ip, is_loopback_name
 from kprobe.models import BootstrapResult, EndpointResult, Finding, Severity
-from kprobe.net.addresses import AddressClass, address_class, is_loopback_ip, is_loopback_name
 
 _FAILED = ("unresolvable", "unreachable")
 # The first local address handed to a per-broker forward: 127.0.0.1 usually holds the bootstrap's own.

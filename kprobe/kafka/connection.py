@@ -1,5 +1,7 @@
-"""One connection to one broker address, speaking just enough Kafka: ApiVersions, SASL (PLAIN,
-SCRAM, OAUTHBEARER), Metadata and DescribeConfigs.
+"""One connection to one broker address, speaking just enough Kafka: the socket, TLS, framing,
+ApiVersions, SASL (PLAIN, SCRAM, OAUTHBEARER) and the few requests kprobe sends (Metadata,
+DescribeConfigs, DescribeCluster). What the probe asks over it, in which order, and what it makes of
+the answers is `kprobe.kafka.exchanges`.
 
 Why not confluent-kafka here: since librdkafka 2.10 a client drops the bootstrap broker once
 a Metadata response lists only brokers it cannot reach, so `list_topics()` mostly times out in
@@ -18,7 +20,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kprobe.kafka import codec
@@ -26,7 +28,6 @@ from kprobe.kafka.security import Security
 from kprobe.kafka.wire import Reader, WireError
 from kprobe.models import ClusterMetadata, Protocol, TlsFailure
 from kprobe.net.sockets import classify_os_error, family_of
-from kprobe.records import record, replace
 
 if TYPE_CHECKING:
     from kprobe.kafka import sasl
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 # authenticator, which only SASL listeners run) answers it with this error and no mechanisms, and
 # the connection stays usable (measured on Kafka 4.1.1: the Metadata after it is answered).
 ILLEGAL_SASL_STATE = 34
-# SaslHandshake's answers from a SASL listener: success, or the mechanism refused; both list the enabled ones.
-_SASL_ANSWERS = (0, 33)
 # TLS alerts (OpenSSL's names, after `_ALERT_`) with which a server refuses the client's certificate
 # (RFC 8446 section 6.2). Without a certificate sent, only those that can mean "none was sent" count.
 _REFUSED_ALERTS = frozenset({"UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN", "CERTIFICATE_EXPIRED",
@@ -350,181 +349,3 @@ class KafkaConnection:
         reader = self.request(codec.API_METADATA, version,
                               codec.encode_metadata_request(version, topics, auto_create), version >= 9)
         return codec.decode_metadata(reader, version)
-
-
-def identify(conn: KafkaConnection, expected: int) -> tuple[int | None, str | None]:
-    """Which node answers on this connection: (node id, None) or (None, why not known).
-
-    One DescribeConfigs request for the BROKER resource `expected`; `codec.node_from_describe`
-    reads the answer.
-    """
-    if codec.API_DESCRIBE_CONFIGS not in conn.api_versions:
-        return None, "the broker does not offer DescribeConfigs"
-    try:
-        code, message, configs = conn.describe_broker(expected)
-    except WireError as exc:
-        return None, f"DescribeConfigs failed: {exc}"
-    return codec.node_from_describe(expected, code, message, configs)
-
-
-def fetch_and_identify(
-    address: str,
-    port: int,
-    *,
-    timeout: float,
-    deadline: float | None = None,
-    security: Security | None = None,
-    server_hostname: str | None = None,
-    topics: Sequence[str] | None = None,
-    identity: bool = True,
-    expected: int | None = None,
-    auto_create: bool = False,
-    then: Callable[[KafkaConnection, ClusterMetadata, int | None], None] | None = None,
-) -> tuple[ClusterMetadata, int | None, str | None]:
-    """Metadata, then (if asked) which node answered, on one connection.
-
-    `expected` is the node id to ask about; by default the first advertised broker. `auto_create`: ask
-    for `topics` as a producer does (codec.encode_metadata_request says when that is wanted). `then` is
-    called last with the open connection, the answer and the node id, for the questions that follow
-    the metadata on the same connection (kprobe.kafka.coordinators).
-    """
-    sec = security or Security()
-    with KafkaConnection(
-        address, port, timeout=timeout, deadline=deadline, security=sec,
-        server_hostname=server_hostname,
-    ) as conn:
-        conn.open()
-        if codec.is_controller_listener(conn.api_versions):
-            # A Metadata request would only get the connection closed: say what answers instead.
-            node_id, _ = identify(conn, expected if expected is not None else 0) if identity else (None, None)
-            raise WireError("controller", "a KRaft controller listener answers here"
-                            + (f" (node {node_id})" if node_id is not None else "")
-                            + ": it offers no Metadata, so clients fail with \"The node does not support METADATA\"",
-                            awaiting_response=True, node_id=node_id)
-        try:
-            meta = conn.metadata(topics, auto_create)
-        except WireError as exc:
-            if exc.kind == "closed" and not sec.uses_sasl:
-                exc.closed_without_sasl = True  # a SASL listener does this: the caller may ask it (ask_listener)
-            if exc.kind == "timeout" and exc.awaiting_response and not exc.deadline:
-                exc.metadata_stalled = True  # ApiVersions (and SASL) answered here: only this answer is missing
-            raise
-        meta = replace(meta, local_address=conn.local_address())
-        node_id, why = None, None
-        if identity:
-            ask = expected if expected is not None else (meta.brokers[0].node_id if meta.brokers else 0)
-            node_id, why = identify(conn, ask)
-        if then is not None:
-            then(conn, meta, node_id)
-        return meta, node_id, why
-
-
-def small_metadata(
-    address: str,
-    port: int,
-    *,
-    timeout: float,
-    deadline: float | None = None,
-    security: Security | None = None,
-    server_hostname: str | None = None,
-) -> tuple[ClusterMetadata, int]:
-    """Brokers-only Metadata on a fresh connection: (the answer, the largest response read, in bytes).
-
-    Asked after a full Metadata answer stalled where ApiVersions answered: a Metadata request for no
-    topic is a few hundred bytes, so when it arrives and the full one does not, the path loses large
-    packets (a path-MTU black hole), and the brokers it lists are still what clients connect to. Then
-    `pathmtu.climb` asks for larger answers on the same connection until one is lost, so the size
-    returned bounds the path MTU (at most one more timeout).
-    """
-    from kprobe.kafka.pathmtu import climb
-
-    sec = security or Security()
-    with KafkaConnection(address, port, timeout=timeout, deadline=deadline, security=sec,
-                         server_hostname=server_hostname) as conn:
-        conn.open()
-        meta = conn.metadata([])
-        largest = climb(conn)
-        return replace(meta, local_address=conn.local_address()), largest
-
-
-def fetch_controllers(
-    address: str,
-    port: int,
-    *,
-    timeout: float,
-    deadline: float | None = None,
-    security: Security | None = None,
-    server_hostname: str | None = None,
-    identity: bool = True,
-    expected: int | None = None,
-) -> tuple[codec.DescribedCluster | None, dict[int, tuple[int, int]], int | None, str | None]:
-    """What a controller listener says of the quorum (KIP-919), on one connection, as an admin client asks it.
-
-    ApiVersions, SASL when configured, DescribeCluster for controllers, then (if asked) which node
-    answered: (the answer, or None when the node offers no DescribeCluster v1; the ApiVersions map;
-    node id; why the node is unknown). `expected` is
-    the node id to ask about; by default the first controller described.
-    """
-    sec = security or Security()
-    with KafkaConnection(
-        address, port, timeout=timeout, deadline=deadline, security=sec, server_hostname=server_hostname,
-    ) as conn:
-        versions = conn.open()
-        if codec.describe_cluster_version(versions) is None:
-            # Nothing to ask (None): the caller tells a pre-3.7 controller from a broker by the map.
-            return None, versions, None, None
-        described = conn.describe_cluster(codec.ENDPOINT_TYPE_CONTROLLERS)
-        if not identity:
-            return described, versions, None, None
-        ask = expected if expected is not None else (described.nodes[0].node_id if described.nodes else 0)
-        node_id, why = identify(conn, ask)
-        return described, versions, node_id, why
-
-
-@record
-class ListenerAnswer:
-    """What a listener said of itself on a connection of its own: which security.protocol it wants.
-
-    `protocol` is None when it answered ApiVersions but not SaslHandshake in a way that tells;
-    `mechanisms` are the SASL mechanisms it enabled (a SASL listener lists them).
-    """
-
-    protocol: Protocol | None
-    mechanisms: tuple[str, ...] = ()
-
-
-def ask_listener(
-    address: str,
-    port: int,
-    *,
-    timeout: float,
-    deadline: float,
-    security: Security,
-    server_hostname: str | None = None,
-) -> ListenerAnswer | None:
-    """Ask a listener which security.protocol it wants: ApiVersions, then SaslHandshake v1 for PLAIN.
-
-    Only for a bootstrap whose first try failed in a way a protocol mismatch explains, on a new
-    connection (the failed one is closed): `security` decides only whether to speak TLS first. A
-    SASL listener answers SaslHandshake with its enabled mechanisms (success, or
-    UNSUPPORTED_SASL_MECHANISM and the list); a listener without SASL with ILLEGAL_SASL_STATE.
-    Nothing is authenticated: the connection is closed after the answer. None: no Kafka answer at
-    all (the connection, TLS or ApiVersions failed). Bounded by `timeout` per request and `deadline`.
-    """
-    tls = security.uses_tls
-    with KafkaConnection(address, port, timeout=timeout, deadline=deadline, security=security,
-                         server_hostname=server_hostname) as conn:
-        try:
-            conn.connect()
-            conn.negotiate()
-        except WireError:
-            return None
-        try:
-            code, offered = conn.sasl_handshake("PLAIN")
-        except WireError:
-            return ListenerAnswer(None)
-    if code in _SASL_ANSWERS and offered:
-        return ListenerAnswer("SASL_SSL" if tls else "SASL_PLAINTEXT", tuple(offered))
-    if code == ILLEGAL_SASL_STATE:
-        return ListenerAnswer("SSL" if tls else "PLAINTEXT")
-    return ListenerAnswer(None)

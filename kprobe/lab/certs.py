@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from kprobe.errors import LabError
-from kprobe.net.addresses import is_ip_literal
+from kprobe.hostport import is_ip_literal
 from kprobe.records import record
 
 _CURVE = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import hashlib
 
+from kprobe.check.listeners import Broker, Deployment, Listener
 from kprobe.errors import LabError
-from kprobe.kafka.listeners import Broker, Deployment, Listener
+from kprobe.hostport import is_loopback_ip, is_loopback_name
 from kprobe.lab.forwarder import ForwardSpec
 from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
-from kprobe.net.addresses import is_loopback_ip, is_loopback_name
 
 # Where `localhost` goes for a client in another container: an address of loopback nothing listens on.
 CONTAINER_LOOPBACK = "127.0.0.254"

@@ -272,7 +272,7 @@ class NativeLab(RunningLab):
         inter-broker listener, which every broker has (a Metadata answer names only the brokers that have
         the listener it came in on); where that listener needs TLS or SASL, the ports are all there is.
         """
-        from kprobe.kafka.connection import fetch_and_identify
+        from kprobe.kafka.exchanges import fetch_and_identify
         from kprobe.kafka.wire import WireError
 
         listener = next(rl for rl in self.nodes[node_id].listeners.values() if rl.spec.inter_broker)

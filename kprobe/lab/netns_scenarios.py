@@ -55,8 +55,11 @@ def public(node_id: int) -> str:
 
 
 @record
-class Vantage:
+class ClientNamespace:
     """A client's network: a namespace with a link to the router and the routes it has.
+
+    What the lab's scenarios and `kprobe lab exec` call a vantage; not kprobe.models.Vantage (the
+    machine a report was made on), though a probe run inside one reports from it.
 
     `routes` are destinations reached through the router ("default" for everything): a laptop on
     the internet routes only the public range, a host in the VPC (or behind its VPN) everything.
@@ -81,7 +84,7 @@ class NetnsScenario:
     name: str
     summary: str
     cluster: Scenario
-    vantages: tuple[Vantage, ...]
+    vantages: tuple[ClientNamespace, ...]
     rules: str = ""
     story: str = ""
     # A "monitoring" network with its own collector broker (and its reports topic, made at start since
@@ -96,7 +99,7 @@ class NetnsScenario:
             return {COLLECTOR_NAME: COLLECTOR}
         return self.vantage(name).hosts
 
-    def vantage(self, name: str) -> Vantage:
+    def vantage(self, name: str) -> ClientNamespace:
         """The vantage of that name, or a usage error naming the ones there are."""
         for vantage in self.vantages:
             if vantage.name == name:
@@ -162,9 +165,9 @@ def _filter(hook: str, priority: str, rule: str) -> str:
             + priority + "; policy accept;\n    " + rule + "\n  }}\n}}\n")
 
 
-_LAPTOP_PUBLIC = Vantage("laptop", f"{LB}:{PORT}", routes=(PUBLIC_NET,), hosts={"kafka.example.test": LB},
-                         note="on the internet: routes only the public range")
-_VPC = Vantage("vpc", f"{private(1)}:{PORT}", note="inside the VPC: routes everything")
+_LAPTOP_PUBLIC = ClientNamespace("laptop", f"{LB}:{PORT}", routes=(PUBLIC_NET,), hosts={"kafka.example.test": LB},
+                                 note="on the internet: routes only the public range")
+_VPC = ClientNamespace("vpc", f"{private(1)}:{PORT}", note="inside the VPC: routes everything")
 
 _LB_PRIVATE = NetnsScenario(
     name="lb-private",
@@ -172,8 +175,8 @@ _LB_PRIVATE = NetnsScenario(
     story="The laptop reaches the load balancer (198.19.0.10 DNAT to broker 1); every broker advertises its "
           "198.18.1.x address, which the internet has no route to: connect() fails at once (ENETUNREACH).",
     cluster=_cluster("lb-private", 2, advertise_public=False),
-    vantages=(Vantage("laptop", f"kafka.example.test:{PORT}", routes=(PUBLIC_NET,),
-                      hosts={"kafka.example.test": LB}, note="on the internet: routes only the public range"),
+    vantages=(ClientNamespace("laptop", f"kafka.example.test:{PORT}", routes=(PUBLIC_NET,),
+                              hosts={"kafka.example.test": LB}, note="on the internet: routes only the public range"),
               _VPC),
     rules=_dnat(1, ()),
 )
@@ -188,9 +191,9 @@ _SG_LB_ONLY = NetnsScenario(
           "DNATs them back into that network without masquerading (no hairpin NAT), the broker answers from its "
           "private address and the host resets it: those connects time out too.",
     cluster=_cluster("sg-lb-only", 2, advertise_public=True),
-    vantages=(_LAPTOP_PUBLIC, Vantage("vpc", f"{LB}:{PORT}", note="inside the VPC: the group lets it in"),
-              Vantage("vpc-app", f"{private(1)}:{PORT}", in_cluster=True,
-                      note="in the brokers' own network, bootstraps at a private address; no hairpin NAT")),
+    vantages=(_LAPTOP_PUBLIC, ClientNamespace("vpc", f"{LB}:{PORT}", note="inside the VPC: the group lets it in"),
+              ClientNamespace("vpc-app", f"{private(1)}:{PORT}", in_cluster=True,
+                              note="in the brokers' own network, bootstraps at a private address; no hairpin NAT")),
     rules=_dnat(1, (1, 2)) + _filter("prerouting", "-150", f'iifname "{{if[laptop]}}" ip daddr != {LB} drop'),
 )
 
@@ -205,11 +208,12 @@ _REJECT_ONE = NetnsScenario(
           "Each vantage can also reach the monitoring network (198.18.2.0/24), where a collector broker holds "
           f"the topic {REPORTS_TOPIC}: the multi-vantage pipeline of docs/scheduling.md.",
     cluster=_cluster("reject-one", 2, advertise_public=True),
-    vantages=(Vantage("laptop", f"kafka.example.test:{PORT}", routes=(PUBLIC_NET, MONITORING_NET), hosts=_WATCHED,
-                      note="on the internet: routes the public range and the monitoring network"),
-              Vantage("vpc", f"{LB}:{PORT}", hosts=_WATCHED, note="inside the VPC: routes everything"),
-              Vantage("branch", f"kafka.example.test:{PORT}", routes=(PUBLIC_NET, MONITORING_NET), hosts=_WATCHED,
-                      note="a branch office whose link to the monitoring network can be cut")),
+    vantages=(ClientNamespace("laptop", f"kafka.example.test:{PORT}", routes=(PUBLIC_NET, MONITORING_NET),
+                              hosts=_WATCHED,
+                              note="on the internet: routes the public range and the monitoring network"),
+              ClientNamespace("vpc", f"{LB}:{PORT}", hosts=_WATCHED, note="inside the VPC: routes everything"),
+              ClientNamespace("branch", f"kafka.example.test:{PORT}", routes=(PUBLIC_NET, MONITORING_NET),
+                              hosts=_WATCHED, note="a branch office whose link to the monitoring network can be cut")),
     monitoring=_collector(),
     rules=_dnat(1, (1, 2)) + _filter(
         "forward", "filter", f'iifname "{{if[laptop]}}" ip daddr {private(2)} reject with icmp type admin-prohibited'),
@@ -226,11 +230,11 @@ _NAT_OK = NetnsScenario(
           "A host in the brokers' own network (vpc-app) uses the public addresses too: the router masquerades what "
           "it DNATs back into that network (hairpin NAT), so the answers come back through it.",
     cluster=_cluster("nat-ok", 2, advertise_public=True, ipv6=True),
-    vantages=(_LAPTOP_PUBLIC, Vantage("vpc", f"{LB}:{PORT}"),
-              Vantage("office6", f"[{private6(1)}]:{PORT6}", routes=(CLUSTER6_NET,),
-                      note="IPv6 only: routes the cluster's ULA prefix, nothing else"),
-              Vantage("vpc-app", f"{LB}:{PORT}", in_cluster=True,
-                      note="in the brokers' own network, through the public addresses: hairpin NAT")),
+    vantages=(_LAPTOP_PUBLIC, ClientNamespace("vpc", f"{LB}:{PORT}"),
+              ClientNamespace("office6", f"[{private6(1)}]:{PORT6}", routes=(CLUSTER6_NET,),
+                              note="IPv6 only: routes the cluster's ULA prefix, nothing else"),
+              ClientNamespace("vpc-app", f"{LB}:{PORT}", in_cluster=True,
+                              note="in the brokers' own network, through the public addresses: hairpin NAT")),
     rules=_dnat(1, (1, 2)) + _HAIRPIN,
     ipv6=True,
 )
@@ -244,7 +248,7 @@ _MTU_VPN = NetnsScenario(
           "ICMP back. Connects and small answers (ApiVersions) arrive; a Metadata answer listing all 30 topics "
           "does not. The VPC itself sees a healthy cluster.",
     cluster=_cluster("mtu-vpn", 2, advertise_public=False, topics=30),
-    vantages=(Vantage("office-vpn", f"{private(1)}:{PORT}", note="behind the VPN: routes everything"), _VPC),
+    vantages=(ClientNamespace("office-vpn", f"{private(1)}:{PORT}", note="behind the VPN: routes everything"), _VPC),
     # In forward, toward the vantage: what a tunnel with a smaller MTU and no ICMP does to the brokers' answers.
     rules=_filter("forward", "filter", f'oifname "{{if[office-vpn]}}" meta length > {MTU_LIMIT} drop'),
 )

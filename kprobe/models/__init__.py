@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from kprobe.hostport import format_hostport
+
 # What an application needs beyond reachable leaders (coordinators, internal topics) lives apart too.
 from kprobe.models.application import (  # noqa: F401
     ASKED_SETTINGS,
@@ -51,7 +53,6 @@ from kprobe.models.partitions import (  # noqa: F401
     RunBuilder,
     run_limit,
 )
-from kprobe.net.addresses import format_hostport
 from kprobe.records import field, record
 
 # The vocabularies of the report contract (docs/report.md), as types: the JSON report and the
@@ -78,7 +79,7 @@ EndpointStatus = Literal["reachable", "unresolvable", "unreachable", "partial", 
   success nor a failure and no count takes it in.
 
 Every output counts with the sets below and nothing else, so one endpoint is never usable in the
-probe, reachable in `list` and a failure in the aggregation (issue 31): the probe's summary and
+probe, reachable in `list` and a failure in the aggregation: the probe's summary and
 `reachable`/`usable` counts, `list --reachability`'s leaders and kcat JSON's `reachable`, `check
 --probe`'s "works", and the aggregation's successes and `endpoints_reachable` (Spark columns take
 `isin(*CLIENTS_CONNECT)` of the same tuple).
@@ -89,6 +90,8 @@ CLIENTS_CONNECT: tuple[EndpointStatus, ...] = ("reachable", "degraded")
 SOME_ADDRESSES_FAIL: tuple[EndpointStatus, ...] = ("degraded", "partial")
 # The name resolved, whatever connecting then gave: what `check`'s prediction "resolves" is borne out by.
 RESOLVED: tuple[EndpointStatus, ...] = ("reachable", "degraded", "partial", "unreachable")
+# Nothing seen fails there: the client connects, or the deadline came before anything was known.
+NO_FAILURE_SEEN: tuple[EndpointStatus, ...] = (*CLIENTS_CONNECT, "unchecked")
 IdentityStatus = Literal["match", "mismatch", "not_kafka", "silent", "unchecked"]
 TlsStatus = Literal["ok", "untrusted", "hostname_mismatch", "expiring", "handshake_failed", "not_checked"]
 Severity = Literal["error", "warning", "info"]
@@ -430,7 +433,7 @@ class Finding:
     endpoint: str | None = None
     bootstrap: str | None = None
     # Every advertised endpoint (`host:port`, as advertised) and every broker the finding concerns. One finding
-    # may stand for several endpoints with one cause and one fix (issue 20), where `endpoint` and `node_id`
+    # may stand for several endpoints with one cause and one fix (merged repeats), where `endpoint` and `node_id`
     # can name only one: these lists are what `is_usable` reads, so an error merged over three brokers still
     # marks all three unusable. Filled from `endpoint` and `node_id` when not given.
     endpoints: tuple[str, ...] = ()
@@ -520,6 +523,10 @@ def is_usable(result: EndpointResult, findings: Sequence[Finding]) -> bool:
         return False
     ep = result.endpoint
     return not any(f.severity == "error" and f.concerns(ep) for f in findings)
+
+
+# The words of `verdict` for an endpoint clients use (`is_usable`): every other word is a gap.
+USABLE_VERDICTS = ("usable", "degraded")
 
 
 def verdict(result: EndpointResult, findings: Sequence[Finding]) -> str:

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from kprobe import __version__
-from kprobe.kafka.listeners import VANTAGE_WORDS, CheckReport, Deployment, ListenerCheck, Observation
+from kprobe.check.listeners import CLIENT_NETWORK_WORDS, CheckReport, Deployment, ListenerCheck, Observation
 from kprobe.models import Finding
 from kprobe.output.sanitize import safe
 from kprobe.redaction import REDACTED
@@ -80,7 +80,7 @@ def _deployment_lines(dep: Deployment, checks: list[ListenerCheck], paint: Any) 
                 status = _REACH_WORDS[reach.status]
                 meant = "*" if reach.vantage in check.audiences else " "
                 boot = f"bootstrap {safe(reach.bootstrap)}: " if reach.bootstrap else ""
-                lines.append(f"    {meant} {VANTAGE_WORDS[reach.vantage]:<27} "
+                lines.append(f"    {meant} {CLIENT_NETWORK_WORDS[reach.vantage]:<27} "
                              f"{paint(f'{status:<12}', _REACH_COLOR[reach.status])} {boot}{safe(reach.why, limit=400)}")
     lines.append("")
     return lines
@@ -226,8 +226,8 @@ def render_markdown(report: CheckReport) -> str:
                 rows.append([code(check.broker), code(lst.name), code(lst.protocol or "-"),
                              code(lst.bind.text if lst.bind else "-"),
                              code(lst.advertised.text if lst.advertised else "-"),
-                             prose(VANTAGE_WORDS[reach.vantage]) + (" (meant for)" if reach.vantage in check.audiences
-                                                                    else ""),
+                             prose(CLIENT_NETWORK_WORDS[reach.vantage])
+                             + (" (meant for)" if reach.vantage in check.audiences else ""),
                              prose(reach.status), prose(reach.why, limit=400)])
         out += table(["broker", "listener", "protocol", "binds", "advertises", "client", "prediction", "why"], rows)
         out.append("")

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kprobe.models import Finding
+from kprobe.models.compare import ApplicationChange, EndpointRow, ReportDiff, Side
 from kprobe.output.sanitize import safe
 from kprobe.output.text import KEY_WORDS
-from kprobe.saved.compare import ApplicationChange, EndpointRow, ReportDiff, Side
 
 _CHANGE_WORDS = {"same": "", "changed": "changed", "moved": "moved", "only_a": "only in A", "only_b": "only in B"}
 _SIDE_BY_SIDE_WORDS = {"same": "", "changed": "differs", "moved": "other endpoint", "only_a": "only at A",

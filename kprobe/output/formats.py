@@ -20,10 +20,10 @@ from kprobe.errors import UsageError
 from kprobe.records import record
 
 if TYPE_CHECKING:
-    from kprobe.kafka.listeners import CheckReport
+    from kprobe.check.listeners import CheckReport
     from kprobe.models import Report
+    from kprobe.models.compare import ReportDiff
     from kprobe.runs.listing import Listing
-    from kprobe.saved.compare import ReportDiff
 
 
 @record

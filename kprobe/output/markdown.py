@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 from kprobe import __version__
-from kprobe.models import Finding, Report
+from kprobe.models import USABLE_VERDICTS, Finding, Report
 from kprobe.output.sanitize import safe
 from kprobe.output.text import ApplicationRow, application_rows, endpoint_rows, summary_line
 
@@ -186,7 +186,7 @@ def render(report: Report) -> str:
         cells = [[code(c, is_safe=True) if i == 1 else prose(c, is_safe=True) for i, c in enumerate(row)]
                  for row in rows]
         for row in cells:
-            if row[-1] not in ("usable", "degraded"):
+            if row[-1] not in USABLE_VERDICTS:
                 row[-1] = f"**{row[-1]}**"
         titles = [h if h in ("DNS", "TCP", "TLS") else h.title() for h in header]
         lines += [f"**{title}**", "", *table(titles, cells), ""]

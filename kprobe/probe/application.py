@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kprobe.hostport import format_hostport
 from kprobe.kafka.coordinator_codec import partition_for, reply_error
 from kprobe.kafka.wire import error_name
 from kprobe.models import (
@@ -38,7 +39,6 @@ from kprobe.models import (
     live_brokers,
 )
 from kprobe.models.partitions import LISTENER_NOT_FOUND, PartitionInfo
-from kprobe.net.addresses import format_hostport
 
 _UNKNOWN_TOPIC, _TOPIC_DENIED = 3, 29
 

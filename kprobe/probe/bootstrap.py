@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kprobe.kafka.client_versions import CLIENT_APIS
-from kprobe.kafka.connection import KafkaConnection, ListenerAnswer, ask_listener, fetch_and_identify, small_metadata
+from kprobe.kafka.connection import KafkaConnection
+from kprobe.kafka.exchanges import ListenerAnswer, ask_listener, fetch_and_identify, small_metadata
 from kprobe.kafka.mechanisms import MSK_IAM
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import WireError

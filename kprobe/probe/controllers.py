@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 
 from kprobe.kafka import codec
-from kprobe.kafka.connection import fetch_controllers
+from kprobe.kafka.exchanges import fetch_controllers
 from kprobe.kafka.mechanisms import MECHANISMS
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import WireError

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from kprobe.kafka.connection import fetch_and_identify
+from kprobe.kafka.exchanges import fetch_and_identify
 from kprobe.kafka.mechanisms import MECHANISMS
 from kprobe.kafka.security import Security
 from kprobe.kafka.wire import WireError

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from kprobe.hostport import host_problem, port_problem
 from kprobe.models import DnsResult, Endpoint, EndpointResult, EndpointStatus, TcpResult
-from kprobe.net.addresses import host_problem, port_problem
 from kprobe.net.dualstack import family_split
 from kprobe.probe.connect import connect_all
 from kprobe.probe.context import RunContext

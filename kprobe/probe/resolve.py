@@ -20,8 +20,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from kprobe.hostport import is_ip_literal, is_loopback_name
 from kprobe.models import DnsResult, DnsSource, DnsStatus, ResolverKind
-from kprobe.net.addresses import is_ip_literal, is_loopback_name
 from kprobe.probe.pool import run_bounded
 from kprobe.records import replace
 

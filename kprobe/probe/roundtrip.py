@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from kprobe.hostport import format_hostport
 from kprobe.logs import logger
 from kprobe.models import (
     ApplicationQuestions,
@@ -30,7 +31,6 @@ from kprobe.models import (
     RoundtripStatus,
     TopicInfo,
 )
-from kprobe.net.addresses import format_hostport
 from kprobe.probe.context import RunContext
 from kprobe.probe.marks import KEY, RUN_HEADER, describe_error
 from kprobe.records import field, record

@@ -15,11 +15,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from kprobe.hostport import is_ip_literal
 from kprobe.kafka.certs import cert_names, cert_sans, cert_subject, handshake, hostname_matches, unverified_cert
 from kprobe.kafka.security import Security
 from kprobe.kafka.tlscontext import TlsSettingsError, client_context
 from kprobe.models import EndpointResult, TlsResult, TlsStatus
-from kprobe.net.addresses import is_ip_literal
 from kprobe.probe.context import RunContext
 from kprobe.probe.pool import run_bounded
 from kprobe.records import replace

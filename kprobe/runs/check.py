@@ -2,7 +2,7 @@
 
 The prediction needs the network only for one thing: whether this machine's resolver (or the
 --nameserver given) resolves each advertised name, so a listener meant for clients here is judged by
-what they will meet. Everything else is pure (kprobe.findings.config). With --probe, the predicted
+what they will meet. Everything else is pure (kprobe.findings.check). With --probe, the predicted
 bootstrap addresses for this vantage are probed by kprobe's own probe run (the CLI runs it, as it runs
 `kprobe probe`), and `with_observations` sets what each listener really advertised and how it fared
 beside the prediction: a file and what runs can differ, and that is worth seeing before a client does.
@@ -14,12 +14,12 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
-from kprobe.deployments import read_files
+from kprobe.check.deployments import read_files
+from kprobe.check.listeners import CheckReport, ClientNetwork, ListenerCheck, Observation, ObservedStatus, ReachStatus
 from kprobe.errors import UsageError
-from kprobe.findings.config import check_deployments, names_to_resolve
-from kprobe.kafka.listeners import CheckReport, ListenerCheck, Observation, ObservedStatus, ReachStatus, Vantage
+from kprobe.findings.check import check_deployments, names_to_resolve
+from kprobe.hostport import format_hostport
 from kprobe.models import CLIENTS_CONNECT, RESOLVED, BootstrapResult, DnsResult, Report
-from kprobe.net.addresses import format_hostport
 from kprobe.option_table import DEADLINE, TIMEOUT
 from kprobe.options import ProbeOptions, parse_duration, parse_nameserver, probe_options
 from kprobe.probe.resolve import Resolver, resolve_all
@@ -27,7 +27,7 @@ from kprobe.records import replace
 from kprobe.runs import now_rfc3339, report_id
 
 # The vantage a probe from this machine stands for, by platform.
-HERE: dict[str, Vantage] = {"host": "here", "compose": "docker-host", "kubernetes": "outside"}
+HERE: dict[str, ClientNetwork] = {"host": "here", "compose": "docker-host", "kubernetes": "outside"}
 # A prediction and the probe's endpoint status that bear it out.
 _AGREE: dict[ReachStatus, tuple[str, ...]] = {
     "works": CLIENTS_CONNECT,
@@ -54,7 +54,7 @@ def predict(paths: Sequence[str], *, nameservers: Sequence[tuple[str, int]] = ()
         deployments=tuple(deployments), checks=tuple(checks), findings=tuple(findings))
 
 
-def here_vantage(check: ListenerCheck, report: CheckReport) -> Vantage:
+def here_vantage(check: ListenerCheck, report: CheckReport) -> ClientNetwork:
     """The vantage this machine stands for, for the deployment the listener is in."""
     dep = next(d for d in report.deployments if d.source == check.source)
     return HERE[dep.platform]
@@ -92,7 +92,7 @@ def with_observations(report: CheckReport, probe: Report) -> CheckReport:
     return replace(report, observations=tuple(observations), probe=probe, finished_at=now_rfc3339())
 
 
-def _observe(check: ListenerCheck, vantage: Vantage, predicted: ReachStatus, address: str, boot: BootstrapResult,
+def _observe(check: ListenerCheck, vantage: ClientNetwork, predicted: ReachStatus, address: str, boot: BootstrapResult,
              probe: Report) -> Observation:
     """One listener's observation: the broker the file's node id names (or the only one) in the bootstrap's answer."""
     base = {"source": check.source, "broker": check.broker, "listener": check.listener.name, "vantage": vantage,

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from kprobe.findings.common import maybe_cluster_name
 from kprobe.findings.consistency import LISTENER_NOT_FOUND
+from kprobe.hostport import format_hostport, host_problem, is_loopback_ip, is_loopback_name
 from kprobe.models import (
     CLIENTS_CONNECT,
     BootstrapResult,
@@ -25,7 +26,6 @@ from kprobe.models import (
     PartitionTable,
     TopicInfo,
 )
-from kprobe.net.addresses import format_hostport, host_problem, is_loopback_ip, is_loopback_name
 from kprobe.options import ListOptions
 from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext

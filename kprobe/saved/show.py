@@ -364,7 +364,7 @@ def diff_reports(a: str, b: str, filters: Filters, stdin: IO[bytes] | None = Non
     `a_vantage`/`b_vantage` (or `A@VANTAGE`) choose one side's reports; `filters.vantages` chooses
     both sides' where a side has no vantage of its own.
     """
-    from kprobe.saved.compare import Side, compare
+    from kprobe.models.compare import Side, compare
 
     side_a, side_b = diff_side("A", a, a_vantage), diff_side("B", b, b_vantage)
     if side_a.path == "-" and side_b.path == "-":

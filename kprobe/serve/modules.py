@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from kprobe.errors import UsageError
+from kprobe.hostport import format_hostport
 from kprobe.models import BootstrapAddress
-from kprobe.net.addresses import format_hostport
 from kprobe.option_table import DEADLINE, DURATION, FLAG, FLOAT, LIST, RUN, TIMEOUT, Option
 from kprobe.options import ProbeOptions, parse_duration, probe_options
 from kprobe.records import field, record

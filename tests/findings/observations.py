@@ -22,6 +22,7 @@ from typing import Literal
 import pytest
 
 from kprobe.findings.diagnose import diagnose
+from kprobe.hostport import is_ip_literal
 from kprobe.models import (
     AdvertisedBroker,
     Application,
@@ -47,7 +48,6 @@ from kprobe.models import (
     TlsResult,
     TopicInfo,
 )
-from kprobe.net.addresses import is_ip_literal
 from kprobe.probe.reach import endpoint_status
 
 # Kafka's own example cluster id (the quickstart's), and a second one for a mixed bootstrap list.

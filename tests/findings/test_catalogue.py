@@ -28,7 +28,7 @@ SEVERITY_WORDS = ("error", "warning", "info")
 STAGE_MODULE = {"bootstrap": ("bootstrap.py",), "advertised": ("advertised.py",), "identity": ("identity.py",),
                 "consistency": ("consistency.py",), "tls": ("tls.py",), "dns": ("dns.py",), "run": ("diagnose.py",),
                 "controllers": ("controllers.py",), "shapes": ("shapes.py",), "roundtrip": ("roundtrip.py",),
-                "config": ("config.py", "config_topics.py"), "application": ("application.py",)}
+                "config": ("check.py", "check_topics.py"), "application": ("application.py",)}
 CODE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 
 

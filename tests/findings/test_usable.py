@@ -114,7 +114,7 @@ def test_three_brokers_on_one_endpoint_the_one_that_answers_stays_usable():
 def _rows() -> list[object]:
     rows = []
     for path in sorted(HERE.glob("test_rules_*.py")):
-        # Only the rules over a probe's observations: kprobe check's rules (test_rules_config) judge files.
+        # Only the rules over a probe's observations: kprobe check's rules (test_rules_check) judge files.
         rows += [pytest.param(c, id=f"{path.stem[11:]}:{c.name}") for c in importlib.import_module(path.stem).CASES
                  if isinstance(c, Case) and not c.xfail]
     return rows

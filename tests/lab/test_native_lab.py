@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kprobe.errors import LabError
-from kprobe.kafka.connection import fetch_and_identify
+from kprobe.kafka.exchanges import fetch_and_identify
 from kprobe.lab import jars
 from kprobe.lab.helpers import HelperCommand, HelperProcess, listening_socket, running_helpers
 from kprobe.lab.native import NativeLab

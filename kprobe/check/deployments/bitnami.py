@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kprobe.deployments.common import excerpt, internal_topic_settings, mapping, node_count, secrets_of, sequence
+from kprobe.check.deployments.common import excerpt, internal_topic_settings, mapping, node_count, secrets_of, sequence
+from kprobe.check.listeners import Broker, ClientNetwork, Deployment, Exposure, HostPort, Listener, parse_listeners
 from kprobe.errors import UsageError
-from kprobe.kafka.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage, parse_listeners
 
 DEFAULTS: dict[str, Any] = {
     "fullnameOverride": "",
@@ -172,7 +172,7 @@ def _kafka_config(path: str, values: dict[str, Any], role: str) -> dict[str, Any
 def _settings_of(path: str, raw: Any, where: str) -> dict[str, Any]:
     """Kafka settings from one chart value: server.properties lines (text) or a map of them; else none."""
     if isinstance(raw, str) and raw.strip():
-        from kprobe.deployments.properties import parse_properties
+        from kprobe.check.deployments.properties import parse_properties
 
         return dict(parse_properties(raw, source=f"{path}: {where}"))
     if isinstance(raw, dict):
@@ -239,7 +239,7 @@ def _external(path: str, spec: dict[str, Any], ext: dict[str, Any], role: str, i
     where = f"<the {kind} address of {fullname}-{role}-{index}>"
     advertised = HostPort(host=str(host) if host else where, port=_int(path, adv_port, "external port") if adv_port
                           else 0)
-    boots: tuple[tuple[Vantage, str], ...] = (("outside", advertised.text if host and adv_port else where),)
+    boots: tuple[tuple[ClientNetwork, str], ...] = (("outside", advertised.text if host and adv_port else where),)
     return Listener(name=str(spec.get("name", "EXTERNAL")).upper(), protocol=str(spec.get("protocol")).upper(),
                     bind=HostPort(host="", port=port), advertised=advertised, advertised_from="operator",
                     exposure=exposure, deploy_time=not host or not adv_port, bootstraps=boots)

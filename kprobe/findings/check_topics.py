@@ -7,7 +7,7 @@ with its own replication factor, and fails for as long as the cluster has fewer 
 most common single-broker mistake, written in the file before anything runs. The live probe names the
 same gap OFFSETS_TOPIC_UNCREATABLE and TRANSACTION_LOG_UNCREATABLE (kprobe.findings.application); here
 it is predicted wherever the file says how many brokers there are (`Deployment.broker_count`). Apart
-from the listener rules (kprobe.findings.config) because it judges other settings by another measure:
+from the listener rules (kprobe.findings.check) because it judges other settings by another measure:
 the cluster's size, not a client's network. Pure: a `Deployment` in, findings out.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from kprobe.check.listeners import Broker, Deployment
 from kprobe.findings.catalogue import ERROR, WARNING, finding
-from kprobe.kafka.listeners import Broker, Deployment
 from kprobe.models import OFFSETS_TOPIC, TRANSACTIONS_TOPIC, Finding, Severity
 
 _OFFSETS_RF, _TXN_RF, _TXN_ISR = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",

@@ -1,7 +1,8 @@
 """What an address or host name is, before anything is sent to it: pure text rules.
 
-Kept apart from the steps that resolve and connect, because the findings judge the same
-names (is it loopback? an IP literal?) and must not pull the network code in to do so.
+Text, not network: kept in the base layer, apart from the steps that resolve and connect
+(kprobe.net, kprobe.probe), because the report's data writes `host:port` with it and the findings
+judge the same names (is it loopback? an IP literal?); neither may pull the network code in.
 """
 
 from __future__ import annotations

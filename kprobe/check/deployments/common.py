@@ -13,22 +13,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kprobe.errors import UsageError
-from kprobe.kafka.listeners import (
+from kprobe.check.listeners import (
     INTERNAL_TOPIC_SETTINGS,
     OWN_HOSTNAME,
     Broker,
+    ClientNetwork,
     Exposure,
     HostPort,
     InternalTopicSettings,
     Listener,
     Publish,
-    Vantage,
     names_list,
     parse_listeners,
     parse_protocol_map,
     protocol_of,
 )
+from kprobe.errors import UsageError
 from kprobe.redaction import is_secret
 
 # Kafka 4's default `listeners` when the setting is absent.
@@ -179,7 +179,7 @@ def broker_from_settings(
     own_names: tuple[str, ...] = (), networks: tuple[str, ...] = (),
     publishes: Callable[[int], tuple[Publish, ...]] = lambda port: (),
     exposure: Callable[[str], Exposure | None] = lambda name: None,
-    bootstraps: Callable[[str, int], tuple[tuple[Vantage, str], ...]] = lambda name, port: (),
+    bootstraps: Callable[[str, int], tuple[tuple[ClientNetwork, str], ...]] = lambda name, port: (),
     settings_prefix: str = "",
 ) -> Broker:
     """A Broker from Kafka properties (already with the platform's defaults merged in).

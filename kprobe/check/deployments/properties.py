@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from kprobe.check.deployments.common import broker_from_settings, secrets_of
+from kprobe.check.listeners import Broker, Deployment
 from kprobe.clientprops.javaprops import java_logical_lines, parse_java_properties
-from kprobe.deployments.common import broker_from_settings, secrets_of
 from kprobe.errors import UsageError
-from kprobe.kafka.listeners import Broker, Deployment
-from kprobe.net.addresses import is_loopback_ip, is_loopback_name
+from kprobe.hostport import is_loopback_ip, is_loopback_name
 
 # java.lang.String.trim(): every character up to U+0020, the control characters included.
 _JAVA_TRIM = "".join(chr(code) for code in range(0x21))

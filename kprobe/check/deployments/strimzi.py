@@ -24,9 +24,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kprobe.deployments.common import excerpt, internal_topic_settings, mapping, node_count, secrets_of, sequence
+from kprobe.check.deployments.common import excerpt, internal_topic_settings, mapping, node_count, secrets_of, sequence
+from kprobe.check.listeners import Broker, ClientNetwork, Deployment, Exposure, HostPort, Listener
 from kprobe.errors import UsageError
-from kprobe.kafka.listeners import Broker, Deployment, Exposure, HostPort, Listener, Vantage
 
 API_VERSIONS = ("kafka.strimzi.io/v1beta2", "kafka.strimzi.io/v1")
 EXTERNAL: tuple[Exposure, ...] = ("loadbalancer", "nodeport", "route", "ingress")
@@ -195,7 +195,7 @@ def _listener(path: str, cluster: str, index: int, raw: Any, fqdn: str, node_id:
     secrets = secrets_of({str(k): v for k, v in mapping(auth.get("listenerConfig"),
                                                         f"{where}.authentication.listenerConfig").items()})
     exposure: Exposure = kind
-    bootstraps: list[tuple[Vantage, str]] = [("cluster", f"{bootstrap}:{port}")]
+    bootstraps: list[tuple[ClientNetwork, str]] = [("cluster", f"{bootstrap}:{port}")]
     if kind in ("internal", "cluster-ip"):
         internal = f"{fqdn}.cluster.local" if conf.get("useServiceDnsDomain") else fqdn
         return Listener(name=name, protocol=protocol, bind=HostPort(host="0.0.0.0", port=port),

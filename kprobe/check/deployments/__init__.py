@@ -1,7 +1,7 @@
 """Read broker listener settings from configuration files: the input of `kprobe check`.
 
 One reader per kind of file (server.properties, Docker Compose, a Strimzi `Kafka` resource, Bitnami
-chart values), each turning the file into `kprobe.kafka.listeners.Deployment`s with the platform's defaults
+chart values), each turning the file into `kprobe.check.listeners.Deployment`s with the platform's defaults
 filled in as the platform fills them (Kafka's own, the apache/kafka and Confluent images' start
 scripts, the operators'). `read_files` detects each file's kind from its content, so the user names
 files and nothing else; a file kprobe cannot read is bad input, one line naming the file and why.
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kprobe.deployments.common import excerpt, load_yaml_documents
+from kprobe.check.deployments.common import excerpt, load_yaml_documents
+from kprobe.check.listeners import Deployment
 from kprobe.errors import UsageError
-from kprobe.kafka.listeners import Deployment
 
 _PROPERTY_LINE = re.compile(r"^[A-Za-z0-9_.\-]+\s*=")
 
@@ -42,22 +42,22 @@ def read_files(paths: Sequence[str]) -> list[Deployment]:
     properties = [(p, text) for p, kind, text, _ in files if kind == "properties"]
     out: list[Deployment] = []
     if properties:
-        from kprobe.deployments.properties import read_properties
+        from kprobe.check.deployments.properties import read_properties
 
         out.append(read_properties(properties))
     for path, kind, _, documents in files:
         if kind == "properties":
             continue
         if kind == "compose":
-            from kprobe.deployments.compose import read_compose
+            from kprobe.check.deployments.compose import read_compose
 
             out.append(read_compose(path, documents[0]))
         elif kind == "strimzi":
-            from kprobe.deployments.strimzi import read_strimzi
+            from kprobe.check.deployments.strimzi import read_strimzi
 
             out.append(read_strimzi(path, documents))
         else:
-            from kprobe.deployments.bitnami import read_bitnami
+            from kprobe.check.deployments.bitnami import read_bitnami
 
             out.append(read_bitnami(path, documents[0]))
     return out
@@ -121,7 +121,7 @@ def _classify(path: str, text: str) -> tuple[str, str, list[Any]]:
 
 def _looks_like_properties(text: str) -> bool:
     """Logical lines of `key=value` and comments (backslash continuations joined): server.properties' shape."""
-    from kprobe.deployments.properties import logical_lines
+    from kprobe.check.deployments.properties import logical_lines
 
     lines = logical_lines(text)
     return bool(lines) and all(_PROPERTY_LINE.match(line) for line in lines[:50])

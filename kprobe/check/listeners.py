@@ -1,12 +1,13 @@
-"""A broker's listener settings as data, read from a configuration file before anything runs.
+"""A broker's listener settings as data, read from a configuration file before anything runs, and
+what `kprobe check` makes of them.
 
 `kprobe check` predicts the gap from the settings themselves: what each listener binds, what it
 advertises, under which protocol, and from which networks a client reaches it. The readers
-(`kprobe.deployments`) turn server.properties files, Compose files, a Strimzi `Kafka` resource and
-Bitnami chart values into these records; the rules (`kprobe.findings.config`) judge them, and
-the formats print them. Kept in the data layer, apart from both, because the lab builds a
-scenario from the same data (`kprobe.lab.from_config`), so a prediction and a real broker share
-one reading of the file.
+(`kprobe.check.deployments`) turn server.properties files, Compose files, a Strimzi `Kafka` resource
+and Bitnami chart values into these records; the rules (`kprobe.findings.check`) judge them, and
+the formats print them. Kept apart from both, below the rules, because the lab builds a scenario
+from the same data (`kprobe.lab.from_config`), so a prediction and a real broker share one reading
+of the file.
 
 Why a model of our own rather than a dict of properties: the same listener is spelt four ways
 (`advertised.listeners`, `KAFKA_ADVERTISED_LISTENERS`, `KAFKA_CFG_ADVERTISED_LISTENERS`, a Strimzi
@@ -25,10 +26,12 @@ from kprobe.records import field, record
 
 Kind = Literal["properties", "compose", "strimzi", "bitnami"]
 Platform = Literal["host", "compose", "kubernetes"]
-# Where a client stands. `here` is this machine for a server.properties (its network is not in the file);
-# `docker-host` is the machine running Compose, reaching containers through published ports.
-Vantage = Literal["compose-network", "docker-host", "cluster", "outside", "here"]
-# A prediction for one listener from one vantage:
+# The network a client stands on, for which a listener's reach is predicted (the "vantage" of a prediction in
+# check's JSON; not the report's vantage in kprobe.models, the machine a probe ran on). `here` is this machine for a
+# server.properties (its network is not in the file); `docker-host` is the machine running Compose,
+# reaching containers through published ports.
+ClientNetwork = Literal["compose-network", "docker-host", "cluster", "outside", "here"]
+# A prediction for one listener from one client network:
 #   works         kprobe knows the client reaches the broker (a Compose or cluster name, a published port)
 #   resolves      the advertised name resolves from here; whether it connects is for --probe to see
 #   unresolvable  the advertised name does not resolve there
@@ -38,12 +41,12 @@ Vantage = Literal["compose-network", "docker-host", "cluster", "outside", "here"
 ReachStatus = Literal["works", "resolves", "unresolvable", "unreachable", "no_bootstrap", "unknown"]
 Exposure = Literal["internal", "nodeport", "loadbalancer", "route", "ingress", "cluster-ip"]
 
-VANTAGES: dict[Platform, tuple[Vantage, ...]] = {
+CLIENT_NETWORKS: dict[Platform, tuple[ClientNetwork, ...]] = {
     "host": ("here",),
     "compose": ("compose-network", "docker-host"),
     "kubernetes": ("cluster", "outside"),
 }
-VANTAGE_WORDS: dict[Vantage, str] = {
+CLIENT_NETWORK_WORDS: dict[ClientNetwork, str] = {
     "compose-network": "inside the Compose network",
     "docker-host": "on the Docker host",
     "cluster": "inside the Kubernetes cluster",
@@ -113,7 +116,7 @@ class Listener:
     deploy_time: bool = False
     # How a client of this vantage reaches the listener first, where the platform says (the operator's
     # bootstrap service, a load balancer); None: the bind address, or the published port.
-    bootstraps: tuple[tuple[Vantage, str], ...] = ()
+    bootstraps: tuple[tuple[ClientNetwork, str], ...] = ()
 
 
 # The broker settings that decide whether __consumer_offsets and __transaction_state can be created and
@@ -225,9 +228,9 @@ class Deployment:
     settings_block: str | None = None
 
     @property
-    def vantages(self) -> tuple[Vantage, ...]:
-        """The vantages a prediction is made for, by platform."""
-        return VANTAGES[self.platform]
+    def client_networks(self) -> tuple[ClientNetwork, ...]:
+        """The client networks a prediction is made for, by platform."""
+        return CLIENT_NETWORKS[self.platform]
 
     def names_on(self, networks: tuple[str, ...]) -> frozenset[str]:
         """Every name resolvable on any of these networks (lower case)."""
@@ -243,7 +246,7 @@ class Deployment:
 class Reach:
     """How a client at one vantage fares with one listener (see ReachStatus)."""
 
-    vantage: Vantage
+    vantage: ClientNetwork
     status: ReachStatus
     bootstrap: str | None
     why: str
@@ -260,10 +263,10 @@ class ListenerCheck:
     broker: str
     node_id: int | None
     listener: Listener
-    audiences: tuple[Vantage, ...]
+    audiences: tuple[ClientNetwork, ...]
     reach: tuple[Reach, ...]
 
-    def reach_of(self, vantage: Vantage) -> Reach | None:
+    def reach_of(self, vantage: ClientNetwork) -> Reach | None:
         """The prediction for one vantage, if made."""
         return next((r for r in self.reach if r.vantage == vantage), None)
 
@@ -328,7 +331,7 @@ class Observation:
     source: str
     broker: str
     listener: str
-    vantage: Vantage
+    vantage: ClientNetwork
     bootstrap: str
     predicted: ReachStatus
     observed: ObservedStatus

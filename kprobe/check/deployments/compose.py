@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kprobe.deployments.common import broker_from_settings, env_to_property, excerpt, secret_key
+from kprobe.check.deployments.common import broker_from_settings, env_to_property, excerpt, secret_key
+from kprobe.check.listeners import Broker, Deployment, Publish
 from kprobe.errors import UsageError
-from kprobe.kafka.listeners import Broker, Deployment, Publish
 
 APACHE = ("apache/kafka", "apache/kafka-native")
 CONFLUENT = ("confluentinc/cp-kafka", "confluentinc/cp-server", "confluentinc/cp-enterprise-kafka")

@@ -1,4 +1,4 @@
-"""`kprobe check`'s rules (kprobe/findings/config.py), proven on plain data: settings in, findings out.
+"""`kprobe check`'s rules (kprobe/findings/check.py), proven on plain data: settings in, findings out.
 
 Each row is a configuration as a user writes it (server.properties lines, a Compose service, a
 Strimzi listener), read by kprobe's own readers (pure: text in, `Deployment` out), the names this
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from kprobe.deployments.bitnami import read_bitnami
-from kprobe.deployments.compose import read_compose
-from kprobe.deployments.properties import read_properties
-from kprobe.deployments.strimzi import read_strimzi
-from kprobe.findings.config import check_deployments, names_to_resolve
-from kprobe.kafka.listeners import Deployment
+from kprobe.check.deployments.bitnami import read_bitnami
+from kprobe.check.deployments.compose import read_compose
+from kprobe.check.deployments.properties import read_properties
+from kprobe.check.deployments.strimzi import read_strimzi
+from kprobe.check.listeners import Deployment
+from kprobe.findings.check import check_deployments, names_to_resolve
 from kprobe.models import DnsResult
 
 Expected = tuple[str, str, "int | None", "str | None"]

@@ -1,6 +1,6 @@
 """Findings from listener settings alone, before anything is deployed (`kprobe check`).
 
-Pure: the parsed settings (`kprobe.kafka.listeners.Deployment`) and what this machine's resolver answered
+Pure: the parsed settings (`kprobe.check.listeners.Deployment`) and what this machine's resolver answered
 for the advertised names go in; a prediction per listener and vantage, and findings with fixes, come
 out. No network, no clock.
 
@@ -22,7 +22,7 @@ listener advertised by a broker) are findings whatever the audience: the broker 
 Codes that mean what they mean in a live probe are reused (ADVERTISED_LOOPBACK, ADVERTISED_UNRESOLVABLE,
 ADVERTISED_REFUSED, DUPLICATE_ENDPOINT), so a prediction and a probe read alike.
 
-The internal topics are judged too (`kprobe.findings.config_topics`), since the settings that decide them
+The internal topics are judged too (`kprobe.findings.check_topics`), since the settings that decide them
 sit in the same files.
 """
 
@@ -31,22 +31,22 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from kprobe.findings.catalogue import ERROR, INFO, SEVERITY_ORDER, WARNING, finding
-from kprobe.findings.config_topics import internal_topic_findings
-from kprobe.findings.kubernetes import cluster_name
-from kprobe.findings.shapes import describe_name, external_access
-from kprobe.kafka.listeners import (
-    VANTAGE_WORDS,
+from kprobe.check.listeners import (
+    CLIENT_NETWORK_WORDS,
     WILDCARDS,
     Broker,
+    ClientNetwork,
     Deployment,
     Listener,
     ListenerCheck,
     Reach,
-    Vantage,
 )
+from kprobe.findings.catalogue import ERROR, INFO, SEVERITY_ORDER, WARNING, finding
+from kprobe.findings.check_topics import internal_topic_findings
+from kprobe.findings.kubernetes import cluster_name
+from kprobe.findings.shapes import describe_name, external_access
+from kprobe.hostport import is_ip_literal, is_loopback_ip, is_loopback_name
 from kprobe.models import DnsResult, Finding, Severity
-from kprobe.net.addresses import is_ip_literal, is_loopback_ip, is_loopback_name
 
 _FAILS = ("unresolvable", "unreachable")
 
@@ -92,17 +92,17 @@ def check_deployments(
 # -- predictions ------------------------------------------------------------------------------------------
 
 def _check(dep: Deployment, broker: Broker, lst: Listener, resolved: Mapping[str, DnsResult]) -> ListenerCheck:
-    reach = tuple(_reach(dep, broker, lst, v, resolved) for v in dep.vantages) if lst.advertised else ()
+    reach = tuple(_reach(dep, broker, lst, v, resolved) for v in dep.client_networks) if lst.advertised else ()
     return ListenerCheck(source=dep.source, broker=broker.name, node_id=broker.node_id, listener=lst,
                          audiences=audiences(dep, broker, lst), reach=reach)
 
 
-def audiences(dep: Deployment, broker: Broker, lst: Listener) -> tuple[Vantage, ...]:
+def audiences(dep: Deployment, broker: Broker, lst: Listener) -> tuple[ClientNetwork, ...]:
     """The vantages a listener is meant for (see the module's docstring); a controller's serves none."""
     if lst.controller or lst.advertised is None or lst.bind is None:
         return ()
     if dep.platform == "compose":
-        out: list[Vantage] = []
+        out: list[ClientNetwork] = []
         names = dep.names_on(broker.networks)
         if not lst.published or lst.inter_broker or lst.advertised.host.lower() in names:
             out.append("compose-network")
@@ -121,7 +121,7 @@ def audiences(dep: Deployment, broker: Broker, lst: Listener) -> tuple[Vantage, 
     return ("here",)
 
 
-def _reach(dep: Deployment, broker: Broker, lst: Listener, vantage: Vantage,
+def _reach(dep: Deployment, broker: Broker, lst: Listener, vantage: ClientNetwork,
            resolved: Mapping[str, DnsResult]) -> Reach:
     if dep.platform == "compose":
         return _compose_reach(dep, broker, lst, vantage, resolved)
@@ -150,7 +150,7 @@ def _here(host: str, resolved: Mapping[str, DnsResult]) -> tuple[str, str]:
     return "ok", f"{host} resolves from here to {addresses}"
 
 
-def _compose_reach(dep: Deployment, broker: Broker, lst: Listener, vantage: Vantage,
+def _compose_reach(dep: Deployment, broker: Broker, lst: Listener, vantage: ClientNetwork,
                    resolved: Mapping[str, DnsResult]) -> Reach:
     assert lst.advertised is not None
     host, port = lst.advertised.host, lst.advertised.port
@@ -218,7 +218,7 @@ def _broker_named(dep: Deployment, host: str, default: Broker) -> Broker | None:
     return None if host.lower() not in (n.lower() for n in default.own_names) else default
 
 
-def _by_resolver(vantage: Vantage, boot: str | None, host: str, resolved: Mapping[str, DnsResult], *,
+def _by_resolver(vantage: ClientNetwork, boot: str | None, host: str, resolved: Mapping[str, DnsResult], *,
                  internal: bool) -> Reach:
     """A name judged by this machine's resolver (the Compose network's and the cluster's DNS forward to it too)."""
     if host.startswith("<"):
@@ -266,7 +266,7 @@ def _host_reach(lst: Listener, resolved: Mapping[str, DnsResult]) -> Reach:
     return Reach(vantage="here", status="resolves", bootstrap=boot, why=words + f"; port {port}")
 
 
-def _cluster_reach(dep: Deployment, lst: Listener, vantage: Vantage, resolved: Mapping[str, DnsResult]) -> Reach:
+def _cluster_reach(dep: Deployment, lst: Listener, vantage: ClientNetwork, resolved: Mapping[str, DnsResult]) -> Reach:
     """An operator's listener from inside the cluster or outside it."""
     assert lst.advertised is not None
     host = lst.advertised.host
@@ -327,7 +327,7 @@ def _audience_finding(dep: Deployment, broker: Broker, check: ListenerCheck, rea
     lst = check.listener
     assert lst.advertised is not None
     endpoint = lst.advertised.text
-    where = VANTAGE_WORDS[reach.vantage]
+    where = CLIENT_NETWORK_WORDS[reach.vantage]
     setting = _advertised_setting(dep, broker)
     head = f"{_who(check)} advertises {endpoint}"
     after = ("clients there bootstrap" + (f" at {reach.bootstrap}" if reach.bootstrap else "")
@@ -381,7 +381,7 @@ def _first_host_port(lst: Listener) -> str:
     return next((str(p.host_port) for p in lst.published if p.host_port), "<the published port>")
 
 
-def _loopback_fix(dep: Deployment, broker: Broker, lst: Listener, vantage: Vantage, setting: str) -> str:
+def _loopback_fix(dep: Deployment, broker: Broker, lst: Listener, vantage: ClientNetwork, setting: str) -> str:
     assert lst.advertised is not None
     if dep.platform == "compose":
         return (f"Advertise the service's name to the Compose network: in {setting}, "
@@ -391,7 +391,7 @@ def _loopback_fix(dep: Deployment, broker: Broker, lst: Listener, vantage: Vanta
             f"127.0.0.1 in {broker.setting('listeners')} if it is meant for the broker's own machine only.")
 
 
-def _internal_fix(dep: Deployment, broker: Broker, lst: Listener, vantage: Vantage, setting: str) -> str:
+def _internal_fix(dep: Deployment, broker: Broker, lst: Listener, vantage: ClientNetwork, setting: str) -> str:
     assert lst.advertised is not None
     if dep.platform == "kubernetes":
         name = cluster_name(lst.advertised.host)

@@ -12,6 +12,9 @@ endpoint answering in 2 ms and in 3 ms is the same verdict.
 Which of the two questions a comparison answers decides its words, not its data: one vantage at
 two times (A first) is before and after, so a finding "appeared"; two vantages are side by side,
 neither came first, and a finding is "only at B" (`ReportDiff.before_after`).
+
+Pure over two `Report`s, so it sits beside them: `kprobe.saved.show` reads both sides and
+`kprobe.output.diff` formats what this computes.
 """
 
 from __future__ import annotations
