@@ -19,7 +19,7 @@ def now_rfc3339() -> str:
 def report_id() -> str:
     """A report's id: a random (version 4) UUID, spelt as `str(uuid.uuid4())` spells it, the same for every run.
 
-    Why not `uuid`: it imports `platform`, 3 ms of a probe's start (issue 33) for sixteen random bytes.
+    Why not `uuid`: it imports `platform`, a measurable part of a probe's start, for sixteen random bytes.
     """
     raw = bytearray(os.urandom(16))
     raw[6] = (raw[6] & 0x0F) | 0x40  # version 4

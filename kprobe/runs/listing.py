@@ -240,7 +240,7 @@ def unchecked_gap(listing: Listing, *, resolve: Mapping[str, str] | None = None,
     """One line for a listing made without --reachability, when its names alone show a gap; else None.
 
     Without --reachability `list` prints kcat's lines and exits 0, as kcat does, even where every
-    advertised endpoint is unusable from here (issue 34). Resolving and connecting would be network
+    advertised endpoint is unusable from here. Resolving and connecting would be network
     work the user did not ask for; what the advertised names themselves say is free: a host no
     client can use, a loopback address handed to a client that came from elsewhere, a Kubernetes
     cluster-internal name outside a pod (KUBERNETES_SERVICE_HOST unset), a cloud network's private DNS
