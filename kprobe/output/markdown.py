@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from kprobe import __version__
 from kprobe.models import USABLE_VERDICTS, Finding, Report
+from kprobe.option_table import DEADLINE, TIMEOUT, parse_duration
 from kprobe.output.sanitize import safe
 from kprobe.output.text import ApplicationRow, application_rows, endpoint_rows, summary_line
 
@@ -79,9 +80,9 @@ def command_line(report: Report) -> str:
     props = settings.get("properties")
     if isinstance(props, dict):
         parts += [x for k, v in props.items() for x in ("-X", f"{k}={v}")]
-    for flag, key, default in (("--timeout", "timeout_s", 5.0), ("--deadline", "deadline_s", 30.0)):
-        value = settings.get(key)
-        if isinstance(value, (int, float)) and value != default:
+    for option in (TIMEOUT, DEADLINE):
+        value, flag = settings.get(option.report or ""), option.flag
+        if isinstance(value, (int, float)) and value != parse_duration(option.default, flag):
             parts += [flag, f"{value:g}s"]
     if settings.get("identity") is False:
         parts.append("--no-identity")
