@@ -224,7 +224,7 @@ def lab_port_range() -> tuple[int, int]:
     out (a Spark executor, a Kafka client), and it may hand out a number a lab has chosen and its JVM
     has not bound yet. Outside the range only a process that names the number can take it, and the
     labs' claims (PortClaims) keep kprobe's own processes off it. A machine whose range leaves no
-    room outside it gets the whole upper range, and that race with it.
+    room outside it gets every number from LAB_PORTS_FROM up, ephemeral ones and that race included.
     """
     low, high = ephemeral_range()
     if low - LAB_PORTS_FROM >= _ENOUGH:
