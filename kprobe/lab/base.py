@@ -8,6 +8,7 @@ backends serve the same scenario byte for byte.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import secrets
 import socket
@@ -22,7 +23,7 @@ from kprobe.lab.certs import CertFiles, make_cert
 from kprobe.lab.decoys import Blackhole, Impostor
 from kprobe.lab.dns_server import DnsServer, start_views
 from kprobe.lab.forwarder import Forwarders
-from kprobe.lab.helpers import claim_port
+from kprobe.lab.helpers import PortClaims, lab_port_range, share_port
 from kprobe.lab.idp import IdentityProvider
 from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
 from kprobe.lab.sni_proxy import SniProxy
@@ -62,11 +63,14 @@ class RenderedNode:
         return self.spec.node_id
 
 
-def free_port(host: str, taken: set[tuple[str, int]], preferred: int = 0) -> int:
-    """A port free on `host` now; `taken` avoids handing one out twice before JVMs bind.
+def free_port(host: str, taken: set[tuple[str, int]], claims: PortClaims, preferred: int = 0) -> int:
+    """A port for a JVM to bind on `host`: `preferred` where it is free, else one of the lab's own, held in `claims`.
 
     `preferred` (a listener's `port`, Kubernetes' 9092) is taken where it is free on `host` and not yet
-    handed out on that host; several nodes may each have it, on their own addresses, as pods do.
+    handed out on that host; several nodes may each have it, on their own addresses, as pods do. A lab's
+    own port is chosen outside the ephemeral range and claimed machine-wide (helpers.lab_port_range,
+    helpers.PortClaims): the JVM binds it seconds later, and until then no other process may get it.
+    `taken` avoids handing one out twice in the lab.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET  # the namespace lab's IPv6 listeners
     if preferred and (host, preferred) not in taken:
@@ -79,39 +83,58 @@ def free_port(host: str, taken: set[tuple[str, int]], preferred: int = 0) -> int
             except OSError:
                 pass
             else:
-                taken.add((host, preferred))
-                return preferred
-    for _ in range(50):
+                if share_port(preferred):
+                    taken.add((host, preferred))
+                    return preferred
+    low, high = lab_port_range()
+    for _ in range(200):
+        # secrets, not random: pytest-randomly seeds `random` alike in every worker, which would then all
+        # try the same numbers in the same order.
+        port = low + secrets.randbelow(high - low + 1)
+        # Kafka refuses two listeners on one port, whatever their hosts: unique in the lab.
+        if any(p == port for _, p in taken) or not claims.claim(port):
+            continue
         with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port = int(sock.getsockname()[1])
-        # Kafka refuses two listeners on one port, whatever their hosts: keep ports unique, in the
-        # lab and across the labs of this process.
-        if all(p != port for _, p in taken) and claim_port(port):
-            taken.add((host, port))
-            return port
+            try:
+                sock.bind((host, port))
+            except OSError as exc:
+                claims.drop(port)
+                if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
+                    raise  # not an address of this machine (EADDRNOTAVAIL): no number will do
+                continue  # a program that is no lab has it
+        taken.add((host, port))
+        return port
     raise RuntimeError(f"no free port on {host}")
 
 
 def render(
     scenario: Scenario, blackholes: dict[str, Blackhole], impostors: dict[str, Impostor] | None = None,
     proxy_ports: dict[str, int] | None = None, forward_ports: dict[str, int] | None = None,
+    claims: PortClaims | None = None,
 ) -> dict[int, RenderedNode]:
     """Choose ports and fill in every template of the scenario.
 
     `proxy_ports` are the ports the SNI proxies got (`{px[NAME]}`), `forward_ports` the forwards'
-    (`{fw[NAME]}`); without them, the ports they prefer.
+    (`{fw[NAME]}`); without them, the ports they prefer. `claims` holds the lab's own ports until the
+    lab stops (RunningLab.port_claims); without it they are held only while rendering (for a rendering
+    that nothing runs).
     """
     taken: set[tuple[str, int]] = set()
     nodes: dict[int, RenderedNode] = {}
-    for spec in scenario.nodes:
-        names = {name: spec.address for name in spec.hostnames}
-        node = RenderedNode(spec, free_port(spec.address, taken))
-        for lst in spec.listeners:
-            bind_host = lst.bind.format(addr=spec.address)
-            bind_ip = names.get(bind_host, bind_host)
-            node.listeners[lst.name] = RenderedListener(lst, bind_host, bind_ip, free_port(bind_ip, taken, lst.port))
-        nodes[spec.node_id] = node
+    held = claims if claims is not None else PortClaims()
+    try:
+        for spec in scenario.nodes:
+            names = {name: spec.address for name in spec.hostnames}
+            node = RenderedNode(spec, free_port(spec.address, taken, held))
+            for lst in spec.listeners:
+                bind_host = lst.bind.format(addr=spec.address)
+                bind_ip = names.get(bind_host, bind_host)
+                port = free_port(bind_ip, taken, held, lst.port)
+                node.listeners[lst.name] = RenderedListener(lst, bind_host, bind_ip, port)
+            nodes[spec.node_id] = node
+    finally:
+        if claims is None:
+            held.release()
     real = {
         n.node_id: {name: f"{rl.bind_ip}:{rl.port}" for name, rl in n.listeners.items()}
         for n in nodes.values()
@@ -274,6 +297,8 @@ class RunningLab(ABC):
         self.nodes: dict[int, RenderedNode] = {}
         self.cluster_id = ""
         self.started_at = time.time()
+        # The lab's own ports, held from their choice (render) until stop(), against every other lab.
+        self.port_claims = PortClaims()
         self._stopped = False
 
     def _start_network(self) -> None:
@@ -545,6 +570,7 @@ class RunningLab(ABC):
         try:
             self._stop_processes()
         finally:
+            self.port_claims.release()  # first: a helper that fails to stop must not keep them held
             self.forwards.stop()
             for proxy in self.proxies.values():
                 proxy.stop()

@@ -331,7 +331,7 @@ class ContainerLab(RunningLab):
         try:
             self._start_network()
             self.nodes = render(self.scenario, self.blackholes, self.impostors, self.proxy_ports,
-                                self.forward_ports)
+                                self.forward_ports, self.port_claims)
             self._start_shadows()
         except OSError as exc:
             if exc.errno != errno.EADDRNOTAVAIL:

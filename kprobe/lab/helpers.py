@@ -11,16 +11,23 @@ its config are the caller's business (`kprobe.lab.sni_proxy` renders HAProxy's).
 
 Leftovers are countable: the config file's name carries the lab's id, and it is on the helper's
 command line, so `running_helpers(lab_id)` finds any process a crashed run left behind.
+
+The lab's port numbers are chosen here too, for the brokers and for these helpers alike: a number
+is handed out once among the labs of a process, and a lab's own numbers (PortClaims) once among
+every process of the user, since a JVM binds its port seconds after the lab chose it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kprobe.errors import LabError
+from kprobe.private import UnsafePath, private_dir
 from kprobe.records import record
 
 READY_TIMEOUT = 10.0
@@ -159,21 +167,156 @@ def _accepts(host: str, port: int) -> bool:
         return False
 
 
-# Every port a lab in this process has handed out, on whatever address. Two labs (two runs of
-# free_port with their own `taken`) on different addresses could otherwise both get port N: a
-# page normalised over several labs (docs/generate.py) then names one lab's port by the other's
-# listener, about once in a dozen runs.
+# Every port number a lab of this process has bound to port 0 (decoys, proxies, forwards), on whatever
+# address. Two labs on different addresses could otherwise both get port N: a page normalised over
+# several labs (docs/generate.py) then names one lab's port by the other's listener.
 _ISSUED: set[int] = set()
-_ISSUED_LOCK = threading.Lock()
+# Preferred numbers (a listener's or a forward's 9092, 443, node ports) some lab of this process has: shared
+# among preferred ports (pods each have 9092, on their own addresses), never a lab's own number.
+_SHARED: set[int] = set()
+# The numbers this process holds claims on (PortClaims), each a lab's own.
+_HELD: set[int] = set()
+_PORTS_LOCK = threading.Lock()
 
 
 def claim_port(port: int) -> bool:
     """Record `port` as handed out; False when some lab of this process already has it."""
-    with _ISSUED_LOCK:
-        if port in _ISSUED:
+    with _PORTS_LOCK:
+        if port in _ISSUED or port in _HELD:
             return False
         _ISSUED.add(port)
         return True
+
+
+def share_port(port: int) -> bool:
+    """Record `port` as a preferred one a lab of this process has.
+
+    False when a lab of this process holds it as its own: one number means one thing among the labs
+    of a process.
+    """
+    with _PORTS_LOCK:
+        if port in _HELD:
+            return False
+        _SHARED.add(port)
+        return True
+
+
+# Where a lab's own ports start: below it are the registered services (Kafka's 9092 among them).
+LAB_PORTS_FROM = 20000
+_ENOUGH = 1000  # the numbers a span outside the ephemeral range needs to be chosen from
+_EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_IANA_EPHEMERAL = (49152, 65535)  # macOS's, and the default where the kernel does not say
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel gives a bind to port 0 and an outgoing connection (Linux's ip_local_port_range)."""
+    try:
+        low, high = (int(word) for word in _EPHEMERAL_FILE.read_text().split())
+    except (OSError, ValueError):
+        return _IANA_EPHEMERAL
+    return low, high
+
+
+def lab_port_range() -> tuple[int, int]:
+    """Where a lab chooses its own ports: below the ephemeral range, else above it.
+
+    Why outside it: the kernel hands an ephemeral port to any process that binds port 0 or connects
+    out (a Spark executor, a Kafka client), and it may hand out a number a lab has chosen and its JVM
+    has not bound yet. Outside the range only a process that names the number can take it, and the
+    labs' claims (PortClaims) keep kprobe's own processes off it. A machine whose range leaves no
+    room outside it gets every number from LAB_PORTS_FROM up, ephemeral ones and that race included.
+    """
+    low, high = ephemeral_range()
+    if low - LAB_PORTS_FROM >= _ENOUGH:
+        return LAB_PORTS_FROM, low - 1
+    if 65535 - high >= _ENOUGH:
+        return high + 1, 65535
+    return LAB_PORTS_FROM, 65535
+
+
+def claims_dir() -> Path:
+    """The directory of this user's port claims, in the temp directory.
+
+    The temp directory, not kprobe's cache: every process of the user must find the same one, and
+    runs and tests point KPROBE_CACHE_DIR elsewhere. private_dir makes it this user's alone, so no
+    other user can plant a file there or hold one of its locks.
+    """
+    path = Path(tempfile.gettempdir(), f"kprobe-ports-{os.geteuid()}")
+    try:
+        return private_dir(path)
+    except UnsafePath as exc:
+        raise LabError(f"the lab will not claim ports in {path}: {exc}") from None
+
+
+def _lock(path: Path) -> int | None:
+    """A descriptor holding an exclusive flock on the file at `path`, or None when another holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        mine, now = os.fstat(fd), os.stat(path, follow_symlinks=False)
+    except (BlockingIOError, FileNotFoundError):
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    if (mine.st_dev, mine.st_ino) != (now.st_dev, now.st_ino):
+        os.close(fd)  # its holder removed it between our open and our lock: the claim is the new file's
+        return None
+    return fd
+
+
+class PortClaims:
+    """The port numbers one lab holds against every process of this user on the machine, for the lab's life.
+
+    Why: a lab chooses its brokers' ports before their JVMs bind them, and in between another lab (a
+    test worker, a detached lab's supervisor) could choose the same number and bind it first. A claim
+    is an flock on a file named for the number (claims_dir), which the kernel drops when the holding
+    process dies, so a lab killed with SIGKILL leaves none behind; `release()` (the lab's stop) drops
+    them all. A released claim's file is removed before its lock is dropped, so the directory keeps
+    only the files of held claims (and of killed holders, which the next claim of the number reuses).
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[int, tuple[int, Path]] = {}
+
+    def __contains__(self, port: object) -> bool:
+        return port in self._held
+
+    @property
+    def ports(self) -> set[int]:
+        """The numbers held."""
+        return set(self._held)
+
+    def claim(self, port: int) -> bool:
+        """Hold `port`; False when a lab anywhere holds it, or a lab of this process has it (preferred or bound)."""
+        with _PORTS_LOCK:
+            if port in _HELD or port in _SHARED or port in _ISSUED:
+                return False
+            path = claims_dir() / str(port)
+            fd = _lock(path)
+            if fd is None:
+                return False
+            self._held[port] = (fd, path)
+            _HELD.add(port)
+            return True
+
+    def drop(self, port: int) -> None:
+        """Release one claim (a number its lab could not bind after all)."""
+        with _PORTS_LOCK:
+            held = self._held.pop(port, None)
+            if held is None:
+                return
+            _HELD.discard(port)
+            fd, path = held
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # before the lock goes: _lock then refuses a descriptor of the old file
+            os.close(fd)
+
+    def release(self) -> None:
+        """Release every claim; safe to call twice."""
+        for port in list(self._held):
+            self.drop(port)
 
 
 def bind_unclaimed(sock_factory: Any, host: str) -> socket.socket:
@@ -205,7 +348,7 @@ def listening_socket(host: str, preferred: int = 0) -> socket.socket:
         except OSError:
             sock.close()
             continue
-        if port == 0 and not claim_port(int(sock.getsockname()[1])):
+        if not (claim_port(int(sock.getsockname()[1])) if port == 0 else share_port(port)):
             sock.close()  # another lab of this process has that number, on another address
             continue
         return sock

@@ -118,7 +118,7 @@ class NativeLab(RunningLab):
             self.classpath = jars.kafka_classpath()
             self._start_network()
             self.nodes = render(self.scenario, self.blackholes, self.impostors, self.proxy_ports,
-                                self.forward_ports)
+                                self.forward_ports, self.port_claims)
             self._start_shadows()
             self._make_certs(self.workdir / "tls")
             self._start_proxies(self.workdir / "proxies", self.lab_id)
