@@ -1363,7 +1363,7 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
     import tempfile
 
     from kprobe.aggregate.generate import reports, write_jsonl
-    from kprobe.aggregate.plan import LIGHT_JVM
+    from kprobe.aggregate.jvm import LIGHT_JVM
     from kprobe.aggregate.warm import LINE_MAX
 
     runtime = Path(tempfile.mkdtemp(prefix="kw-"))  # short: a Unix socket's path has at most 107 bytes
