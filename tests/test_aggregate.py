@@ -1203,11 +1203,11 @@ def test_the_driver_options_are_ones_this_java_starts_with():
 
 
 def test_the_compile_command_names_the_classes_spark_generates(spark):
-    """HEAVY_JVM keeps C2 off the classes Spark generates by their name (`plan.GENERATED_CLASSES`): the class of
+    """HEAVY_JVM keeps C2 off the classes Spark generates by their name (`jvm.GENERATED_CLASSES`): the class of
     this Spark's whole-stage code, compiled as a query's is, has to be one of them."""
     from fnmatch import fnmatchcase
 
-    from kprobe.aggregate.plan import GENERATED_CLASSES
+    from kprobe.aggregate.jvm import GENERATED_CLASSES
 
     codegen = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
     kept = {key: spark.conf.get(key) for key in codegen}  # off in the test session (conftest), on in a run
