@@ -74,9 +74,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # The Spark JVMs of the tests (in-process sessions and `kprobe aggregate` children) JIT with C1
     # alone and collect with one thread, as the lab's brokers do: tiny inputs, where C2 and G1's
     # threads are mostly start-up cost. Measured on two aggregate tests: 111 s of CPU, 78 s with these.
-    # The code cache as large as tiered compilation's (kprobe.aggregate.plan.LIGHT_JVM says why): a
+    # The code cache as large as tiered compilation's (kprobe.aggregate.jvm.LIGHT_JVM says why): a
     # worker's one session for the whole suite filled C1's 48 MB and Spark stopped its context.
-    from kprobe.aggregate.plan import LIGHT_JVM  # no PySpark imported
+    from kprobe.aggregate.jvm import LIGHT_JVM  # no PySpark imported
 
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-java-options '{LIGHT_JVM}' pyspark-shell")
     fd, log = tempfile.mkstemp(prefix="kprobe-test-fence-", suffix=".log")

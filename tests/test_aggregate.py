@@ -29,9 +29,9 @@ pyspark = pytest.importorskip("pyspark")
 
 from conftest import new_topic  # noqa: E402
 
-from kprobe.aggregate import transforms as tf  # noqa: E402
 from kprobe.aggregate.checks import MARKER, validate  # noqa: E402
 from kprobe.aggregate.entry import LIGHT_BELOW  # noqa: E402
+from kprobe.aggregate.flatten import KEYS  # noqa: E402
 from kprobe.aggregate.job import (  # noqa: E402
     JobOptions,
     accounting_error,
@@ -39,6 +39,7 @@ from kprobe.aggregate.job import (  # noqa: E402
     spark_log,
     summary_lines,
 )
+from kprobe.aggregate.parse import UNSUPPORTED_FILE  # noqa: E402
 from kprobe.aggregate.plan import MESSAGE_BYTES, Progress, current, new_input_bytes, survey  # noqa: E402
 from kprobe.errors import KprobeError, UsageError  # noqa: E402
 from kprobe.models import CLIENTS_CONNECT  # noqa: E402
@@ -616,7 +617,7 @@ def test_every_file_is_read_or_quarantined_with_its_reason(crafted_run):
     # 5 + 1 + 1 reports in .jsonl, .ndjson, .json and .jsonl.gz files, and notes.txt as one record.
     assert counts["input_records"] == 8
     assert (counts["reports"], counts["duplicates"], counts["quarantined"]) == (7, 0, 1)
-    assert counts["quarantine_reasons"] == {tf.UNSUPPORTED_FILE: 1}
+    assert counts["quarantine_reasons"] == {UNSUPPORTED_FILE: 1}
     assert counts["reports_in_window"] == 5  # the reports at -1 h and +5 h are outside [since, until)
     assert (out / MARKER).exists()
 
@@ -910,7 +911,7 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(ingest, "ONE_TASK_BELOW", 0)
     run(spark, JobOptions((str(inputs),), str(tmp_path / "spread"), html=False, full=True))
     assert outputs_of(spark, tmp_path / "spread") == outputs_of(spark, tmp_path / "full")
-    # The aggregations the spread rollup cached, to compute each once (tf.day_rollups' `held`), are released.
+    # The aggregations the spread rollup cached, to compute each once (rollups.day_rollups' `held`), are released.
     assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
     monkeypatch.undo()
     rows = {(r.vantage, r.node_id): r for r in spark.read.parquet(str(out / "parquet" / "endpoint_vantage")).collect()}
@@ -933,10 +934,10 @@ def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
     dictionary = {name for name, c in chunks.items() if c.getEncodingStats().hasDictionaryEncodedPages()}
     assert not dictionary & set(ingest.PLAIN_COLUMNS) and {"cluster_id", "vantage"} <= dictionary
     assert all(c.getStatistics().isEmpty() for c in chunks.values())
-    # And in each file an endpoint's rows together (tf.clustered), where the reports came interleaved (day 1:
+    # And in each file an endpoint's rows together (flatten.clustered), where the reports came interleaved (day 1:
     # a report of nodes 0 and 1 each hour).
     for part in written:
-        keys = [tuple(r) for r in spark.read.parquet(str(part)).select(*tf.KEYS).collect()]
+        keys = [tuple(r) for r in spark.read.parquet(str(part)).select(*KEYS).collect()]
         runs = [k for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k]
         assert len(runs) == len(set(runs)), keys
     # Nothing new: nothing read, the same outputs.
@@ -952,7 +953,6 @@ def test_a_failure_beside_the_other_thread_is_the_one_reported_and_leaves_the_st
     from pyspark.sql import functions as F
 
     from kprobe.aggregate import ingest
-    from kprobe.aggregate import transforms as tf
 
     inputs, out = tmp_path / "in", tmp_path / "out"
     inputs.mkdir()
@@ -965,9 +965,9 @@ def test_a_failure_beside_the_other_thread_is_the_one_reported_and_leaves_the_st
     def dedupe(*args: object) -> set[str]:
         raise KprobeError("boom in the ids")
 
-    day_rollups = tf.day_rollups
+    day_rollups = ingest.day_rollups
     failing = {"ids": (ingest, "_dedupe", dedupe),
-               "rollup": (tf, "day_rollups", lambda rows, **kw: day_rollups(rows, **kw).withColumn(
+               "rollup": (ingest, "day_rollups", lambda rows, **kw: day_rollups(rows, **kw).withColumn(
                    "t", F.when(F.col("t").isNotNull(), F.raise_error(F.lit("boom in the rollup"))).otherwise(F.col("t"))))}
     for side, (module, name, broken) in failing.items():
         monkeypatch.setattr(module, name, broken)
@@ -1032,13 +1032,13 @@ def test_a_day_rolled_up_in_segments_equals_a_full_run(spark, tmp_path, monkeypa
     # A small increment's rows are rolled up in one task without the broadcast lookups (`one_task`): over this
     # day's rows (ties, mixed outcomes, moved addresses) every kind of rollup row is the same as spread.
     from kprobe.aggregate import state as st
-    from kprobe.aggregate import transforms as tf
+    from kprobe.aggregate.rollups import day_rollups
 
     root = out / st.STATE_NAME
-    rows = ingest.kept(spark, root, st.load(root), {"2026-11-01"})
+    rows = ingest.read_kept(spark, root, st.load(root), {"2026-11-01"})
     held: list = []
-    one, spread = tf.day_rollups(rows.coalesce(1), one_task=True), tf.day_rollups(rows)
-    cached = tf.day_rollups(rows, held=held)  # spread, its lookups' aggregations each computed once
+    one, spread = day_rollups(rows.coalesce(1), one_task=True), day_rollups(rows)
+    cached = day_rollups(rows, held=held)  # spread, its lookups' aggregations each computed once
     try:  # released even if a collect fails: a later test checks that nothing stays cached
         one_rows, spread_rows, cached_rows = (sorted((tuple(r) for r in df.collect()), key=repr)
                                               for df in (one, spread, cached))
@@ -1048,29 +1048,6 @@ def test_a_day_rolled_up_in_segments_equals_a_full_run(spark, tmp_path, monkeypa
     assert one.schema == spread.schema == cached.schema and one_rows == spread_rows == cached_rows and len(held) == 4
     kind = one.schema.names.index("t")
     assert {row[kind] for row in one_rows} == {"ev", "h", "hr", "cs", "f", "fe", "adv", "chg"}
-
-
-def test_the_latest_time_and_report_hash_as_one_number_order_as_the_pair(spark):
-    """Findings per endpoint pick their latest words by the maximum of `_latest` (a hash aggregation), where
-    the one-task rollup takes the maximum of (ts, rid): the same pick at every edge of both, ties in time
-    broken by the report hash, and the hash read back whole (years 1000 to 9999: near year 1, PySpark's conversion
-    of a datetime leaves Python's range)."""
-    from pyspark.sql import functions as F
-
-    utc = dt.timezone.utc
-    times = [dt.datetime(1000, 1, 1, tzinfo=utc), dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=utc),
-             dt.datetime(1970, 1, 1, tzinfo=utc), dt.datetime(2026, 11, 27, 12, 0, 0, 1, tzinfo=utc),
-             dt.datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=utc)]
-    hashes = [-(2 ** 63), -1, 0, 1, 2 ** 63 - 1]
-    # A group per time (ties in time, every hash), and one of everything.
-    every = [(t, r) for t in times for r in hashes]
-    groups = {g: [(t, r) for r in hashes] for g, t in enumerate(times)} | {len(times): every}
-    df = spark.createDataFrame([(g, t, r) for g, pairs in groups.items() for t, r in pairs],
-                               "g int, ts timestamp, rid long")
-    picked = {row.g: row.rid for row in df.groupBy("g").agg(tf._rid_of(F.max(tf._latest())).alias("rid")).collect()}
-    assert picked == {g: max(pairs)[1] for g, pairs in groups.items()}
-    ordered = [row.rid for row in df.where(F.col("g") == len(times)).orderBy(tf._latest()).collect()]
-    assert ordered == [r for _, r in sorted(every)]
 
 
 @pytest.mark.parametrize("case", ["foreign", "corrupt", "missing", "other format"])
@@ -1151,8 +1128,7 @@ def test_the_light_and_heavy_jvms_keep_the_driver_options_of_spark_defaults(tmp_
     """A --conf replaces spark-defaults.conf's value: a light or heavy run's flags come after the user's (a proxy,
     say), never instead of them."""
     from kprobe.aggregate import jvm
-    from kprobe.aggregate.jvm import driver_options
-    from kprobe.aggregate.plan import HEAVY_JVM, LIGHT_JVM
+    from kprobe.aggregate.jvm import HEAVY_JVM, LIGHT_JVM, driver_options
 
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
     monkeypatch.setenv("KPROBE_CACHE_DIR", str(tmp_path / "cache"))
@@ -1189,8 +1165,7 @@ def test_the_light_and_heavy_jvms_keep_the_driver_options_of_spark_defaults(tmp_
 def test_the_driver_options_are_ones_this_java_starts_with():
     """A flag this JVM does not know stops it before Spark starts (`Unrecognized VM option`), and no Spark JVM
     of the suite starts with HEAVY_JVM (its sessions take LIGHT_JVM): so each set is started here, for a moment."""
-    from kprobe.aggregate.jvm import _java, leaving_theirs
-    from kprobe.aggregate.plan import GENERATED_CLASSES, HEAVY_JVM, LIGHT_JVM
+    from kprobe.aggregate.jvm import GENERATED_CLASSES, HEAVY_JVM, LIGHT_JVM, _java, leaving_theirs
 
     java = _java()
     assert java is not None
@@ -1228,11 +1203,11 @@ def test_the_driver_options_are_ones_this_java_starts_with():
 
 
 def test_the_compile_command_names_the_classes_spark_generates(spark):
-    """HEAVY_JVM keeps C2 off the classes Spark generates by their name (`plan.GENERATED_CLASSES`): the class of
+    """HEAVY_JVM keeps C2 off the classes Spark generates by their name (`jvm.GENERATED_CLASSES`): the class of
     this Spark's whole-stage code, compiled as a query's is, has to be one of them."""
     from fnmatch import fnmatchcase
 
-    from kprobe.aggregate.plan import GENERATED_CLASSES
+    from kprobe.aggregate.jvm import GENERATED_CLASSES
 
     codegen = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
     kept = {key: spark.conf.get(key) for key in codegen}  # off in the test session (conftest), on in a run
@@ -1388,7 +1363,7 @@ def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
     import tempfile
 
     from kprobe.aggregate.generate import reports, write_jsonl
-    from kprobe.aggregate.plan import LIGHT_JVM
+    from kprobe.aggregate.jvm import LIGHT_JVM
     from kprobe.aggregate.warm import LINE_MAX
 
     runtime = Path(tempfile.mkdtemp(prefix="kw-"))  # short: a Unix socket's path has at most 107 bytes
@@ -1509,17 +1484,17 @@ def test_only_local_runs_without_verbose_go_to_a_warm_driver(monkeypatch):
     """A warm driver takes runs on a local master and local paths, Spark's lines not wanted on the terminal;
     the others (a cluster, s3a or hdfs paths whose credentials come from the environment, -v, spark-submit)
     run in their own process."""
-    from kprobe.aggregate.warm import usable
+    from kprobe.aggregate.warm import can_serve
 
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     local = JobOptions(("/data/in", "file:///data/more"), "/data/out", state="/data/state")
-    assert usable(local, verbose=False)
-    assert not usable(local, verbose=True)
-    assert not usable(JobOptions(("/data/in",), "/data/out", master="spark://127.0.0.1:7077"), verbose=False)
-    assert not usable(JobOptions(("s3a://bucket/in",), "/data/out"), verbose=False)
-    assert not usable(JobOptions(("/data/in",), "/data/out", state="hdfs://nn/state"), verbose=False)
+    assert can_serve(local, verbose=False)
+    assert not can_serve(local, verbose=True)
+    assert not can_serve(JobOptions(("/data/in",), "/data/out", master="spark://127.0.0.1:7077"), verbose=False)
+    assert not can_serve(JobOptions(("s3a://bucket/in",), "/data/out"), verbose=False)
+    assert not can_serve(JobOptions(("/data/in",), "/data/out", state="hdfs://nn/state"), verbose=False)
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")
-    assert not usable(local, verbose=False)
+    assert not can_serve(local, verbose=False)
 
 
 def test_a_socket_directory_others_could_write_is_not_used(tmp_path, monkeypatch, capsys):
@@ -1534,9 +1509,9 @@ def test_a_socket_directory_others_could_write_is_not_used(tmp_path, monkeypatch
     monkeypatch.setattr(tempfile, "tempdir", str(short))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 80)))
     monkeypatch.setenv("KPROBE_CACHE_DIR", str(short / "cache"))
-    assert warm._private_dir() == short / "cache" / f"warm-{os.getuid()}"
+    assert warm._socket_dir() == short / "cache" / f"warm-{os.getuid()}"
     monkeypatch.setenv("KPROBE_CACHE_DIR", str(tmp_path / ("c" * 80)))
-    assert warm._private_dir() == short / f"kprobe-{os.getuid()}"
+    assert warm._socket_dir() == short / f"kprobe-{os.getuid()}"
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(short))
     folder = short / f"kprobe-{os.getuid()}"
     folder.rmdir()
@@ -1544,13 +1519,14 @@ def test_a_socket_directory_others_could_write_is_not_used(tmp_path, monkeypatch
     folder.chmod(0o777)
     options = JobOptions((str(tmp_path / "in"),), str(tmp_path / "out"))
     assert warm.run(options, light=True, keep_warm=60) is None
-    assert capsys.readouterr().err == (f"kprobe: no warm driver ({folder} is not a directory of this user's alone "
-                                       "(mode 0700)); running the job in this process\n")
+    assert capsys.readouterr().err == (f"kprobe: no warm driver ({folder} is open to other users (mode 777): remove "
+                                       "it, or chmod 700 it, and try again); running the job in this process\n")
     folder.rmdir()
     (tmp_path / "elsewhere").mkdir(mode=0o700)
     folder.symlink_to(tmp_path / "elsewhere")
     assert warm.run(options, light=True, keep_warm=60) is None
-    assert "is not a directory of this user's alone" in capsys.readouterr().err
+    assert capsys.readouterr().err == (f"kprobe: no warm driver ({folder} is not a directory of its own (a link or a "
+                                       "file): remove it and try again); running the job in this process\n")
     shutil.rmtree(short)
 
 
@@ -1562,6 +1538,7 @@ def test_without_a_runtime_directory_the_sockets_go_under_the_cache(tmp_path, mo
     import tempfile
 
     from kprobe.aggregate import warm
+    from kprobe.private import UnsafePath
 
     short = Path(tempfile.mkdtemp(prefix="kw-"))  # a Unix socket's path has at most 107 bytes
     try:
@@ -1571,23 +1548,23 @@ def test_without_a_runtime_directory_the_sockets_go_under_the_cache(tmp_path, mo
         taken = short / f"kprobe-{os.getuid()}"
         taken.mkdir(mode=0o755)
         os.chown(taken, 65534, 65534)  # another user's, made before any run of ours
-        folder = warm._private_dir()
+        folder = warm._socket_dir()
         info = folder.lstat()
         assert (folder, info.st_mode & 0o777, info.st_uid) == (short / "cache" / f"warm-{os.getuid()}", 0o700,
                                                                os.getuid())
-        assert warm._private_dir() == folder  # every run the same: the next run finds the driver
+        assert warm._socket_dir() == folder  # every run the same: the next run finds the driver
         assert not list(taken.iterdir())
         os.chown(folder, 65534, 65534)
-        with pytest.raises(OSError, match="is not a directory of this user's alone"):
-            warm._private_dir()
+        with pytest.raises(UnsafePath, match=f"^{re.escape(str(folder))} belongs to uid 65534, not to this user"):
+            warm._socket_dir()
         os.chown(folder, os.getuid(), os.getgid())
         folder.chmod(0o770)
-        with pytest.raises(OSError, match="is not a directory of this user's alone"):
-            warm._private_dir()
+        with pytest.raises(UnsafePath, match=r"is open to other users \(mode 770\): remove it, or chmod 700 it"):
+            warm._socket_dir()
         folder.rmdir()
         folder.symlink_to(tmp_path)
-        with pytest.raises(OSError, match="is not a directory of this user's alone"):
-            warm._private_dir()
+        with pytest.raises(UnsafePath, match=r"is not a directory of its own \(a link or a file\)"):
+            warm._socket_dir()
     finally:
         shutil.rmtree(short)
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 from kprobe.aggregate.plan import JobOptions, new_input_bytes, summary_lines, survey
 from kprobe.aggregate.state import StateBusy
 
-# New input up to this size starts a light JVM (plan.LIGHT_JVM: C1 alone, the serial collector). At 1M
-# observations (602 MB, 2 cores) a first run took as long either way (56.5 s light, 57.4 s not) on 18% less
-# CPU, and the rerun with 1% new (6.8 MB) 30 s instead of 36 s on 42% less CPU (docs/performance.md);
-# far bigger inputs are where C2's code and a parallel collector may pay for themselves, so they keep them
-# (plan.HEAVY_JVM: C2 for the methods that stay hot), and so does new input of a size not known.
+# New input up to this size starts a light JVM (jvm.LIGHT_JVM: C1 alone, the serial collector): up to here a
+# run takes no longer with it and spends less CPU, its compiler and collector threads being mostly start-up
+# cost; far bigger inputs are where C2's code and a parallel collector may pay for themselves, so they keep
+# them (jvm.HEAVY_JVM: C2 for the methods that stay hot), and so does new input of a size not known.
 LIGHT_BELOW = 256 * 1024 * 1024
 
 
@@ -28,7 +27,7 @@ def command(options: JobOptions, verbose: bool = False, where: bool = False, kee
     if keep_warm > 0:
         from kprobe.aggregate import warm
 
-        warm_driver = warm.usable(options, verbose)
+        warm_driver = warm.can_serve(options, verbose)
     busy = False
     try:
         line, found = survey(options)

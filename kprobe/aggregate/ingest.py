@@ -22,9 +22,12 @@ from pyspark.sql import types as T
 
 from kprobe.aggregate import local
 from kprobe.aggregate import state as st
-from kprobe.aggregate import transforms as tf
 from kprobe.aggregate.checks import is_local
+from kprobe.aggregate.dedupe import only_kept_copies, winners
+from kprobe.aggregate.flatten import QUARANTINE_DAY, clustered, flat_records
+from kprobe.aggregate.parse import parse, quarantine_reason, split_records
 from kprobe.aggregate.plan import InputFile, JobOptions, News, Progress, hidden, list_local, news
+from kprobe.aggregate.rollups import day_rollups
 from kprobe.errors import KprobeError
 
 
@@ -72,7 +75,7 @@ def read_records(spark: SparkSession, files: list[InputFile],
         parts.append(spark.read.text(lines).select(F.input_file_name().alias("file"), F.col("value").alias("line"))
                      .where(F.trim(F.col("line")) != ""))
     if whole:
-        parts.append(tf.split_records(spark.read.text(whole, wholetext=True)
+        parts.append(split_records(spark.read.text(whole, wholetext=True)
                                       .select(F.input_file_name().alias("file"), "value")))
     if others:
         parts.append(local.rows(spark, [(p, None) for p in others], RAW))
@@ -119,12 +122,11 @@ def _read(spark: SparkSession, table: str, *paths: str, base: str | None = None)
 
 
 # Parquet of the state under this many bytes is rolled up (or merged into the outputs) in one task:
-# a small increment's segment (10,200 observations: 350 kB) or a few days of rollups. Spread over the
-# shuffle partitions, each of the nine aggregations of `tf.day_rollups` is a stage of its own (25 Spark
-# jobs for a segment, each a fixed cost in a new JVM); in one partition every grouping is already in
-# place and none needs a shuffle, and the rollups need none of their broadcast lookups either (`one_task`
-# there: 2 jobs instead of 9). Past a few MB the cores do more than that costs (a day of 150,000
-# observations, 3.9 MB: 6.3 s in one task against 7.2 s spread; 860,000, 24 MB: 21 s against 16 s).
+# a small increment's segment or a few days of rollups. Spread over the shuffle partitions, each of the
+# nine aggregations of `rollups.day_rollups` is a stage of its own (many Spark jobs for a segment, each a
+# fixed cost in a new JVM); in one partition every grouping is already in place and none needs a shuffle,
+# and the rollups need none of their broadcast lookups either (`one_task` there: a few jobs). Past a few MB
+# the cores do more than that costs, and spread is faster.
 ONE_TASK_BELOW = 8 << 20
 
 
@@ -159,9 +161,8 @@ def read_parts(spark: SparkSession, root: Path, table: str, parts: list[tuple[in
 # How the state's records are written. A column of values that rarely repeat (hashes, times, a record's
 # own text) gets no dictionary: Parquet would build one for each file until it outgrew a page, then
 # write the values plainly anyway. And no column statistics: nothing filters the records by a value's
-# range (their days are directories, and hashes span every range), so nothing would read them. The
-# parse of 1M observations into the state, six rounds alternating in one process: 6.73 s at the median
-# against 7.25 s, the files no larger, the rollups read as fast (docs/performance.md, session 36).
+# range (their days are directories, and hashes span every range), so nothing would read them: writing
+# the state is faster without both, the files no larger, the rollups read as fast.
 PLAIN_COLUMNS = ("seq", "h", "rid", "ts", "report_id", "record")
 RECORDS_WRITE = {**{f"parquet.enable.dictionary#{c}": "false" for c in PLAIN_COLUMNS},
                  "parquet.column.statistics.enabled": "false", "parquet.size.statistics.enabled": "false"}
@@ -191,10 +192,10 @@ def ingest(spark: SparkSession, options: JobOptions, root: Path, manifest: st.Ma
             raw = raw.unionByName(_unread_part(spark, root, manifest, read_records(spark, changed)))
         seen_in = Observation("read")
         split = Observation("split")
-        flat = tf.flat_records(tf.quarantine_reason(tf.parse(raw.observe(seen_in, F.count(F.lit(1)).alias("n")))))
+        flat = flat_records(quarantine_reason(parse(raw.observe(seen_in, F.count(F.lit(1)).alias("n")))))
         flat = flat.observe(split, F.count(F.when(F.col("kind") == "q", 1)).alias("q"),
                             F.count(F.when(F.col("rep"), 1)).alias("r"), F.count(F.when(F.col("o"), 1)).alias("o"))
-        (tf.clustered(flat).write.options(**RECORDS_WRITE).partitionBy("kind", "d")
+        (clustered(flat).write.options(**RECORDS_WRITE).partitionBy("kind", "d")
          .parquet(str(root / "records" / f"run={run_no}")))
         counted = split.get
         batch = {"input_records": seen_in.get["n"], "quarantined": counted["q"], "usable": counted["r"],
@@ -210,7 +211,7 @@ def ingest(spark: SparkSession, options: JobOptions, root: Path, manifest: st.Ma
                               f"{batch['usable']} usable + {batch['quarantined']} quarantined")
         moved, segments = _ids_and_rollups(spark, root, manifest, run_no, batch, days)
         if batch["quarantined"]:
-            q = read_parts(spark, root, "records", [(run_no, "q", tf.QUARANTINE_DAY)])
+            q = read_parts(spark, root, "records", [(run_no, "q", QUARANTINE_DAY)])
             assert q is not None
             reasons = manifest.counts["quarantine_reasons"]
             for row in q.groupBy("reason").count().collect():
@@ -254,8 +255,8 @@ def _ids_and_rollups(spark: SparkSession, root: Path, manifest: st.Manifest, run
     """The ids (`_dedupe`), then the rollups of the days touched (`_roll_up`); returns the days each gives.
 
     A small increment's two run at once, each in a thread of its own. Why: each is a few Spark jobs of one
-    task in a new driver, planned and compiled in turn, and a small machine's cores were a third idle
-    through them (vmstat, the +1 % rerun at 1M observations); the rollup depends on the ids only when a
+    task in a new driver, planned and compiled in turn, and a small machine's cores would idle through
+    them one after the other; the rollup depends on the ids only when a
     report came more than once (a kept copy may then move, and the rollup keeps one copy of each report),
     which the reports a scheduled run finds rarely do. So the rollup of the days this run's reports fall on
     is made beside the ids, with the copies as they were; when the ids find a report that came again (the
@@ -288,7 +289,7 @@ def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int,
     """Count this run's distinct report ids, find those that came more than once, choose their kept copy.
 
     Returns the days whose rollups change because a kept copy moved away from them. The distinct ids are
-    counted here, apart from the dedupe itself (`tf.kept`), so that the accounting catches a
+    counted here, apart from the dedupe itself (`dedupe.only_kept_copies`), so that the accounting catches a
     dedupe that loses or doubles a report.
     """
     if not batch["usable"]:
@@ -318,16 +319,16 @@ def _dedupe(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int,
     again = ids.where(repeated).select("rid", "report_id")
     every = read_parts(spark, root, "records", [*older, *mine])
     assert every is not None
-    # Every copy of the ids that came again (few rows; the columns tf.winners reads), read from history once for
+    # Every copy of the ids that came again (few rows; the columns dedupe.winners reads), read from history once for
     # the two uses below.
     copies = (every.where("rep").join(F.broadcast(again), ["rid", "report_id"], "semi")
               .select("rid", "report_id", "ts", "h", "run", "seq", "d").cache())
     try:
-        chosen = tf.winners(copies)
-        # The kept copy is the earliest (tf.winners), so it moves only to a copy this run read, and only the
+        chosen = winners(copies)
+        # The kept copy is the earliest (dedupe.winners), so it moves only to a copy this run read, and only the
         # day it moves away from had it rolled up: a copy that comes after the kept one (a spool re-delivering
         # what was already read) changes no rollup, and its day keeps its segments.
-        before = tf.winners(copies.where(F.col("run") != run_no)).select(
+        before = winners(copies.where(F.col("run") != run_no)).select(
             "rid", "report_id", *[F.col(c).alias(f"was_{c}") for c in ("run", "seq", "d")])
         lost = before.join(chosen, ["rid", "report_id"]).where(
             (F.col("was_run") != F.col("run")) | (F.col("was_seq") != F.col("seq")))
@@ -346,10 +347,10 @@ def _copies(spark: SparkSession, root: Path, manifest: st.Manifest) -> DataFrame
     return None if manifest.copies is None else _read(spark, "copies", str(root / "copies" / f"run={manifest.copies}"))
 
 
-def kept(spark: SparkSession, root: Path, manifest: st.Manifest, days: set[str]) -> DataFrame | None:
+def read_kept(spark: SparkSession, root: Path, manifest: st.Manifest, days: set[str]) -> DataFrame | None:
     """The kept rows of usable reports on these days, read from every run that wrote some."""
     rows = read_parts(spark, root, "records", [(r, k, d) for r, k, d in manifest.records if k == "r" and d in days])
-    return None if rows is None else tf.kept(rows, _copies(spark, root, manifest))
+    return None if rows is None else only_kept_copies(rows, _copies(spark, root, manifest))
 
 
 # The segments a day may have: the next run that touches a day with this many rolls the whole
@@ -364,7 +365,7 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
     Why segments: a scheduled run adds the latest minutes of today, and re-rolling the whole day
     for them cost most of a rerun. A day that already has rollups gets a segment of this run's
     reports alone when they all come after the reports rolled up before them (per cluster and
-    vantage), since segments then meet as consecutive days do (see `tf.endpoint_vantage`). The
+    vantage), since segments then meet as consecutive days do (see `merge.endpoint_vantage`). The
     day is rolled up whole again when a report came late (it falls among those rolled up), when
     a kept copy moved (`moved`, from `_dedupe`), or when it has MAX_SEGMENTS segments already.
     """
@@ -378,8 +379,8 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
     parts = []
     if segmented:
         assert mine is not None
-        parts.append(tf.kept(mine.where(F.col("d").isin(*sorted(segmented))), copies))
-    rows = kept(spark, root, manifest, whole) if whole else None
+        parts.append(only_kept_copies(mine.where(F.col("d").isin(*sorted(segmented))), copies))
+    rows = read_kept(spark, root, manifest, whole) if whole else None
     if rows is not None:
         parts.append(rows)
     target = root / "rollups" / f"run={run_no}"
@@ -396,7 +397,7 @@ def _roll_up(spark: SparkSession, root: Path, manifest: st.Manifest, run_no: int
         # that the days of a first run are written on every core (each day in one task: one file).
         held: list[DataFrame] = []
         try:
-            (tf.day_rollups(every, one_task=size < ONE_TASK_BELOW, held=held)
+            (day_rollups(every, one_task=size < ONE_TASK_BELOW, held=held)
              .repartition("d").write.partitionBy("d").parquet(str(target)))
         finally:
             for df in held:
@@ -423,7 +424,7 @@ def _interleaved(spark: SparkSession, root: Path, manifest: st.Manifest, mine: D
     pair = ["cluster_id", "vantage", "d"]
     # One aggregation of both sides (no join of two): a pair with no report rolled up before has no `last`.
     # Only the kept copies count: a re-delivered copy of a report already rolled up is not this run's to add.
-    reported = tf.kept(mine, copies).where("rep").select(
+    reported = only_kept_copies(mine, copies).where("rep").select(
         *pair, F.col("ts").alias("first"), F.lit(None).cast("timestamp").alias("last"))
     rolled = before.where(F.col("t") == "cs").select(*pair, F.lit(None).cast("timestamp").alias("first"),
                                                      F.col("last_ts").alias("last"))

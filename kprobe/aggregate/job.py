@@ -23,13 +23,12 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from kprobe.aggregate import local
+from kprobe.aggregate import local, merge
 from kprobe.aggregate import state as st
-from kprobe.aggregate import transforms as tf
 from kprobe.aggregate.checks import check_out, is_local
 from kprobe.aggregate.ingest import ingest, list_inputs, read_parts, read_records
 from kprobe.aggregate.jvm import session, spark_errors, spark_log
-from kprobe.aggregate.outputs import minutely, rollups, total_of, worst_gaps, write
+from kprobe.aggregate.outputs import page_minutes, rollups, total_of, worst_gaps, write
 from kprobe.aggregate.plan import InputFile, JobOptions, Progress, state_dir, summary_lines, topic_ranges
 from kprobe.errors import KprobeError, UsageError
 
@@ -120,15 +119,15 @@ def _run(spark: SparkSession, options: JobOptions, root: Path, progress: Progres
     counts, batch = _commit(spark, root, manifest, options, progress)
     st.collect_garbage(root, manifest)
     window = rollups(spark, root, manifest, options.since, options.until)  # small; every output merges it
-    merged = {"endpoint_vantage": tf.endpoint_vantage, "cluster_summary": tf.cluster_summary,
-              "findings": tf.findings_by_day, "findings_by_endpoint": tf.findings_by_endpoint,
-              "advertised_changes": tf.advertised_changes, "hourly": tf.hourly}
+    merged = {"endpoint_vantage": merge.endpoint_vantage, "cluster_summary": merge.cluster_summary,
+              "findings": merge.findings_by_day, "findings_by_endpoint": merge.findings_by_endpoint,
+              "advertised_changes": merge.advertised_changes, "hourly": merge.hourly}
     outputs: dict[str, Callable[[], DataFrame]] = {name: partial(make, window) for name, make in merged.items()}
     outputs["quarantine"] = partial(_quarantine, spark, root, manifest)
     counts["quarantine_reasons"] = dict(sorted(manifest.counts["quarantine_reasons"].items()))
     counts["new_records"] = batch["input_records"]
     try:
-        minutes = minutely(spark, root, manifest, options, window) if options.html else None
+        minutes = page_minutes(spark, root, manifest, options, window) if options.html else None
         worst = write(spark, outputs, counts, options, progress, root, minutes)
     finally:
         window.unpersist()

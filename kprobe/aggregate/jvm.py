@@ -1,8 +1,9 @@
-"""The Spark session of `kprobe aggregate`, the JVM's log, and Spark's failures as one line.
+"""The Spark session of `kprobe aggregate`, its JVM's options and log, and Spark's failures as one line.
 
-Apart from the job because they are a job of their own: a quiet JVM (its output on a log file
-kept under kprobe's cache, named in any failure), and the translation of Java stack traces and
-PySpark's exceptions into kprobe's one-line errors, for the session's start and for the job.
+Apart from the job because they are a job of their own: the driver JVM's flags, a quiet JVM (its output
+on a log file kept under kprobe's cache, named in any failure), and the translation of Java stack traces
+and PySpark's exceptions into kprobe's one-line errors, for the session's start and for the job.
+Importing this module imports no PySpark (the functions that need it import it).
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from py4j.protocol import Py4JError
-from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
-
-from kprobe.aggregate.plan import HEAVY_JVM, LIGHT_JVM
 from kprobe.errors import KprobeError, UsageError
 from kprobe.output.sanitize import safe
 from kprobe.paths import cache_root, class_archive, remove_stray_dumps
+
+if TYPE_CHECKING:
+    from py4j.protocol import Py4JError
+    from pyspark.sql import SparkSession
 
 # Log files of quiet runs kept under kprobe's cache (see `session`): enough to look back at the
 # last few failures, few enough that scheduled runs do not fill the disk.
@@ -34,15 +35,46 @@ _jvm_log: Path | None = None
 
 EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
+# The driver JVM's options for a run whose work is small (entry.LIGHT_BELOW). A run of kprobe aggregate is a
+# short-lived process, and C2's compiler threads and G1's collector threads are mostly start-up cost for it,
+# competing with the work for a few cores. C1 alone gets a smaller code cache than tiered compilation, one a
+# light run's compiled methods can fill; a full cache stops the compiler and then fails the JVM's next adapter
+# ("Out of space in CodeCache for adapters"), which stops Spark's context: hence the tiered size, reserved, not
+# committed. The suite's Spark JVMs take these too (tests/conftest.py), which is why this module imports
+# PySpark only where a function needs it.
+LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+
+# The driver JVM's options for a run whose new input is large (entry.LIGHT_BELOW and over), where C2's code
+# pays for itself: tiered compilation, with C2 kept for the methods that stay hot. At its defaults C2's one
+# thread spends a core for most of a first run compiling the long generated methods of Spark's plans, most of
+# them hot only for a while; higher thresholds leave those to C1.
+#
+# Spark's generated classes (Janino's, new in every process) get C1's code and never C2's: C2 gives up on them
+# under a node limit at once, and the JVM compiles a method C2 cannot take at C1's level without profiling,
+# rather than leave methods that each run over one run's data in C1's slower, profiling code waiting for C2.
+# Methods over 8,000 bytes of byte code are compiled too: the JVM otherwise interprets them whatever runs
+# them, and the parse's projection of every report (flatten.flat_records) is one.
+#
+# C2 inlines less (a callee of up to 100 bytes of byte code where it runs often, not 325; none already compiled
+# to more than 1,000 bytes of machine code, not 2,500): C2's time grows faster than the code it compiles, and
+# its thread takes a core from the tasks while it compiles.
+#
+# And the parallel collector, not G1: a batch job wants throughput, not short pauses, and G1's write barriers
+# and concurrent marking cost the tasks' CPU. Unlike the serial collector, it collects with every core a larger
+# machine has. A collector of the user's own (spark-defaults.conf) replaces it (`leaving_theirs`).
+GENERATED_CLASSES = "org/apache/spark/sql/catalyst/expressions/GeneratedClass*.*"
+HEAVY_JVM = ("-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
+             "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000 -XX:-DontCompileHugeMethods "
+             "-XX:FreqInlineSize=100 -XX:InlineSmallCode=1000 -XX:+UseParallelGC "
+             f"-XX:CompileCommand=quiet -XX:CompileCommand=MaxNodeLimit,{GENERATED_CLASSES},2000")
+
 
 def driver_options(light: bool) -> str:
     """The driver's extraJavaOptions: the user's own (spark-defaults.conf), LIGHT_JVM or HEAVY_JVM less the flags
     theirs set (`leaving_theirs`), the archive.
 
-    One archive for both: a heavy run loads the same classes, and not only at start-up (the first run at
-    1M observations mapped 15,571 of the 25,901 classes it loaded from it, and took 45.7 s instead of
-    52.7 s at the median of three pairs). Whichever run finds none writes it: once per JDK and Spark on a
-    machine, about 20 s as its driver exits.
+    One archive for both: a heavy run loads most of the same classes, and not only at start-up. Whichever
+    run finds none writes it, once per JDK and Spark on a machine, as its driver exits.
     """
     own = _defaults().get(EXTRA_JAVA_OPTIONS, "")
     return f"{own} {leaving_theirs(LIGHT_JVM if light else HEAVY_JVM, own)} {archive_option()}".strip()
@@ -73,8 +105,8 @@ def leaving_theirs(ours: str, theirs: str) -> str:
 
 
 # The driver maps Spark's classes from a class-data archive (AppCDS) instead of loading and verifying them
-# in every process: the +1 % rerun at 1M observations 23.2 -> 19.2 s, 29 -> 25 s of CPU (docs/performance.md),
-# a heavy run's too (driver_options). The first run without one writes it as its driver exits (`keep_archive`).
+# in every process, a heavy run's too (driver_options): loading them is much of a short run's start-up. The
+# first run without one writes it as its driver exits (`keep_archive`).
 _dump: tuple[Path, Path] | None = None  # (what this process's driver writes as it exits, where it goes)
 
 
@@ -202,6 +234,10 @@ def session(master: str | None, app: str = "kprobe-aggregate", kafka: bool = Fal
     trace) is kept, off the terminal, where it would bury kprobe's one-line error. With
     `verbose` the JVM writes to the terminal, as Spark's own tools do.
     """
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
+
     builder = SparkSession.builder.appName(app)
     if kafka:
         import pyspark
@@ -375,6 +411,9 @@ def spark_errors(out: str, state: Path | None = None) -> Iterator[None]:
     A file of the state that Spark cannot read (truncated, deleted by hand) is a damaged state:
     one line and exit 2, like a damaged manifest, never a partial result.
     """
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
     try:
         yield
     except PySparkException as exc:

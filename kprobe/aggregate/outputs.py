@@ -22,10 +22,12 @@ from pyspark.sql import functions as F
 
 from kprobe.aggregate import local
 from kprobe.aggregate import state as st
-from kprobe.aggregate import transforms as tf
 from kprobe.aggregate.checks import MARKER, is_local
-from kprobe.aggregate.ingest import kept, parquet_bytes, read_parts, small
+from kprobe.aggregate.flatten import FLAT
+from kprobe.aggregate.ingest import parquet_bytes, read_kept, read_parts, small
 from kprobe.aggregate.plan import JobOptions, Progress, write_stamp
+from kprobe.aggregate.rollups import day_rollups, per_minute
+from kprobe.aggregate.window import within
 
 
 def _bounds(since: str | None, until: str | None) -> tuple[dt.datetime | None, dt.datetime | None]:
@@ -43,8 +45,7 @@ def rollups(spark: SparkSession, root: Path, manifest: st.Manifest, since: str |
 
     With rollups made now, the whole is cached: every output reads them, and they come from
     records. Stored rollups alone are not: each output reads its few columns from their Parquet
-    faster than Spark fills a cache of all of them (the five merged outputs at 4M observations:
-    4.7 to 5.6 s, against 7.2 to 7.7 s with the cache; docs/performance.md).
+    faster than Spark fills a cache of all of them.
     """
     start, end = _bounds(since, until)
     whole, edges = [], set()
@@ -59,13 +60,13 @@ def rollups(spark: SparkSession, root: Path, manifest: st.Manifest, since: str |
             whole += [(r, "", day) for r in manifest.rollups[day]]
     stored = read_parts(spark, root, "rollups", whole)
     if edges:
-        rows = kept(spark, root, manifest, edges)
+        rows = read_kept(spark, root, manifest, edges)
         assert rows is not None
-        made = tf.day_rollups(tf.within(rows, since, until))
+        made = day_rollups(within(rows, since, until))
         stored = made if stored is None else stored.drop("run").unionByName(made, allowMissingColumns=True)
         return stored.cache()
     if stored is None:
-        return tf.day_rollups(local.rows(spark, [], tf.FLAT))
+        return day_rollups(local.rows(spark, [], FLAT))
     return small(stored, parquet_bytes(root, "rollups", whole))
 
 
@@ -74,7 +75,7 @@ def rollups(spark: SparkSession, root: Path, manifest: st.Manifest, since: str |
 MINUTELY_SPAN = dt.timedelta(hours=1)
 
 
-def minutely(spark: SparkSession, root: Path, manifest: st.Manifest, options: JobOptions,
+def page_minutes(spark: SparkSession, root: Path, manifest: st.Manifest, options: JobOptions,
              window: DataFrame) -> DataFrame | None:
     """Per-minute probes and successes for the page, when the window's data span an hour or so; else None.
 
@@ -86,8 +87,8 @@ def minutely(spark: SparkSession, root: Path, manifest: st.Manifest, options: Jo
     span = hours.agg(F.min("hour").alias("a"), F.max("hour").alias("z"), F.collect_set("d").alias("days")).first()
     if span is None or span["a"] is None or span["z"] - span["a"] > MINUTELY_SPAN:
         return None
-    rows = kept(spark, root, manifest, set(span["days"]))
-    return None if rows is None else tf.minutely(tf.within(rows, options.since, options.until))
+    rows = read_kept(spark, root, manifest, set(span["days"]))
+    return None if rows is None else per_minute(within(rows, options.since, options.until))
 
 
 def total_of(rollups: DataFrame, kind: str, column: str) -> int:
@@ -109,7 +110,7 @@ def write(spark: SparkSession, outputs: dict[str, Callable[[], DataFrame]], coun
 
     Each table is computed once, into Parquet; the JSON copy, the worst gaps and the page read
     that small result back instead of computing it again. Returns the worst gaps. `minutely`
-    (see `minutely`) only makes the page's timelines finer; it is not an output. Each output is
+    (see `page_minutes`) only makes the page's timelines finer; it is not an output. Each output is
     given as the function that plans it, called in the thread that writes it (OUTPUT_THREADS):
     planning is a new driver's work too, about a second for the seven.
 
@@ -178,7 +179,7 @@ def write(spark: SparkSession, outputs: dict[str, Callable[[], DataFrame]], coun
 
 # Outputs written at once: each is a few small Spark jobs (one task each for a few days' rollups: see
 # ingest.ONE_TASK_BELOW) that a new JVM plans and runs slowly, so two keep both cores of a small machine
-# busy. The +1 % rerun's outputs at 1M observations: see docs/performance.md.
+# busy.
 OUTPUT_THREADS = 2
 
 

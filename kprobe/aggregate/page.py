@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from kprobe.aggregate import local
-from kprobe.aggregate.transforms import BOOTSTRAP_NODE, FAILURE_CLASSES
+from kprobe.aggregate.flatten import BOOTSTRAP_NODE, FAILURE_CLASSES
 
 # Per cluster, the timeline draws the vantages with the lowest success rate (and the cluster's
 # average): 200 lines on one plot read as none.

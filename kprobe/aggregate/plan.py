@@ -34,49 +34,6 @@ from kprobe.records import field, record
 STAMP = ".kprobe-aggregate-built.json"
 
 
-# The driver JVM's options for a run whose work is small (entry.LIGHT_BELOW), kept here rather than in jvm.py so
-# that the suite's Spark JVMs take them too (tests/conftest.py) without importing PySpark: a run of
-# kprobe aggregate is a short-lived process, and C2's compiler threads and G1's collector threads are
-# mostly start-up cost for it, competing with the work for a few cores. C1 alone gets a code cache of
-# 48 MB where tiered compilation gets 240 MB; a light run compiles some 23,000 methods (about 35 MB),
-# and a full cache stops the compiler and then fails the JVM's next adapter ("Out of space in
-# CodeCache for adapters"), which stops Spark's context: hence the tiered size, reserved, not committed.
-LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
-
-# The driver JVM's options for a run whose new input is large (entry.LIGHT_BELOW and over), where C2's code
-# pays for itself: tiered compilation, with C2 kept for the methods that stay hot. At its defaults a first run
-# over 1M observations (2 cores) spent 68.6 s of its 117 s of CPU compiling, 55 s of it in C2's one thread
-# (-XX:+CITime): a core for most of the run, on the long generated methods of Spark's plans, most of them hot
-# only for a while. With four times C2's thresholds, nine rounds alternating with the defaults: faster in eight,
-# by 3.0 s at the median of the differences (median 62.3 s against 65.5 s; docs/performance.md, "C2 for the
-# methods that stay hot"). Spark's own parsing scan, the peer, keeps the JVM's defaults.
-#
-# Spark's generated classes (Janino's, new in every process) get C1's code and never C2's: C2 gave up on
-# them (a node limit of 2,000 is passed at once, for 0.03 s in all), and the JVM compiles a method C2 cannot
-# take at C1's level without profiling. C2 had spent 13 s of a first run compiling methods that each ran
-# over one run's data, while those methods ran in C1's slower, profiling code waiting for it; four pairs
-# alternating, 57.3 s against 60.5 s at the median (docs/performance.md, "Spark's generated code in C1").
-# Methods over 8,000 bytes of byte code are compiled too: the JVM otherwise interprets them whatever runs
-# them, and the parse's projection of every report (flat_records) is one.
-#
-# C2 inlines less (a callee of up to 100 bytes of byte code where it runs often, not 325; none already compiled
-# to more than 1,000 bytes of machine code, not 2,500): C2's time grows faster than the code it compiles, and
-# even with the above it took 34 to 39 s of a first run (-XX:+CITime), the compiler thread on one of two cores
-# for most of the run. Inlining less, 18 to 22 s, and the run is faster for it: first runs at 1M observations,
-# seven pairs alternating, faster in every one, median 47.9 -> 41.6 s (docs/performance.md, "C2 inlines less").
-#
-# And the parallel collector, not G1: a batch job wants throughput, not short pauses, and G1's write barriers
-# and concurrent marking cost the tasks' CPU (5.2 s of G1's threads in a first run). Five pairs alternating
-# at 1M observations, faster in all five, median 44.2 -> 38.7 s; at 10M, 157.4 s against 162.5 s in one pair.
-# Unlike the serial collector (session 31, not kept), it collects with every core a larger machine has. A
-# collector of the user's own (spark-defaults.conf) replaces it (jvm.leaving_theirs).
-GENERATED_CLASSES = "org/apache/spark/sql/catalyst/expressions/GeneratedClass*.*"
-HEAVY_JVM = ("-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
-             "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000 -XX:-DontCompileHugeMethods "
-             "-XX:FreqInlineSize=100 -XX:InlineSmallCode=1000 -XX:+UseParallelGC "
-             f"-XX:CompileCommand=quiet -XX:CompileCommand=MaxNodeLimit,{GENERATED_CLASSES},2000")
-
-
 @record
 class JobOptions:
     """What to read, where to write, which window."""
@@ -318,7 +275,7 @@ def new_input_bytes(options: JobOptions, found: News | None = None) -> int | Non
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
     """What the terminal shows: the counts, then the worst gaps first."""
-    from kprobe.aggregate.transforms import BOOTSTRAP_NODE
+    from kprobe.aggregate.flatten import BOOTSTRAP_NODE
 
     c = result["counts"]
     lines = [f"{c['input_records']} records: {c['reports']} reports aggregated ({c['reports_in_window']} in the "

@@ -85,7 +85,7 @@ def report_schema() -> T.StructType:
 # The fields the job reads, as a tree: everything else in a report is tokenized by the JSON
 # parser but never materialized. Building rows for the fields no output reads (settings, tool,
 # answered_by, every address list) was most of the parse's cost. A finding's message and fix are
-# read (issue 34): each gap on the page says why in the report's own words; most reports have no
+# read: each gap on the page says why in the report's own words; most reports have no
 # finding, so they cost little.
 READ: dict[str, Any] = {
     "schema": None, "id": None, "started_at": None,

@@ -35,9 +35,9 @@ from kprobe.errors import UsageError
 from kprobe.output.files import write_atomic
 from kprobe.records import field, fields, record
 
-# /2 (issue 31): the kept flat rows' `failure` and `n_reach` count `degraded` as connecting and `partial`
+# /2: the kept flat rows' `failure` and `n_reach` count `degraded` as connecting and `partial`
 # as a gap; rows kept by /1 counted otherwise, so a /1 state is refused (run --full) rather than mixed in.
-# /3 (issue 34): each observation keeps the findings about its endpoint (`concerns`, with message and fix)
+# /3: each observation keeps the findings about its endpoint (`concerns`, with message and fix)
 # and the rollups a `fe` part; rows kept by /2 have neither, so a /2 state is refused the same way.
 FORMAT = "kprobe.aggregate.state/3"
 MARK = ".kprobe-aggregate-state"

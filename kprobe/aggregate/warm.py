@@ -1,9 +1,8 @@
 """A warm Spark driver kept between scheduled runs of `kprobe aggregate --keep-warm DURATION`.
 
 Why: a run every few minutes otherwise pays a new JVM's cold costs every time (the JVM and the
-session started, Catalyst and the generated code interpreted, then compiled): the +1 % rerun at 1M
-observations took 19.5 to 24.3 s as a new process and 8.4 to 10.1 s in a driver that had run the
-first run, in the same rounds (docs/performance.md, session 40). As Gradle's daemon does for builds,
+session started, Catalyst and the generated code interpreted, then compiled), which in a driver that
+has run a job before are paid already, a small rerun's most. As Gradle's daemon does for builds,
 the first run with --keep-warm starts a driver process of its own that outlives it, and the later
 ones hand it their job over a Unix socket and print what it answers. It exits after DURATION without
 a job, and a scheduler's next run starts another.
@@ -32,7 +31,6 @@ import queue
 import select
 import signal
 import socket
-import stat
 import struct
 import subprocess
 import sys
@@ -43,8 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from kprobe.aggregate.checks import is_local
+from kprobe.aggregate.jvm import LOGS_KEPT
 from kprobe.aggregate.plan import JobOptions, local_path
 from kprobe.errors import KprobeError
+from kprobe.private import private_dir
 
 # How long a run waits for a driver it started to listen (a Python start and kprobe's imports: well under
 # a second; the JVM starts with the first job), and between two lines of one that runs its job (the
@@ -56,7 +56,6 @@ SILENCE = 60.0
 # one: a schedule every few minutes would otherwise keep one driver (its JVM, Spark's scratch directories under
 # /tmp, its ports on loopback) for weeks. Its idle wait never reaches past it either.
 MAX_AGE = 12 * 3600.0
-LOGS_KEPT = 20
 # The longest line either side reads: a request (the options), a progress line, the summary (ten gaps). A
 # longer one is not the other side's: the connection is dropped rather than read without end.
 LINE_MAX = 1 << 20
@@ -67,7 +66,7 @@ _ENVIRONMENT = ("JAVA_HOME", "SPARK_HOME", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARG
                 "KPROBE_SPARK_LOG_LEVEL", "SPARK_LOCAL_IP", "PATH", "TZ")
 
 
-def usable(options: JobOptions, verbose: bool) -> bool:
+def can_serve(options: JobOptions, verbose: bool) -> bool:
     """Whether a run may go to a warm driver: a local master, local paths, Spark's lines not wanted here.
 
     A cluster's driver would hold the cluster's executors between runs; `--verbose` wants the JVM's
@@ -93,7 +92,7 @@ def run(options: JobOptions, light: bool, keep_warm: float, busy: bool = False) 
     driver raises its own one-line error here, with its exit code.
     """
     try:
-        folder = _private_dir()
+        folder = _socket_dir()
     except OSError as exc:
         _note(f"no warm driver ({exc}); running the job in this process")
         return None
@@ -123,8 +122,9 @@ SOCKET_PATH_MAX = 107
 _SOCKET_NAME = len("/" + "0" * 24 + ".sock")
 
 
-def _private_dir() -> Path:
-    """The directory of this user's driver sockets: theirs alone (0700), refused if anyone else could write it.
+def _socket_dir() -> Path:
+    """The directory of this user's driver sockets: theirs alone (`private.private_dir`: 0700, refused if anyone
+    else could use it, or if it is a link).
 
     `$XDG_RUNTIME_DIR/kprobe-UID` when there is one; else `kprobe`'s cache, `warm-UID` under it, rather
     than the temp directory, where another user could make `kprobe-UID` first and so send every warm run
@@ -141,12 +141,7 @@ def _private_dir() -> Path:
     folder = next((c for c in candidates if len(os.fsencode(c)) + _SOCKET_NAME <= SOCKET_PATH_MAX), candidates[-1])
     if folder.parent == cache_root():
         folder.parent.mkdir(parents=True, exist_ok=True)  # the cache's own, as its other users make it
-    with contextlib.suppress(FileExistsError):
-        folder.mkdir(mode=0o700)
-    info = os.lstat(folder)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
-        raise OSError(f"{folder} is not a directory of this user's alone (mode 0700)")
-    return folder
+    return private_dir(folder)
 
 
 def _key(options: JobOptions) -> str:
@@ -215,7 +210,7 @@ def _start(folder: Path, key: str, keep_warm: float) -> subprocess.Popen[bytes]:
     log = _log_path(key)
     log.parent.mkdir(parents=True, exist_ok=True)
     # One log per key (kprobe's files, Python, Spark's settings): each upgrade starts another. The newest few
-    # are kept, as the JVMs' logs are (jvm.LOGS_KEPT; not imported: it would import PySpark here).
+    # are kept, as many as of the JVMs' logs.
     with contextlib.suppress(OSError):
         for old in sorted(log.parent.glob("warm-*.log"), key=lambda p: p.stat().st_mtime)[:-LOGS_KEPT]:
             if old != log:

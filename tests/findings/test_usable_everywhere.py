@@ -116,12 +116,15 @@ def test_probe_list_check_and_show_count_alike(tmp_path: Path):
 def test_the_aggregation_counts_alike(spark):
     """endpoint_vantage's successes and cluster_summary's endpoints_reachable, on a three-row DataFrame."""
     pytest.importorskip("pyspark")
-    from kprobe.aggregate import transforms as t
+    from kprobe.aggregate import merge
+    from kprobe.aggregate.flatten import flat_records
+    from kprobe.aggregate.parse import parse, quarantine_reason
+    from kprobe.aggregate.rollups import day_rollups
 
     lines = [(f"r{i}.jsonl", json.dumps(json_report.to_dict(r))) for i, r in enumerate(reports())]
-    parsed = t.quarantine_reason(t.parse(spark.createDataFrame(lines, "file string, line string")))
-    rollups = t.day_rollups(t.flat_records(parsed))
-    ev = t.endpoint_vantage(rollups).collect()
+    parsed = quarantine_reason(parse(spark.createDataFrame(lines, "file string, line string")))
+    rollups = day_rollups(flat_records(parsed))
+    ev = merge.endpoint_vantage(rollups).collect()
     by_vantage: dict[str, list] = {}
     for row in ev:
         by_vantage.setdefault(row.vantage, []).append(row)
@@ -132,7 +135,7 @@ def test_the_aggregation_counts_alike(spark):
         assert {r.node_id: r.last_status for r in rows} == {0: "ok", 1: "ok", 2: "partial", 3: "partial",
                                                             4: "refused", 5: "dns"}
         assert sum(r.fail_partial for r in rows) == 2
-    summary = t.cluster_summary(rollups).collect()
+    summary = merge.cluster_summary(rollups).collect()
     assert sorted((r.vantage, r.endpoints_advertised, r.endpoints_reachable) for r in summary) == [
         ("office", 7, CONNECTS), ("vpn", 7, CONNECTS)]
 
