@@ -197,7 +197,7 @@ def clustered(flat: DataFrame) -> DataFrame:
 
 
 def hostport(host: Column, port: Column) -> Column:
-    """`host:port` as reports write an endpoint (`net.addresses.format_hostport`: an IPv6 literal bracketed)."""
+    """`host:port` as reports write an endpoint (`kprobe.hostport.format_hostport`: an IPv6 literal bracketed)."""
     port = port.cast("string")
     return (F.when(host.contains(":") & ~host.startswith("["), F.concat(F.lit("["), host, F.lit("]:"), port))
             .otherwise(F.concat(host, F.lit(":"), port)))
