@@ -167,7 +167,7 @@ def test_the_job_writes_the_page_end_to_end(spark, tmp_path):
     assert [label for label, _ in result["plots"]] == ["success rate per minute"] * 2, result["plots"]
 
 
-# -- issue 29, item 1: strings that end or swallow a <script> element ----------------------------------------
+# -- strings that end or swallow a <script> element ----------------------------------------
 
 # Each breaks a page that escapes only `</`: `<!--<script` sends the HTML parser into its double-escaped
 # state (the drawing script is swallowed), `</script>` in any case ends the data element early. Numbered,
@@ -247,7 +247,7 @@ def test_script_breaking_strings_in_every_field_leave_the_page_drawn(tmp_path):
     assert dom["scripts"] == 3 and dom["images"] == 0  # the page's two and the probe: nothing injected
 
 
-# -- issue 34, item 2: why a gap, an incident inside one hour, a cluster's name, the port of a label ----------
+# -- why a gap, an incident inside one hour, a cluster's name, the port of a label ----------
 
 from kprobe.aggregate.page import DAY, HOUR, bucket_for, cluster_name, timeline  # noqa: E402
 
@@ -397,7 +397,7 @@ def test_an_incident_inside_one_hour_is_drawn_and_each_gap_says_why(tmp_path):
     assert pixels_near(screenshot(shots[1]), (0x15, 0x65, 0xC0)) > 20, "no marker drawn in the timeline"
 
 
-# -- issue 34, item 2 (the rest): each gap carries its endpoint's own finding, in the report's words ---------
+# -- each gap carries its endpoint's own finding, in the report's words ---------
 
 REPORTS = Path(__file__).parent / "data" / "reports"
 # Appended to a copy of the page: every drawn matrix cell (its row's endpoint, its vantage, its finding's code
