@@ -54,6 +54,8 @@ class Option(NamedTuple):
     # What a FLOAT is (the messages say it) and the range it must be within.
     noun: str = ""
     bounds: tuple[float, float] | None = None
+    # Given on every command line (no default stands in).
+    required: bool = False
 
     @property
     def flag(self) -> str:
@@ -293,6 +295,25 @@ LIST_OPTIONS: tuple[Option, ...] = (
            "stdout is a terminal, off when piped (kcat's exact output for scripts)."),
     Option("no_internal", FLAG, ("--no-internal",), "Hide internal topics (__consumer_offsets, ...).", default=False),
     NO_COLOR, VERBOSE, RESOLVE, CONNECT_TO,
+)
+
+
+# `kprobe aggregate` and `python -m kprobe.aggregate` (spark-submit's entry, which reads them with argparse:
+# a cluster's Python may have kprobe's zip and not typer). The report paths come before them, as arguments.
+AGGREGATE: tuple[Option, ...] = (
+    Option("out", TEXT, ("--out",), "Output directory (replaced whole on success).", required=True),
+    Option("kafka", LIST, ("--kafka",), "Also read reports from BOOTSTRAP/TOPIC (Spark's Kafka source)."),
+    Option("master", TEXT, ("--master",), "Spark master.", default="local[*]"),
+    Option("since", TEXT, ("--since",), "Only reports at or after (RFC 3339 or date)."),
+    Option("until", TEXT, ("--until",), "Only reports before (RFC 3339 or date)."),
+    Option("no_html", FLAG, ("--no-html",), "Skip report.html.", default=False),
+    Option("full", FLAG, ("--full",), "Recompute everything from the inputs (by default a run reads only the files "
+           "and messages no earlier run read).", default=False),
+    Option("state", TEXT, ("--state",), "Directory of the job's state between runs (default: OUT/.state)."),
+    Option("verbose", FLAG, ("--verbose", "-v"), "Show Spark's and the JVM's own lines (kept in a log file "
+           "otherwise).", default=False),
+    Option("keep_warm", TEXT, ("--keep-warm",), "Run the job in a warm Spark driver kept for the next run, which "
+           "exits after this long without one (e.g. 10m: a schedule's period and some); local masters."),
 )
 
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from kprobe.aggregate.checks import keep_warm_seconds, validate
 from kprobe.errors import UsageError
 
 
@@ -32,36 +31,29 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
 
 def _main(argv: list[str] | None) -> int:
+    from kprobe.option_table import AGGREGATE, FLAG, LIST, declared
+
     parser = _Parser(prog="python -m kprobe.aggregate", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("inputs", nargs="*", help="report files or directories (any path Spark reads)")
-    parser.add_argument("--kafka", action="append", default=[], help="BOOTSTRAP/TOPIC to read reports from")
-    parser.add_argument("--out", required=True, help="output directory (replaced whole on success)")
-    parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
-    parser.add_argument("--since", default=None, help="only reports at or after (RFC 3339 or date)")
-    parser.add_argument("--until", default=None, help="only reports before (RFC 3339 or date)")
-    parser.add_argument("--no-html", action="store_true", help="skip report.html")
-    parser.add_argument("--full", action="store_true",
-                        help="recompute everything from the inputs (by default only new files and messages are read)")
-    parser.add_argument("--state", default=None,
-                        help="directory of the job's state between runs (default: OUT/.state)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="Spark's own output on stderr (by default it goes to a log file, named on failure)")
-    parser.add_argument("--keep-warm", default=None, metavar="DURATION",
-                        help="run the job in a warm Spark driver kept for the next run, which exits after this "
-                             "long without one (e.g. 10m); local masters")
-    args = parser.parse_args(argv)
-    topics = validate(args.inputs, args.out, args.kafka, args.since, args.until, args.state, args.full)
-    keep_warm = keep_warm_seconds(args.keep_warm)
-    from kprobe.aggregate.entry import command
-    from kprobe.aggregate.plan import JobOptions
+    parser.add_argument("inputs", nargs="*", help="Report files or directories (any path Spark reads).")
+    for option in AGGREGATE:  # the options `kprobe aggregate` takes, declared once
+        settings: dict[str, Any] = {"dest": option.param, "help": option.help.replace("%", "%%")}
+        if option.kind == LIST:
+            settings.update(action="append", default=[])
+        elif option.kind == FLAG:
+            settings.update(action="store_true")
+        else:
+            settings.update(default=option.default, required=option.required)
+        parser.add_argument(*option.flags, **settings)
+    parser.set_defaults(master=None)  # told apart from a --master given: spark-submit's own may stand
+    args = vars(parser.parse_args(argv))
+    if args["master"] is None and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Under spark-submit the JVM gateway exists and carries spark-submit's master: keep it; else the CLI's.
+        args["master"] = declared("master", AGGREGATE).default
+    from kprobe.aggregate.entry import run_command
 
-    # Under spark-submit the JVM gateway exists and carries spark-submit's master: keep it.
-    master = args.master or (None if os.environ.get("PYSPARK_GATEWAY_PORT") else "local[*]")
     # With nothing new, `command` prints one line and never imports PySpark (kprobe.aggregate.plan).
-    print("\n".join(command(JobOptions(tuple(args.inputs), args.out, master, args.since, args.until,
-                                       not args.no_html, topics, full=args.full, state=args.state),
-                            verbose=args.verbose, keep_warm=keep_warm)))
+    print("\n".join(run_command(args.pop("inputs"), **args)))
     return 0
 
 

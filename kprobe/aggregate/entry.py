@@ -17,6 +17,21 @@ from kprobe.aggregate.state import StateBusy
 LIGHT_BELOW = 256 * 1024 * 1024
 
 
+def run_command(inputs: list[str], *, out: str, kafka: list[str], master: str | None, since: str | None,
+                until: str | None, no_html: bool, full: bool, state: str | None, verbose: bool,
+                keep_warm: str | None, where: bool = False) -> list[str]:
+    """A run from the options as both entry points read them (kprobe.option_table.AGGREGATE), checked first:
+    pyspark and Java present, the times, the Kafka targets, the inputs, and an --out whose replacement cannot
+    delete inputs or others' files.
+    """
+    from kprobe.aggregate.checks import keep_warm_seconds, validate
+
+    topics = validate(inputs, out, kafka, since, until, state, full)
+    warm = keep_warm_seconds(keep_warm)
+    options = JobOptions(tuple(inputs), out, master, since, until, not no_html, topics, full=full, state=state)
+    return command(options, verbose=verbose, where=where, keep_warm=warm)
+
+
 def command(options: JobOptions, verbose: bool = False, where: bool = False, keep_warm: float = 0) -> list[str]:
     """A whole run as the entry points make it: the line of `current`, else Spark's job and its summary.
 

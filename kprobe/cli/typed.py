@@ -25,7 +25,7 @@ _TYPES: dict[str, Any] = {LIST: list[str], TEXT: str, DURATION: str, FLAG: bool,
 def typed(option: Option) -> Any:
     """`Annotated[T, typer.Option(...)]` for one option: the type its value has, and how typer reads it."""
     kind = _TYPES[option.kind]
-    if option.default is None and option.kind != LIST:
+    if option.default is None and option.kind != LIST and not option.required:
         kind = kind | None
     settings: dict[str, Any] = {"help": option.help}
     if option.envvar is not None:
@@ -36,6 +36,12 @@ def typed(option: Option) -> Any:
     return Annotated[kind, typer.Option(*flags, **settings)]
 
 
+def parameter(option: Option) -> inspect.Parameter:
+    """The keyword-only parameter typer reads an option from; a required one has no default."""
+    default = inspect.Parameter.empty if option.required else option.value
+    return inspect.Parameter(option.param, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=typed(option))
+
+
 def command(options: tuple[Option, ...], run: Callable[..., int]) -> Callable[..., None]:
     """A typer command taking `options` (typer reads `__signature__` and `__annotations__`) and calling `run`
     with them by parameter; its exit code is the command's, its help `run`'s docstring.
@@ -43,8 +49,7 @@ def command(options: tuple[Option, ...], run: Callable[..., int]) -> Callable[..
     def call(**given: Any) -> None:
         raise typer.Exit(run(**given))
 
-    parameters = [inspect.Parameter(o.param, inspect.Parameter.KEYWORD_ONLY, default=o.value, annotation=typed(o))
-                  for o in options]
+    parameters = [parameter(o) for o in options]
     call.__name__ = call.__qualname__ = run.__name__
     call.__doc__ = run.__doc__
     call.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
@@ -61,9 +66,7 @@ def takes(*items: Option | str) -> Callable[[Callable[..., Any]], Callable[..., 
         hints = get_type_hints(function, include_extras=True)
         parameters = [
             own[item].replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[item]) if isinstance(item, str)
-            else inspect.Parameter(item.param, inspect.Parameter.KEYWORD_ONLY, default=item.value,
-                                   annotation=typed(item))
-            for item in items]
+            else parameter(item) for item in items]
 
         @functools.wraps(function)
         def call(**given: Any) -> Any:
