@@ -89,7 +89,7 @@ def test_an_unquoted_value_with_spaces_names_its_option_and_never_a_word_of_it(o
 def test_a_few_control_characters_in_keys_are_warned_about_more_are_not_text(tmp_path, caplog):
     """A stray control character in a key is a key kprobe does not know; past three such lines, not a text file."""
     odd = "".join(f"x{chr(c)}y=1\n" for c in (1, 2, 27))
-    with caplog.at_level(logging.WARNING, logger="kprobe.config"):
+    with caplog.at_level(logging.WARNING, logger="kprobe.clientprops"):
         client = load([write(tmp_path, f"security.protocol=PLAINTEXT\n#\x04 a comment\n{odd}")])
     assert len(client.warnings) == 3 and client.props["security.protocol"] == "PLAINTEXT"
     path = write(tmp_path, f"security.protocol=PLAINTEXT\n{odd}x\x7fy=1\n")
@@ -120,7 +120,7 @@ def test_confluent_cloud_file_is_read_whole(tmp_path, caplog):
         "schema.registry.url=https://psrc-1.us-east-2.aws.confluent.cloud\n"
         "basic.auth.credentials.source=USER_INFO\n"
         "basic.auth.user.info=SRKEY:srsecret\n"))
-    with caplog.at_level(logging.WARNING, logger="kprobe.config"):
+    with caplog.at_level(logging.WARNING, logger="kprobe.clientprops"):
         client = load([path])
     assert client.props == {
         "bootstrap.servers": "pkc-abc12.us-west-2.aws.confluent.cloud:9092", "security.protocol": "SASL_SSL",

@@ -24,7 +24,7 @@ from kprobe.errors import UsageError
 from kprobe.logs import logger
 from kprobe.records import field, record
 
-_LOG = logger("kprobe.config")
+_LOG = logger("kprobe.clientprops")
 MAX_FILE_BYTES = 1024 * 1024  # a client properties file is a few hundred bytes; a key store is read elsewhere
 # Keys with control characters a file may hold before it is taken for something other than text: a stray one
 # from an editor is named in a warning like any unknown key; a binary file read as properties makes one per
