@@ -219,6 +219,9 @@ def test_failed_start_cleans_up(tmp_path, monkeypatch):
     assert lab_jvms(lab.lab_id) == []
 
 
+# One unit with the namespace labs' tests: a bare `kprobe lab down` stops every detached lab of the machine,
+# a namespace lab another worker holds included.
+@pytest.mark.serial("netns-lab")
 def test_lab_cli_up_detach_and_down(tmp_path):
     """Two scenarios detached side by side (the second is not refused), each stopped by name or all at once;
     `lab up` prints the exact -n of each view."""
