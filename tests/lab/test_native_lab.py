@@ -147,6 +147,7 @@ def test_blackholed_listener_advertises_a_dead_endpoint(three_lab):
     probe.close()
 
 
+@pytest.mark.lab  # starts and stops a lab of its own
 def test_teardown_leaves_no_jvm_and_no_port(tmp_path, monkeypatch):
     """Killed, all of it; but the broker writing the brokers' class-data archive (none here: a path of
     this test's own) is shut down first and leaves it whole, an archive of the broker's own classes."""
@@ -219,6 +220,7 @@ def test_failed_start_cleans_up(tmp_path, monkeypatch):
     assert lab_jvms(lab.lab_id) == []
 
 
+@pytest.mark.lab  # `kprobe lab up` starts brokers
 def test_lab_cli_up_detach_and_down(tmp_path):
     """Two scenarios detached side by side (the second is not refused), each stopped by name or all at once;
     `lab up` prints the exact -n of each view."""
