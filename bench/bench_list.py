@@ -2,7 +2,7 @@
 
     python bench/bench_list.py [--runs 15] [--dev] [--work DIR]
 
-The brokers: three scripted brokers (tests/hostile_broker.py) on 127.0.0.61-63, each answering a
+The brokers: three scripted brokers (tests/support/hostile_broker.py) on 127.0.0.61-63, each answering a
 realistic Metadata response of 1,000 topics of 100 partitions (replicas and ISRs of 3, leaders
 spread over the three, all three advertised), in the version each client asks: kcat's librdkafka
 2.0 asks v4, kprobe v8 (the highest they offer). A real 100,000-partition cluster does not fit on
@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from hostile_broker import Broker, HostileBroker, Partition, Script, Topic  # noqa: E402

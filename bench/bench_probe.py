@@ -8,7 +8,7 @@
 2. Concurrency: a full `kprobe probe` CLI run (interpreter start-up, metadata, resolve,
    connect, identity, report) against a broker that really advertises 200 brokers, half of
    them blackholed; reported as wall time / connect timeout (the floor is 1.0). The broker is
-   the hostile-test fake broker (tests/hostile_broker.py) answering one Metadata with 200
+   the hostile-test fake broker (tests/support/hostile_broker.py) answering one Metadata with 200
    brokers: 100 at local listening sockets (the kernel completes the handshake; nothing ever
    answers a Kafka request) and 100 at blackholes (design notes, section 7). A real 200-broker
    cluster does not fit on a 2-core machine. Run with and without identity: with it, the 100
@@ -164,7 +164,7 @@ def advertising_cluster(count: int = 200) -> Iterator[str]:
     The answering half are scripted brokers that answer ApiVersions and Metadata, so an identity check
     meets brokers, as in a real cluster, not mute sockets (bench_show.py reuses it for its big report).
     """
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
     from hostile_broker import Broker, HostileBroker, Script
 
     listeners: list[HostileBroker] = []

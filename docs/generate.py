@@ -291,7 +291,7 @@ NOT_STAGED = {
                                     "through its DNS views",
     "INVALID_ADVERTISED_HOST": "a host no client can use (control characters, bytes that are not UTF-8, 300 "
                                "characters) is not something the lab's brokers are configured to advertise; the "
-                               "tests' scripted broker (tests/hostile_broker.py) sends it",
+                               "tests' scripted broker (tests/support/hostile_broker.py) sends it",
     "INVALID_ADVERTISED_PORT": "a port outside 1-65535 is not something the lab's brokers are configured to "
                                "advertise; the tests' scripted broker sends it",
     "NO_ADVERTISED_BROKERS": "the broker that answers a lab bootstrap always lists at least itself",
@@ -604,7 +604,7 @@ def _stagings(labs: Mapping[str, Any], stale: str, dead: str, refused: str) -> l
 def findings_examples(labs: Mapping[str, Any]) -> str:
     """Each finding the lab can stage, as `kprobe probe --json` reports it in a real run.
 
-    The runs are the tests' own stagings (tests/test_probe.py, tests/test_findings_lab.py); a staging
+    The runs are the tests' own stagings (tests/runs/test_probe.py, tests/findings/test_findings_lab.py); a staging
     that stops producing its code fails generation rather than leave a code without its excerpt.
     """
     import shlex

@@ -7,7 +7,7 @@ and kprobe's values cost it twice. `import dataclasses` loads `inspect` and with
 class, 33 classes on a healthy probe's path, every run). `record` makes the same methods from
 closures over the field names: a class costs microseconds, and no compiler runs.
 
-What it keeps of `@dataclass(frozen=True)`, and tests/test_models_value.py holds every record to
+What it keeps of `@dataclass(frozen=True)`, and tests/test_records.py holds every record to
 the twin `@dataclass` builds from the same fields: fields from the class's own annotations, in
 order; defaults, and `field(default_factory=...)`; positional or keyword-only parameters
 (`kw_only=True`), with the same errors for a missing, unexpected or repeated argument;

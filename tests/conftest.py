@@ -53,7 +53,7 @@ def _role(config: pytest.Config) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Before any test: the session's DNS stays on loopback (tests/hermetic_dns.py says why), and so do its packets.
+    """Before any test: the session's DNS stays on loopback (tests/support/hermetic_dns.py says why), and so do its packets.
 
     The fence comes after hermetic_dns, whose Maven run (a JVM, unfenced anyway) may fetch jars
     from Maven Central. Children find the fence through PYTHONPATH (tests/fence/sitecustomize.py)
@@ -121,7 +121,7 @@ def _byte_compile() -> None:
 def _logging_left_as_found() -> Iterator[None]:
     """Fail the test that leaves kprobe's logging set up for the tests after it in this process.
 
-    A command run in-process without tests/cli_runner.py (which puts logging back) can leave the
+    A command run in-process without tests/support/cli_runner.py (which puts logging back) can leave the
     "kprobe" logger with a handler of its own and `propagate` off, or a setup waiting for the first
     warning (kprobe.logs): a later test's first warning then installs that handler, and its `caplog`
     sees nothing, depending on the collection order.
@@ -139,7 +139,7 @@ def _logging_left_as_found() -> Iterator[None]:
         logs.configure_on_first_use(None)
         kprobe_logger.handlers, kprobe_logger.propagate, kprobe_logger.level = before
         pytest.fail(f"the test left kprobe's logging changed (handlers, propagate, level: {before} -> {after}; a "
-                    f"setup waiting: {waiting}): put it back, or run the command with tests/cli_runner.py",
+                    f"setup waiting: {waiting}): put it back, or run the command with tests/support/cli_runner.py",
                     pytrace=False)
 
 
@@ -205,6 +205,25 @@ def _labs_of(item: pytest.Item) -> set[str]:
     for mark in item.iter_markers("labs"):
         names.update(mark.args)
     return names
+
+
+# Fixtures that start a JVM for the test: the session's labs (real brokers) and the Spark session.
+_JVM_FIXTURES = {*LAB_FIXTURES, "lab_factory", "spark"}
+
+
+@pytest.hookimpl(tryfirst=True, specname="pytest_collection_modifyitems")  # before -m deselects
+def pytest_collection_modifyitems_lab_mark(items: list[pytest.Item]) -> None:
+    """The `lab` mark on every test that needs a live lab, so that `pytest -m "not lab"` runs the fast tests alone.
+
+    Given here, by what a test asks for (a lab or Spark fixture, a `labs` or `docker` mark), rather than
+    written on each test, so that a new test of a lab is marked by the fixture it takes. A module that
+    starts brokers, a JVM or network namespaces its own way says `pytestmark = pytest.mark.lab`
+    (tests/README.md).
+    """
+    for item in items:
+        if (_JVM_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+                or item.get_closest_marker("labs") or item.get_closest_marker("docker")):
+            item.add_marker(pytest.mark.lab)
 
 
 @pytest.hookimpl(tryfirst=True, specname="pytest_collection_modifyitems")
@@ -408,8 +427,8 @@ def spark() -> Iterator[object]:
     from kprobe.aggregate.job import session
 
     # With the Kafka source's jars (resolved once, cached), so a test reads a topic with the job in this
-    # JVM rather than a `kprobe aggregate --kafka` child's (test_aggregate.py's topic test; the CLI
-    # reading a topic in its own JVM is test_netns_lab.py's pipeline test).
+    # JVM rather than a `kprobe aggregate --kafka` child's (tests/aggregate/test_job.py's topic test; the CLI
+    # reading a topic in its own JVM is tests/lab/test_netns.py's pipeline test).
     s = session("local[2]", app="kprobe-tests", kafka=True)
     # Interpreted, not generated code: the tests' inputs are a few rows, and compiling each plan's
     # Java (whole-stage and per-expression, Janino and then the JIT) was most of a run's CPU. How

@@ -1,4 +1,4 @@
-"""The guards hold: what the session resolves is asked on loopback (tests/hermetic_dns.py), and no process of
+"""The guards hold: what the session resolves is asked on loopback (tests/support/hermetic_dns.py), and no process of
 the session sends a packet off loopback (tests/fence/loopback_fence.py)."""
 
 from __future__ import annotations

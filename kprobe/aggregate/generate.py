@@ -1,7 +1,7 @@
 """Synthetic reports: M vantages probing C clusters over T hours, with injected gaps.
 
 For tests and benchmarks of the aggregation at sizes no lab produces. Reports follow the
-shipped schema (tests/test_aggregate.py validates a sample against kprobe/output/schema.json),
+shipped schema (tests/aggregate/test_job.py validates a sample against kprobe/output/schema.json),
 so the job sees what real probes write; gaps are injected per (cluster, vantage) so results are predictable.
 """
 

@@ -16,7 +16,7 @@ Sums, minima and maxima, first and last values with their times, latency histogr
 across days, so a run recomputes the rollups of the days that got new records and merges every
 day's, and an incremental run's outputs equal a full run's over the same records.
 
-Two strategies make the same rows (tests/test_aggregate.py compares them). Rows in one partition (a
+Two strategies make the same rows (tests/aggregate/test_job.py compares them). Rows in one partition (a
 small increment: ingest.ONE_TASK_BELOW) are aggregated directly, sorting where an order is needed.
 Spread over many rows, the status changes, the latest report and the advertised addresses are each
 found by a small aggregation first and a broadcast lookup into the rows, which spares sorting every

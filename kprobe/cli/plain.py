@@ -7,7 +7,7 @@ same declarations (kprobe.option_table), renders every help and every error, and
 command. This module reads the plain command lines, the ones a user types: long and short options
 with their values, flags, the environment variables they name. Anything else (help, an unknown or
 misspelt option, a value that looks like an option, `-bHOST`, `--` ...) is left to typer, which
-answers as it always has. tests/test_commands.py holds both readers to the same values on a corpus
+answers as it always has. tests/cli/test_plain.py holds both readers to the same values on a corpus
 of command lines.
 """
 

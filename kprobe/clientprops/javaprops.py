@@ -6,7 +6,7 @@ backslashes, three separators, `\uXXXX` escapes, comments that cannot be continu
 edge cases at the end of the file. A reader that is nearly right shows the user a value the JVM
 never sees (a `sasl.jaas.config` cut at its first line, a password with an escape left in), so this
 one follows JDK 17's `Properties.LineReader.readLine` and `Properties.load0`/`loadConvert` rule for
-rule; tests/test_java_properties.py compares it with the JDK on generated files.
+rule; tests/clientprops/test_javaprops.py compares it with the JDK on generated files.
 """
 
 from __future__ import annotations

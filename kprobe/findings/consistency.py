@@ -117,7 +117,7 @@ def listener_not_found(answered: Sequence[BootstrapResult]) -> list[Finding]:
     A broker registers only the listeners it defines, so through a listener that some brokers lack,
     Metadata lists the others only and answers error 72 (or names an unlisted leader) for the
     partitions those brokers lead: the bootstrap works, every request for those partitions fails.
-    Kafka 4.1 answers so in the three-broker lab (tests/test_findings_lab.py). Bootstraps of one
+    Kafka 4.1 answers so in the three-broker lab (tests/findings/test_findings_lab.py). Bootstraps of one
     listener say the same thing, so identical findings are merged and name every such bootstrap.
     """
     merged: dict[tuple[Severity, tuple[int, ...], tuple[str, ...]], list[str]] = defaultdict(list)

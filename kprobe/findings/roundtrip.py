@@ -120,7 +120,7 @@ def _step_findings(roundtrip: Roundtrip, findings: Sequence[Finding]) -> list[Fi
 
 # Errors whose harm reaches past the broker they name: a broker advertising a controller's endpoint sends
 # clients' metadata requests there, and both the Java producer and librdkafka then sometimes fail records
-# of other brokers' partitions too (measured, tests/test_agreement.py). A loss elsewhere is explained.
+# of other brokers' partitions too (measured, tests/runs/test_probe_agreement.py). A loss elsewhere is explained.
 _SPILLING = ("ENDPOINT_IS_CONTROLLER",)
 
 # Where the client's metadata flips between two listeners' views, a record to that broker gets through

@@ -3,7 +3,7 @@
 `sasl.oauthbearer.method=default` with `enable.sasl.oauthbearer.unsecure.jwt=true`: an unsecured
 JWS (RFC 7515 appendix A.5, `{"alg":"none"}`) built from `sasl.oauthbearer.config`
 (`principal=... scope=... lifeSeconds=... extension_NAME=value`), byte for byte as librdkafka's
-rdkafka_sasl_oauthbearer.c builds it (tests/test_oauth.py checks its unit-test vectors). Without
+rdkafka_sasl_oauthbearer.c builds it (tests/kafka/test_oauth.py checks its unit-test vectors). Without
 that flag librdkafka has no token (only an application callback would give one, and kprobe
 cannot call yours), so kprobe refuses the settings rather than succeed where your client fails.
 """

@@ -5,7 +5,7 @@ Why speak SCRAM here rather than fall back to librdkafka: managed clusters (Amaz
 Confluent Platform, Aiven) mostly sit behind SCRAM, and librdkafka drops the bootstrap broker once
 the advertised endpoints fail (design notes, section 7), which is exactly kprobe's case. SCRAM is
 a few HMACs over a salted password; what is easy to get wrong is checked against the RFC's own
-test vector (tests/test_sasl.py) and against real brokers (the lab's `scram` and `sasl` scenarios).
+test vector (tests/kafka/test_sasl.py) and against real brokers (the lab's `scram` and `sasl` scenarios).
 OAUTHBEARER is spoken here for the same reason (Confluent Cloud, Strimzi, Azure Event Hubs, and
 Amazon MSK IAM, whose token AWS's signer makes): the message is the token in RFC 7628's framing;
 getting the token is kprobe.kafka.oauth's business.

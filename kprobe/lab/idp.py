@@ -143,7 +143,7 @@ class IdentityProvider:
         never fetched the JWKS and took tampered, expired and wrong-audience tokens alike: that
         class, made without a key resolver (as the handler makes it), delegates to the client-side
         ClientJwtValidator, which checks no signature. Naming BrokerJwtValidator makes the broker
-        check signatures, audience, issuer and expiry; tests/test_oauth.py checks that it does.
+        check signatures, audience, issuer and expiry; tests/kafka/test_oauth.py checks that it does.
         """
         return {
             "sasl.oauthbearer.jwt.validator.class": "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator",

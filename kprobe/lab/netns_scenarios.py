@@ -3,7 +3,7 @@
 Each scenario is a cluster of real Kafka brokers (the native launcher's `Scenario`, on private
 addresses 198.18.1.1N inside the "cluster" namespace), the vantages that look at it (each a
 namespace of its own with the routes it has) and the nftables ruleset of the router namespace
-between them. Design notes section 9 records what each one measured; tests/test_netns_lab.py keeps
+between them. Design notes section 9 records what each one measured; tests/lab/test_netns.py keeps
 kprobe saying so.
 
 Address plan (every address is in 198.18.0.0/15, RFC 2544's benchmarking range, so nothing here

@@ -125,7 +125,7 @@ def check_all(
     certificate, so the run reports RUN_INCOMPLETE instead of passing it for a good one. Whether
     the pool gives up at the deadline first or the handshake's own timeout (cut to the deadline)
     fires first is a race the scheduler decides; both end as the same unfinished result, so the
-    report does not depend on it (tests/test_tls_deadline.py).
+    report does not depend on it (tests/probe/test_tls.py).
     """
     tls_sources = ctx.uses_tls
     chosen = [i for i, r in enumerate(results)

@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from frames import rows_of
+from aggregate_reports import endpoint, report
 from pyspark.sql import functions as F
-from reports import endpoint, report
+from spark_frames import rows_of
 
 from kprobe.aggregate.flatten import BOOTSTRAP_NODE, clustered, flat_records, hostport
 from kprobe.aggregate.parse import parse, quarantine_reason

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from frames import at, rows_of
+from spark_frames import at, rows_of
 
 from kprobe.aggregate import merge
 from kprobe.aggregate.flatten import FAILURE_CLASSES

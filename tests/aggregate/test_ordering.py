@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from frames import at, rows_of
 from pyspark.sql import functions as F
+from spark_frames import at, rows_of
 
 from kprobe.aggregate.ordering import key_ok, key_status, key_ts, latest, rid_of, status_key
 

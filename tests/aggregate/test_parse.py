@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from frames import rows_of
-from reports import endpoint, report
+from aggregate_reports import endpoint, report
+from spark_frames import rows_of
 
 from kprobe.aggregate.parse import UNSUPPORTED_FILE, parse, quarantine_reason, split_records
 

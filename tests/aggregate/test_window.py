@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from frames import at, rows_of
+from spark_frames import at, rows_of
 
 from kprobe.aggregate.window import within
 

@@ -1,7 +1,7 @@
 """No test sends a packet outside 127.0.0.0/8 and ::1: an audit hook judges every connect and sendto.
 
 Why: the project's rule is that tests talk to loopback only (the lab's brokers, DNS servers,
-proxies and OAuth server all live on 127.0.0.x). tests/hermetic_dns.py keeps the session's DNS
+proxies and OAuth server all live on 127.0.0.x). tests/support/hermetic_dns.py keeps the session's DNS
 queries there, but nothing stopped a connect to an address off loopback: a DNS view or a
 `--resolve` mapping pointing at a private address, a signer that reaches for AWS, a typo. The
 hook sees the destination of every `socket.connect`, `socket.sendto` and `socket.sendmsg` of an
@@ -17,11 +17,11 @@ session's environment installs it from tests/fence/sitecustomize.py: conftest pu
 first on PYTHONPATH and names the log in KPROBE_TEST_FENCE. Name lookups are not judged (the
 session's resolver is the loopback stub, and lookups must work); `refusing_lookups()`, or
 KPROBE_TEST_FENCE_LOOKUPS=1 in a child, refuses those of names off loopback too, for code that
-must not even try (AWS's signer in tests/test_msk_iam.py). The brokers' JVMs, the Java client,
+must not even try (AWS's signer in tests/kafka/test_msk.py). The brokers' JVMs, the Java client,
 librdkafka and kcat are not Python and are not fenced by it.
 
 Nothing here is imported at start-up beyond `os`: the hook imports `socket` only once a socket
-exists, so a child's start-up (which tests/test_cli.py measures by what it loads) is unchanged.
+exists, so a child's start-up (which tests/cli/test_app.py measures by what it loads) is unchanged.
 """
 
 from __future__ import annotations

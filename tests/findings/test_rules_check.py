@@ -9,7 +9,7 @@ single broker left at Kafka's defaults, one set right, three brokers at the defa
 not say how many brokers there are; the rows about listeners set their internal topics to fit, as Kafka's
 own examples do, so each row's findings stay its own.
 
-`covered()` (tests/findings/observations.py) reads these rows' `expect` like every other table's,
+`covered()` (tests/support/observations.py) reads these rows' `expect` like every other table's,
 so tests/findings/test_catalogue.py holds each config code, at each severity it allows, to a row here.
 """
 

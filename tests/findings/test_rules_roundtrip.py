@@ -1,6 +1,6 @@
 """--roundtrip beside the verdict (kprobe/findings/roundtrip.py), proven on plain data.
 
-The lab proves the round trip itself (tests/test_roundtrip.py); here each way the experiment and
+The lab proves the round trip itself (tests/probe/test_roundtrip.py); here each way the experiment and
 the prediction can meet is written down: agreeing (no finding), a client failing where kprobe said
 usable, a client working where kprobe said unusable, a broker refusing the request, and the run's
 deadline cutting the round trip (RUN_INCOMPLETE, never a failure).

@@ -5,7 +5,7 @@ line, and the JSON summary, held to the findings on plain data.
 usable endpoints: reached, and concerned by no error finding (models.is_usable). These reports are built
 from the models and judged by diagnose(), so each outcome a lab cannot stage (a NAT that leads to the
 wrong broker, an IPv6 family failing beside IPv4, three brokers on one public address) is as easy as one
-it can; the lab tests (tests/test_findings_lab.py, tests/test_dual_stack.py) check the same counts on
+it can; the lab tests (tests/findings/test_findings_lab.py, tests/net/test_dualstack.py) check the same counts on
 real brokers.
 """
 

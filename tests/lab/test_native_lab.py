@@ -147,6 +147,7 @@ def test_blackholed_listener_advertises_a_dead_endpoint(three_lab):
     probe.close()
 
 
+@pytest.mark.lab  # starts and stops a lab of its own
 def test_teardown_leaves_no_jvm_and_no_port(tmp_path, monkeypatch):
     """Killed, all of it; but the broker writing the brokers' class-data archive (none here: a path of
     this test's own) is shut down first and leaves it whole, an archive of the broker's own classes."""
@@ -219,6 +220,7 @@ def test_failed_start_cleans_up(tmp_path, monkeypatch):
     assert lab_jvms(lab.lab_id) == []
 
 
+@pytest.mark.lab  # `kprobe lab up` starts brokers
 # One unit with the namespace labs' tests: a bare `kprobe lab down` stops every detached lab of the machine,
 # a namespace lab another worker holds included.
 @pytest.mark.serial("netns-lab")

@@ -20,9 +20,10 @@ from kprobe.lab import netns
 from kprobe.lab.netns_scenarios import get_netns_scenario
 
 pytestmark = [
+    pytest.mark.lab,  # makes and removes network namespaces
     pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
                        reason="the namespace lab needs root, ip and nft"),
-    pytest.mark.serial("netns-lab"),  # one unit with tests/test_netns_lab.py: both make and remove kpl- namespaces
+    pytest.mark.serial("netns-lab"),  # one unit with tests/lab/test_netns.py: both make and remove kpl- namespaces
 ]
 NOBODY = 65534
 
