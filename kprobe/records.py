@@ -2,7 +2,7 @@
 
 Why: a probe's run is mostly Python starting up (it should cost little more than `kcat -L` plus `nc -z`),
 and kprobe's values cost it twice. `import dataclasses` loads `inspect` and with it `ast`, `dis` and
-`tokenize` (about 9 ms here), and `@dataclass` writes each class's `__init__` and frozen
+`tokenize`, and `@dataclass` writes each class's `__init__` and frozen
 `__setattr__` as source and compiles them as the class is built (a few tenths of a millisecond a
 class, 33 classes on a healthy probe's path, every run). `record` makes the same methods from
 closures over the field names: a class costs microseconds, and no compiler runs.

@@ -91,8 +91,8 @@ def _app_for(args: list[str]) -> typer.Typer:
     """The app with only the command the arguments name, when they name one.
 
     Typer turns every registered command into a click command before running any, evaluating
-    each signature's annotations: for all nine commands that is about 50 ms of every run's
-    start-up, a quarter of it. A run needs one. `kprobe --help`, `kprobe lab ...`, a typo'd
+    each signature's annotations: for every command, a large part of each run's start-up.
+    A run needs one. `kprobe --help`, `kprobe lab ...`, a typo'd
     command and anything else get the whole app, so listings and suggestions stay complete.
     """
     if not args:

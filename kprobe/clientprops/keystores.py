@@ -13,9 +13,9 @@ by the store's content to one reader per format: :mod:`kprobe.clientprops.jks` (
 :mod:`kprobe.clientprops.der`; :class:`StoreError` and :class:`KeyPair` live in
 :mod:`kprobe.clientprops.stores` and are re-exported here.
 
-Why a JKS reader of our own, and not PyPI's pyjks: pyjks (20.0.0, last release 2020) costs 90-120 ms to
-import, with byte code, on our machines, and needs a C compiler for its ``twofish`` dependency, while the
-budget for reading a Java properties file with a JKS truststore is 30 ms in all. The JKS format is small
+Why a JKS reader of our own, and not PyPI's pyjks: pyjks (20.0.0, last release 2020) takes longer to
+import than reading a Java properties file with a JKS truststore should take in all, and needs a C compiler
+for its ``twofish`` dependency. The JKS format is small
 (magic 0xFEEDFEED, version 1 or 2, entries, then a keyed SHA-1 over the whole) and so is Sun's key
 protector (a SHA-1 keystream XOR, checked by a SHA-1 digest), so both are written against the format in
 :mod:`kprobe.clientprops.jks`, with the standard library only: reading a JKS truststore imports nothing

@@ -133,7 +133,7 @@ class KafkaConnection:
         self.sock = sock
 
     def _wrap_tls(self, sock: socket.socket) -> socket.socket:
-        import ssl  # 10 ms of start-up that a PLAINTEXT run never needs
+        import ssl  # start-up time a PLAINTEXT run never needs
 
         from kprobe.kafka.tlscontext import TlsSettingsError, client_context
 
