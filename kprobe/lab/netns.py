@@ -232,7 +232,7 @@ class NetnsLab:
         self.children: list[subprocess.Popen[bytes]] = []  # the brokers' launcher, each vantage's DNS server
         self.made: list[str] = []
         self.describe_lines: list[str] = []
-        self.network_seconds = 0.0  # how long the namespaces, links and rules took : their share of the lab's start
+        self.network_seconds = 0.0  # how long the namespaces, links and rules took: their share of the lab's start
 
     @functools.cached_property
     def workdir(self) -> Path:
