@@ -4,11 +4,11 @@ Every lab started here is stopped at session end, and the last fixture to finish
 no broker JVM of this session is left behind. The session, and every Python process it starts,
 sends packets to loopback only (tests/fence/loopback_fence.py): a test that tries otherwise fails.
 
-The suite runs on three pytest-xdist workers (pyproject.toml's addopts), on a machine of two CPUs:
+The suite runs on four pytest-xdist workers (pyproject.toml's addopts), on a machine of two CPUs:
 in one process a test spends much of its time waiting (on a broker, a JVM starting, a timeout it
 provokes, a client's budget) while a CPU idles. With two workers both CPUs were busy while the Spark
-tests ran, and half idle for the last three and a half minutes, when both workers were on such
-waiting tests; a third keeps a CPU busy while the others wait, for the same work.
+tests ran and half idle when both workers were on such waiting tests; more workers keep the CPUs busy
+while the others wait, for the same work.
 Each worker closes its own DNS namespace, fences itself and keeps
 its own labs and Spark session; the scheduler gives each lab, and the Spark session, to one worker,
 which runs the tests that need it. Scenarios that bind fixed ports (443, 9092, node ports) would get

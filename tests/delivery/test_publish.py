@@ -79,7 +79,7 @@ def topics_of(bootstrap: str, props: dict | None = None) -> dict:
 
 # The --timeout of a run whose time is asserted: a publishing failure said "at once" must come well inside
 # it, and the run's own start-up (an interpreter, the probe of the collector) must too, on a machine whose
-# three xdist workers share two CPUs. 2 s left 0.5 s of that.
+# four xdist workers share two CPUs.
 ASKED_AT_ONCE = 6
 
 

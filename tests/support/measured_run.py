@@ -3,7 +3,7 @@
 Peak memory is the child's own: VmHWM of its own address space (Linux), written by an atexit hook of a wrapper.
 (`ru_maxrss` is not: Linux carries it across fork and exec, so a child of a 70 MB pytest starts at 70 MB.)
 Its time is its own too, the CPU it used (user and system, every thread), written by the same hook: that is
-the work a bound on reading limits. The wall clock is the machine's: three xdist workers on two CPUs once
+the work a bound on reading limits. The wall clock is the machine's: xdist workers sharing two CPUs once
 stretched a 0.5 s refusal of a gzip bomb to 5.8 s, and a 2.7 s listing of 100,000 partitions to 14 s. A hang
 is still caught, by the run's own timeout. One helper for the tests that bound what hostile input costs
 (tests/runs/test_hostile_brokers.py, tests/cli/test_hostile_files.py).
