@@ -20,7 +20,7 @@ def main() -> None:
             if sys.stdout is not None:  # as click.echo: a closed stdout is no error
                 sys.stdout.write(f"kprobe {__version__}\n")
                 sys.stdout.flush()
-        except BrokenPipeError:  # as kprobe.cli.errors.guard: the reader left, stop quietly
+        except BrokenPipeError:  # as kprobe.exits.guard: the reader left, stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(EXIT_ERROR)
         sys.exit(EXIT_OK)

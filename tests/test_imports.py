@@ -36,9 +36,9 @@ HEAVY = ("typer", "click", "rich", "pyspark", "confluent_kafka", "cryptography",
 # allows a package and everything under it.
 VERSION = {"kprobe", "kprobe.errors"}  # answered before typer (kprobe/__main__.py)
 # A plain probe or list, read and run without typer (kprobe.cli.plain, from the options' declarations in
-# kprobe.option_table); the secrets scrubbed from any error line (kprobe.cli.errors, kprobe.redaction).
+# kprobe.option_table); the secrets scrubbed from any error line (kprobe.exits, kprobe.redaction).
 # kprobe.logs: loggers that load `logging` only for a line that can be seen.
-PLAIN = VERSION | {"kprobe.cli", "kprobe.cli.plain", "kprobe.cli.errors", "kprobe.cli.probe", "kprobe.option_table",
+PLAIN = VERSION | {"kprobe.cli", "kprobe.cli.plain", "kprobe.exits", "kprobe.cli.probe", "kprobe.option_table",
                    "kprobe.redaction", "kprobe.logs"}
 CLI = PLAIN | {"kprobe.cli.*"}  # typer's app and its commands' modules, for everything else
 REPORT_DATA = {"kprobe.models.*", "kprobe.records", "kprobe.net", "kprobe.hostport"}
@@ -60,9 +60,9 @@ FINDINGS = {"kprobe.findings", "kprobe.findings.diagnose", "kprobe.findings.adve
 # One probe, delivered: no publisher without --publish, no file writer without -o/--out/--prom-file.
 PROBE_RUN = (PLAIN | REPORT_DATA | OPTIONS | NETWORK | FINDINGS
              | {"kprobe.runs.probe", "kprobe.probe.identity", "kprobe.delivery", "kprobe.delivery.deliver",
-                "kprobe.output", "kprobe.output.formats", "kprobe.output.sanitize"})
+                "kprobe.output", "kprobe.output.formats", "kprobe.sanitize"})
 SAVED = CLI | REPORT_DATA | {"kprobe.saved", "kprobe.saved.reading", "kprobe.saved.show", "kprobe.output",
-                             "kprobe.output.formats", "kprobe.output.json_load", "kprobe.output.sanitize",
+                             "kprobe.output.formats", "kprobe.output.json_load", "kprobe.sanitize",
                              "kprobe.output.text"}
 TYPER = {"typer", "click"}  # click: where typer uses the installed one rather than its own copy
 
@@ -83,7 +83,7 @@ COMMANDS: dict[str, tuple[list[str], set[str], set[str]]] = {
              PLAIN | REPORT_DATA | OPTIONS | NETWORK | {"kprobe.runs.listing", "kprobe.findings",
                                                        "kprobe.findings.catalogue", "kprobe.findings.common",
                                                        "kprobe.findings.consistency", "kprobe.output",
-                                                       "kprobe.output.formats", "kprobe.output.sanitize",
+                                                       "kprobe.output.formats", "kprobe.sanitize",
                                                        "kprobe.output.kcat"},  # kcat's lines, when one answers
              set()),
     "show": (["show", str(REPORT_A)], SAVED, TYPER),
@@ -99,7 +99,7 @@ COMMANDS: dict[str, tuple[list[str], set[str], set[str]]] = {
                                              "kprobe.findings.kubernetes",
                                              "kprobe.findings.shapes", "kprobe.probe", "kprobe.probe.pool",
                                              "kprobe.probe.resolve", "kprobe.output", "kprobe.output.check",
-                                             "kprobe.output.formats", "kprobe.output.sanitize"},
+                                             "kprobe.output.formats", "kprobe.sanitize"},
               TYPER | {"dns", "ssl"}),
 }
 

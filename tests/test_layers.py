@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent / "kprobe"
 
 LAYERS: list[tuple[str, ...]] = [
     # plain facts every layer shares, on the standard library alone (test_the_base_is_plain)
+    # and the one mapping of errors to exit codes every entry point shares (kprobe.exits)
     ("kprobe", "kprobe.errors", "kprobe.redaction", "kprobe.paths", "kprobe.private", "kprobe.maven",
-     "kprobe.hostport", "kprobe.records", "kprobe.logs"),
+     "kprobe.hostport", "kprobe.records", "kprobe.logs", "kprobe.sanitize", "kprobe.exits"),
     ("kprobe.models",),  # the data every stage hands on; what differs between two reports (models.compare)
     # the network and the wire; the client configuration files users have (Java, librdkafka)
     ("kprobe.net", "kprobe.kafka", "kprobe.clientprops"),
@@ -31,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("kprobe.delivery", "kprobe.saved"),  # written, printed, published; saved reports read back and shown
     ("kprobe.delivery.watch", "kprobe.serve"),  # the two long-running commands
     ("kprobe.aggregate", "kprobe.lab"),  # on top of the core, never beneath it
-    # the entry points: the CLI, and `python -m kprobe.aggregate`, which fails as the CLI does (kprobe.cli.errors)
+    # the entry points: the CLI, and `python -m kprobe.aggregate`, which fails as the CLI does (kprobe.exits)
     ("kprobe.cli", "kprobe.__main__", "kprobe.aggregate.__main__"),
 ]
 # Side by side in one layer but independent of each other.
@@ -109,8 +110,8 @@ def test_no_top_level_module_outside_the_entry_and_the_base():
     every stage lives in a package named for it (runs, saved, delivery, net, ...).
     """
     top = sorted(p.stem for p in ROOT.glob("*.py"))
-    assert top == ["__init__", "__main__", "errors", "hostport", "logs", "maven", "option_table", "options", "paths", "private",
-                   "records", "redaction"], top
+    assert top == ["__init__", "__main__", "errors", "exits", "hostport", "logs", "maven", "option_table", "options",
+                   "paths", "private", "records", "redaction", "sanitize"], top
 
 
 def test_every_module_has_a_layer():

@@ -2,7 +2,7 @@
 or `python -m kprobe.aggregate`. The master comes from spark-submit unless --master is given.
 
 Runs the same checks as `kprobe aggregate` (kprobe.aggregate.checks) and fails the same way, through
-the CLI's one error mapping (kprobe.cli.errors.guard): one line `kprobe: error: ...` and exit 2 for
+the CLI's one error mapping (kprobe.exits.guard): one line `kprobe: error: ...` and exit 2 for
 bad input, never a traceback, no secret from the command line (a --kafka address may carry one).
 """
 
@@ -24,8 +24,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    """Parse, check, run, print the summary; exit with its code, errors in one line (kprobe.cli.errors)."""
-    from kprobe.cli.errors import guard, secrets_in
+    """Parse, check, run, print the summary; exit with its code, errors in one line (kprobe.exits)."""
+    from kprobe.exits import guard, secrets_in
 
     guard(lambda: _main(argv), secrets_in(sys.argv[1:] if argv is None else argv))
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kprobe.errors import KprobeError, UsageError
-from kprobe.output.sanitize import safe
 from kprobe.paths import cache_root, class_archive, remove_stray_dumps
+from kprobe.sanitize import safe
 
 if TYPE_CHECKING:
     from py4j.protocol import Py4JError

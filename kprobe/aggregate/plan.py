@@ -26,8 +26,8 @@ from typing import Any
 from kprobe.aggregate import state as st
 from kprobe.aggregate.checks import is_local
 from kprobe.errors import KprobeError
-from kprobe.output.sanitize import safe
 from kprobe.records import field, record
+from kprobe.sanitize import safe
 
 # In every output a run writes on a local path: what it was built from (see `current`). Hidden
 # (a leading `.`), so Spark's readers of the output skip it.

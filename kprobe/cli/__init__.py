@@ -3,7 +3,7 @@
 Light on purpose: the console entry (kprobe/__main__.py) imports this package for every run, and a
 plain `kprobe probe` or `kprobe list` runs from the fast reader (kprobe.cli.plain) without typer;
 typer's app (kprobe.cli.app) loads only for the other command lines. Errors become one line and an
-exit code in kprobe.cli.errors and only there.
+exit code in kprobe.exits and only there.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 
 
 def main() -> None:
-    """Console entry point: one line per error, never a traceback, never a secret (kprobe.cli.errors.guard)."""
-    from kprobe.cli.errors import guard, secrets_in
+    """Console entry point: one line per error, never a traceback, never a secret (kprobe.exits.guard)."""
     from kprobe.cli.plain import kcat_alias, run_plain
+    from kprobe.exits import guard, secrets_in
 
     argv = sys.argv[1:]
     run_plain(argv)  # a plain `probe` or `list` runs there, without typer; it returns for everything else

@@ -64,7 +64,7 @@ for _command in (saved.show, saved.diff, serve.serve, aggregate.aggregate, check
 
 
 def _interruptible(callback: Callable[..., Any]) -> Callable[..., Any]:
-    """The command, its Ctrl-C turned into click's Abort, which kprobe.cli.errors says in one line.
+    """The command, its Ctrl-C turned into click's Abort, which kprobe.exits says in one line.
 
     Why: typer catches KeyboardInterrupt around every command and returns a bare exit code 130,
     without a word (`guard` never sees it), which a user cannot tell from a crash; and 130 alone
@@ -108,7 +108,7 @@ def _app_for(args: list[str]) -> typer.Typer:
 
 
 def run(args: list[str]) -> int:
-    """The app on these arguments: its exit code (what click refuses, kprobe.cli.errors.guard says)."""
+    """The app on these arguments: its exit code (what click refuses, kprobe.exits.guard says)."""
     # Without standalone mode, click returns an Exit's code instead of raising it.
     code = _app_for(args)(args=args, standalone_mode=False, prog_name="kprobe")
     return code if isinstance(code, int) else EXIT_OK

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kprobe.cli.errors import STATUS_EXIT
 from kprobe.cli.typed import takes
+from kprobe.exits import STATUS_EXIT
 from kprobe.option_table import DEADLINE, NAMESERVERS, NO_COLOR, PROP_FILES, PROPS, TIMEOUT, VANTAGE
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def check(
     """
     from kprobe.output import check as check_output
     from kprobe.output.formats import CHECK, Style, choose
-    from kprobe.output.sanitize import use_color
+    from kprobe.sanitize import use_color
 
     chosen = choose(fmt, json_out, tuple(CHECK))
     if output is not None:

@@ -123,6 +123,6 @@ def run_plain(argv: list[str]) -> None:
     given = read(options, args[1:])
     if given is None:
         return
-    from kprobe.cli.errors import guard, secrets_in
+    from kprobe.exits import guard, secrets_in
 
     guard(lambda: command(**given), secrets_in(argv))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from kprobe.cli.errors import STATUS_EXIT
 from kprobe.errors import UsageError
+from kprobe.exits import STATUS_EXIT
 from kprobe.option_table import LIST_OPTIONS, OUTPUTS, PROBE, RUN, SCHEDULE, WATCH, defaults
 
 
@@ -34,7 +34,7 @@ def setup_logging(verbose: bool, *, lazy: bool = False) -> None:
 def _stderr_handler(*, verbose: bool) -> None:
     import logging
 
-    from kprobe.output.sanitize import safe
+    from kprobe.sanitize import safe
 
     class _SafeFormatter(logging.Formatter):
         """Log lines quote advertised names and broker errors: escape them like the report does."""
@@ -123,15 +123,15 @@ def list_command(**given: Any) -> int:
         LISTING["json"](listing, sys.stdout)
     elif listing.answered:
         LISTING["text"](listing, sys.stdout)
-        from kprobe.output.sanitize import safe
         from kprobe.runs.listing import unchecked_gap
+        from kprobe.sanitize import safe
 
         gap = unchecked_gap(listing, resolve=options.resolve, connect_to=options.connect_to)
         if gap is not None:  # after kcat's lines, on stderr: a script reading stdout gets kcat's bytes
             sys.stdout.flush()
             sys.stderr.write(f"kprobe: {safe(gap, limit=2000)}\n")
     elif listing.status != "interrupted":
-        from kprobe.output.sanitize import safe
+        from kprobe.sanitize import safe
 
         errors = "; ".join(f"{a.address}: {a.error}" for a in listing.attempts)
         sys.stderr.write(f"kprobe: no bootstrap answered ({safe(errors, limit=2000)}); are the brokers reachable? "

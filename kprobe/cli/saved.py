@@ -40,7 +40,7 @@ def _say_skips(readers: list[Any]) -> None:
     for reader in readers:
         message = reader.skips.message()
         if message:
-            from kprobe.output.sanitize import safe
+            from kprobe.sanitize import safe
 
             sys.stderr.write(f"kprobe: {safe(message, limit=2000)}\n")
 
@@ -64,7 +64,7 @@ def show(
     Exit 0 when the reports were read, 2 when a path named is not a readable kprobe v1 report.
     """
     from kprobe.output.formats import SHOW, choose
-    from kprobe.output.sanitize import use_color
+    from kprobe.sanitize import use_color
     from kprobe.saved.show import ShowOptions
     from kprobe.saved.show import show as show_reports
 

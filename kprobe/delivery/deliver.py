@@ -19,8 +19,8 @@ from kprobe.models import Report
 from kprobe.option_table import declared
 from kprobe.output import formats
 from kprobe.output.formats import choose
-from kprobe.output.sanitize import use_color
 from kprobe.records import field, record
+from kprobe.sanitize import use_color
 
 if TYPE_CHECKING:  # the publisher loads only for a run with --publish; pathlib only for a file written
     from pathlib import Path

@@ -17,8 +17,8 @@ from typing import Any
 from kprobe import __version__
 from kprobe.check.listeners import CLIENT_NETWORK_WORDS, CheckReport, Deployment, ListenerCheck, Observation
 from kprobe.models import Finding
-from kprobe.output.sanitize import safe
 from kprobe.redaction import REDACTED
+from kprobe.sanitize import safe
 
 SCHEMA_ID = "kprobe.check/v1"
 _COLORS = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1"}

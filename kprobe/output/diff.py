@@ -20,8 +20,8 @@ from typing import Any
 
 from kprobe.models import Finding
 from kprobe.models.compare import ApplicationChange, EndpointRow, ReportDiff, Side
-from kprobe.output.sanitize import safe
 from kprobe.output.text import KEY_WORDS
+from kprobe.sanitize import safe
 
 _CHANGE_WORDS = {"same": "", "changed": "changed", "moved": "moved", "only_a": "only in A", "only_b": "only in B"}
 _SIDE_BY_SIDE_WORDS = {"same": "", "changed": "differs", "moved": "other endpoint", "only_a": "only at A",

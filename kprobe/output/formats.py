@@ -121,7 +121,7 @@ Unpaired = Mapping[str, Any]  # side, cluster, source, vantage (kprobe.saved.sho
 
 def _only_in(unpaired: Sequence[Unpaired]) -> str:
     """`Only in A: cluster ...` lines, after the text and the Markdown alike."""
-    from kprobe.output.sanitize import safe
+    from kprobe.sanitize import safe
 
     out = []
     for u in unpaired:

@@ -19,9 +19,9 @@ from operator import itemgetter
 from typing import Any, TextIO
 
 from kprobe.models import EndpointResult, PartitionRun, PartitionTable, TopicInfo
-from kprobe.output.sanitize import safe
 from kprobe.records import replace
 from kprobe.runs.listing import Listing, PartitionView
+from kprobe.sanitize import safe
 
 
 @cache

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from kprobe import __version__
 from kprobe.models import USABLE_VERDICTS, Finding, Report
 from kprobe.option_table import DEADLINE, TIMEOUT, parse_duration
-from kprobe.output.sanitize import safe
 from kprobe.output.text import ApplicationRow, application_rows, endpoint_rows, summary_line
+from kprobe.sanitize import safe
 
 # Characters Markdown may read as markup in running text (emphasis, code, links, HTML, tables, headings,
 # strikethrough, entities); a backslash makes each literal. `>` and `!` need none once `<` and `[` have one.

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from kprobe.models import CLIENTS_CONNECT, EndpointResult, Report, coordinator_verdict, is_usable
-from kprobe.output.sanitize import safe
+from kprobe.sanitize import safe
 
 LABEL_LIMIT = 1024
 """Longest label value kept whole: long enough for any real host name, bounded for a hostile one."""

@@ -31,8 +31,8 @@ from kprobe.models import (
     reads_by_replica,
     verdict,
 )
-from kprobe.output.sanitize import safe
 from kprobe.records import record
+from kprobe.sanitize import safe
 
 _COLORS = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1"}
 _VERDICT_COLOR = {"usable": "green", "unusable": "red", "degraded": "yellow", "partial": "yellow", "unreachable": "red",

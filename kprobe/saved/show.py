@@ -19,8 +19,8 @@ from typing import IO, Any
 from kprobe.errors import BadReport, UsageError
 from kprobe.models import Report
 from kprobe.output.json_load import from_dict, summary_of
-from kprobe.output.sanitize import safe
 from kprobe.records import field, record, replace
+from kprobe.sanitize import safe
 from kprobe.saved.reading import Filters, Reader, Saved, instant
 
 _STATUS_COLOR = {"ok": "32", "gap": "31", "failed": "31", "interrupted": "33"}

@@ -75,7 +75,7 @@ def parse_pattern(text: str, where: str) -> TargetPattern:
 
     `where` names the source: "bad --allow-target" or "--config FILE: target pattern".
     """
-    from kprobe.output.sanitize import safe
+    from kprobe.sanitize import safe
 
     shown = repr(safe(text, limit=80))
 

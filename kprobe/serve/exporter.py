@@ -224,7 +224,7 @@ class Exporter:
 
     def _refuse(self, reason: str, status: HTTPStatus, message: str) -> tuple[int, str]:
         self.metrics.rejected.labels(reason=reason).inc()
-        from kprobe.output.sanitize import safe
+        from kprobe.sanitize import safe
 
         line = self.scrub(safe(message, limit=500))
         _LOG.info("refused (%d): %s", status, line)
@@ -304,7 +304,7 @@ def handler_for(exporter: Exporter) -> type[HeadFirstHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:
             """Access lines only with -v: a request's path may carry anything a client wrote."""
-            from kprobe.output.sanitize import safe
+            from kprobe.sanitize import safe
 
             _LOG.debug("%s %s", self.address_string(), exporter.scrub(safe(format % args, limit=300)))
 

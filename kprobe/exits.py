@@ -1,9 +1,10 @@
 """Every error a command meets, kprobe's own and click's, becomes one line and an exit code here: never a
 traceback, never a secret from the command line, never a hostile broker's raw bytes.
 
-Why one place: the fast reader (kprobe.cli.plain), typer's app (kprobe.cli.app) and `python -m
-kprobe.aggregate` must fail alike, and a plain probe must fail well without importing typer, so
-click's exceptions are told by their class names rather than imported.
+Why one place, and why at the base: the fast reader (kprobe.cli.plain), typer's app (kprobe.cli.app) and
+`python -m kprobe.aggregate` (spark-submit's entry, beside the job it runs) must fail alike, each importing
+this mapping from below; and a plain probe must fail well without importing typer, so click's exceptions
+are told by their class names rather than imported.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _scrub(message: str, secrets: list[str]) -> str:
 
 def fail(message: str, code: int, secrets: list[str]) -> NoReturn:
     """One line on stderr, scrubbed of the command line's secrets and of a hostile broker's bytes."""
-    from kprobe.output.sanitize import safe  # a message may quote a hostile broker's words
+    from kprobe.sanitize import safe  # a message may quote a hostile broker's words
 
     sys.stderr.write(safe(_scrub(message, secrets), limit=2000) + "\n")
     sys.exit(code)
