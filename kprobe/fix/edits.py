@@ -13,7 +13,6 @@ YAML block scalar.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 
@@ -341,18 +340,3 @@ class _ComposeService:
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
-
-
-# -- the diff --------------------------------------------------------------------------------------------------
-
-
-def unified(path: str, old: str, new: str) -> str:
-    """A unified diff of one file, `--- path` and `+++ path` as given (no a/ b/), a missing last newline marked."""
-    lines = list(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=path,
-                                      tofile=path))
-    out = []
-    for line in lines:
-        if not line.endswith("\n"):
-            line += "\n\\ No newline at end of file\n"
-        out.append(line)
-    return "".join(out)

@@ -120,7 +120,7 @@ class FileEdit:
     @property
     def diff(self) -> str:
         """The unified diff of the file, paths as given."""
-        from kprobe.fix.edits import unified
+        from kprobe.fix.diff import unified
 
         return unified(self.path, self.old, self.new)
 

@@ -88,6 +88,12 @@ def _predicted(use: Use, plan: Plan, checks: Sequence[ListenerCheck], after: Seq
             continue
         added = next((e for e in plan.edits if e.node_id == broker.node_id and e.source == use.deployment
                       and e.action == "add" and use.vantage in e.vantages), None)
+        replaced = any(e.node_id == broker.node_id and e.source == use.deployment and e.action == "replace"
+                       and e.listener == use.listener for e in plan.edits)
+        had_gap = any(g.node_id == broker.node_id for g in gaps)
+        if not (added or replaced or had_gap):
+            seen.append(f"broker {broker.node_id} {use.listener} unchanged (worked in the report)")
+            continue
         name = added.listener if added is not None else use.listener
         check = next((c for c in checks if c.source == dep.source and c.broker == broker.name
                       and c.listener.name == name), None)
