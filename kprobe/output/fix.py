@@ -15,8 +15,8 @@ from typing import Any
 from kprobe import __version__
 from kprobe.check.listeners import CLIENT_NETWORK_WORDS
 from kprobe.fix.model import FixReport
-from kprobe.output.sanitize import safe
 from kprobe.redaction import REDACTED
+from kprobe.sanitize import safe
 
 SCHEMA_ID = "kprobe.fix/v1"
 _AFTER_WORDS = {"ok": "ok (unchanged)", "closed": "closed", "gap": "GAP", "not proven": "not proven here"}
