@@ -36,8 +36,21 @@ def _is_loopback_host(host: str, addresses: Sequence[str]) -> bool:
     )
 
 
-def _listener_hint(result: EndpointResult) -> str:
-    """Which listener to change: the one behind the bootstrap port that advertised this."""
+def _listener_hint(result: EndpointResult, bootstraps: Mapping[str, BootstrapResult]) -> str:
+    """Which listener to change: the one behind the bootstrap that advertised this, by name where the report has it.
+
+    A Metadata answer lists the endpoints of the listener the request came in on, so the bootstrap broker's
+    listener name is every advertised endpoint's (listener names are per cluster, not per broker).
+    """
+    for src in result.endpoint.advertised_by:
+        b = bootstraps.get(src)
+        if b is None or not b.listener_settings:
+            continue
+        from kprobe.findings.listener_fix import reached_listener  # only where a report carries the settings
+
+        reached = reached_listener(b)
+        if reached is not None and reached.name:
+            return f"listener {reached.name}"
     ports = sorted({b.split(":")[-1] for b in result.endpoint.advertised_by})
     if not ports:
         return "the listener"
@@ -110,7 +123,7 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
     ep = result.endpoint
     where = ep.hostport
     via = ", ".join(ep.advertised_by)
-    listener = _listener_hint(result)
+    listener = _listener_hint(result, bootstraps)
     out: list[Finding | Repeat] = []
     elsewhere = _works_elsewhere(result, bootstraps, working or {})
 
@@ -194,7 +207,8 @@ def advertised_findings(result: EndpointResult, bootstraps: dict[str, BootstrapR
                 f"Broker {ep.node_id} advertises {where} ({addresses}), but nothing accepts connections "
                 f"there: the broker is down, or the advertised port is not the one it listens on. "
                 f"Requests for partitions led by broker {ep.node_id} will fail.",
-                first(f"Start broker {ep.node_id}, or make the port in advertised.listeners of {listener} "
+                first(_typo_proposal(result, bootstraps)
+                      or f"Start broker {ep.node_id}, or make the port in advertised.listeners of {listener} "
                       "match the port in `listeners` (or the published/forwarded port)."))
         elif statuses <= {"unreachable"}:
             fix = first(proposal or f"Make {listener} advertise an address routable from this network.")
@@ -379,22 +393,40 @@ def _proposal(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) ->
 
     The evidence: the bootstrap answered from here, and DescribeConfigs on that connection said
     it is node N. Without it (identity not checked, or another node answered) no line is proposed.
+    Which lines come first follows the rule `kprobe check` keeps (kprobe.findings.listener_fix): a
+    listener of this network's own where the advertised host serves another network, the replacement
+    first only where the advertised host is the address reached from here.
     """
     ep = result.endpoint
     for src in ep.advertised_by:
         b = bootstraps.get(src)
         if b is None or b.status != "ok" or b.node_id != ep.node_id:
             continue
-        host, _, port = src.rpartition(":")
-        protocol = _protocol_of(b)
-        return (
-            f"From here broker {ep.node_id} answers at {src} (your bootstrap, identified as node {ep.node_id}). "
-            f"Either make the listener on port {port} advertise {src} (in advertised.listeners, replace "
-            f"{ep.hostport} with {src}), or keep {ep.hostport} for its own network and add a listener for this one: "
-            f"`EXTERNAL://{host}:<free port>` in advertised.listeners, `EXTERNAL://0.0.0.0:<free port>` in "
-            f"listeners and `EXTERNAL:{protocol}` in listener.security.protocol.map, then bootstrap with "
-            f"{host}:<free port>."
-        )
+        from kprobe.findings.listener_fix import keep_and_add, reached_listener, replace_port  # where lines are due
+
+        reached = reached_listener(b)
+        if _same_address(result, b):
+            if ep.hostport == src:
+                return None  # the very address that answered: no line to change
+            return replace_port(node_id=ep.node_id, advertised=ep.hostport, source=src, reached=reached)
+        return keep_and_add(node_id=ep.node_id, advertised=ep.hostport, advertised_host=ep.host, source=src,
+                            protocol=_protocol_of(b), reached=reached)
+    return None
+
+
+def _same_address(result: EndpointResult, b: BootstrapResult) -> bool:
+    """Whether the endpoint's host is the address the bootstrap reached its broker at: by name, or by address."""
+    host = b.address.rpartition(":")[0].strip("[]").lower()
+    return result.endpoint.host.lower() == host or (b.connected_to is not None
+                                                    and b.connected_to in result.dns.addresses)
+
+
+def _typo_proposal(result: EndpointResult, bootstraps: dict[str, BootstrapResult]) -> str | None:
+    """The proposal where the endpoint is the bootstrap's own address with another port, else None."""
+    ep = result.endpoint
+    if any((b := bootstraps.get(src)) is not None and b.node_id == ep.node_id and _same_address(result, b)
+           for src in ep.advertised_by):
+        return _proposal(result, bootstraps)
     return None
 
 
@@ -421,7 +453,7 @@ def hosts_file_finding(endpoints: Sequence[EndpointResult]) -> list[Finding]:
         return []
     names = sorted({r.endpoint.host for r in hit})
     statuses = sorted({r.dns.detail.status for r in hit if r.dns.detail is not None})
-    listeners = sorted({_listener_hint(r) for r in hit})
+    listeners = sorted({_listener_hint(r, {}) for r in hit})
     who = listed([f"{r.endpoint.host} (broker {r.endpoint.node_id})" for r in hit])
     one = len(hit) == 1
     return [about(

@@ -50,13 +50,13 @@ from kprobe.records import record
 __all__ = [
     "API_API_VERSIONS", "API_DESCRIBE_CLUSTER", "API_DESCRIBE_CONFIGS", "API_METADATA", "API_SASL_AUTHENTICATE",
     "API_SASL_HANDSHAKE", "CONTROLLER_ONLY_APIS", "DESCRIBE_CLUSTER_MAX", "DESCRIBE_CLUSTER_MIN",
-    "ENDPOINT_TYPE_BROKERS", "ENDPOINT_TYPE_CONTROLLERS", "ERROR_NAMES", "MAX_FRAME", "METADATA_MAX",
-    "METADATA_MIN", "RESOURCE_BROKER", "DescribedCluster", "Reader", "WireError", "decode_api_versions",
-    "decode_describe_broker", "decode_describe_cluster", "decode_metadata", "decode_sasl_authenticate",
-    "decode_sasl_handshake", "describe_cluster_version", "enc_string", "encode_describe_broker",
-    "encode_describe_cluster", "encode_metadata_request", "encode_sasl_authenticate", "encode_sasl_handshake",
-    "error_name", "is_controller_listener", "is_flexible", "looks_like_tls", "metadata_version",
-    "node_from_describe", "request_header", "response_header", "uvarint",
+    "ENDPOINT_TYPE_BROKERS", "ENDPOINT_TYPE_CONTROLLERS", "ERROR_NAMES", "IDENTITY_KEYS", "LISTENER_KEYS",
+    "MAX_FRAME", "METADATA_MAX", "METADATA_MIN", "RESOURCE_BROKER", "DescribedCluster", "Reader", "WireError",
+    "decode_api_versions", "decode_describe_broker", "decode_describe_cluster", "decode_metadata",
+    "decode_sasl_authenticate", "decode_sasl_handshake", "describe_cluster_version", "enc_string",
+    "encode_describe_broker", "encode_describe_cluster", "encode_metadata_request", "encode_sasl_authenticate",
+    "encode_sasl_handshake", "error_name", "is_controller_listener", "is_flexible", "listener_settings",
+    "looks_like_tls", "metadata_version", "node_from_describe", "request_header", "response_header", "uvarint",
 ]
 
 RESOURCE_BROKER = 4
@@ -144,6 +144,23 @@ def decode_describe_broker(reader: Reader) -> tuple[int, str | None, dict[str, s
 
 
 _UNEXPECTED_ID = re.compile(r"expected (-?\d+)")
+
+# The listener settings asked beside node.id on the identity request: which listener a connection reached,
+# whether it is the inter-broker one and which names are taken, so that a fix names the listener it changes
+# and proposes a new one under a free name. The same request, so no round trip more.
+LISTENER_KEYS = ("listeners", "advertised.listeners", "inter.broker.listener.name", "security.inter.broker.protocol",
+                 "listener.security.protocol.map", "controller.listener.names")
+IDENTITY_KEYS = ("node.id", *LISTENER_KEYS)
+
+
+def listener_settings(code: int, configs: dict[str, str | None]) -> tuple[tuple[str, str], ...]:
+    """The listener settings of a DescribeConfigs answer for the node itself, in LISTENER_KEYS' order.
+
+    Only a node's answer for its own id carries them; a setting left unset (null) is left out.
+    """
+    if code != 0:
+        return ()
+    return tuple((k, v) for k in LISTENER_KEYS if (v := configs.get(k)) is not None)
 
 
 def node_from_describe(

@@ -21,18 +21,32 @@ from kprobe.records import record, replace
 _SASL_ANSWERS = (0, 33)
 
 def identify(conn: KafkaConnection, expected: int) -> tuple[int | None, str | None]:
-    """Which node answers on this connection: (node id, None) or (None, why not known).
+    """Which node answers on this connection: (node id, None) or (None, why not known)."""
+    node_id, why, _ = identify_with_listeners(conn, expected)
+    return node_id, why
+
+
+def identify_with_listeners(
+    conn: KafkaConnection, expected: int,
+) -> tuple[int | None, str | None, tuple[tuple[str, str], ...]]:
+    """Which node answers on this connection, and its listener settings: (node id, why not known, settings).
 
     One DescribeConfigs request for the BROKER resource `expected`; `codec.node_from_describe`
-    reads the answer.
+    reads the node, `codec.listener_settings` the settings (only a node's answer for its own id has them).
+    Version 1, which every broker from Kafka 1.1 to 4.x takes; a broker whose ApiVersions leaves it out is
+    not asked.
     """
-    if codec.API_DESCRIBE_CONFIGS not in conn.api_versions:
-        return None, "the broker does not offer DescribeConfigs"
+    low, high = conn.api_versions.get(codec.API_DESCRIBE_CONFIGS, (0, -1))
+    if high < 0:
+        return None, "the broker does not offer DescribeConfigs", ()
+    if not low <= 1 <= high:
+        return None, f"the broker offers DescribeConfigs v{low}-v{high}, not v1", ()
     try:
-        code, message, configs = conn.describe_broker(expected)
+        code, message, configs = conn.describe_broker(expected, codec.IDENTITY_KEYS)
     except WireError as exc:
-        return None, f"DescribeConfigs failed: {exc}"
-    return codec.node_from_describe(expected, code, message, configs)
+        return None, f"DescribeConfigs failed: {exc}", ()
+    node_id, why = codec.node_from_describe(expected, code, message, configs)
+    return node_id, why, codec.listener_settings(code, configs)
 
 
 def fetch_and_identify(
@@ -48,8 +62,8 @@ def fetch_and_identify(
     expected: int | None = None,
     auto_create: bool = False,
     then: Callable[[KafkaConnection, ClusterMetadata, int | None], None] | None = None,
-) -> tuple[ClusterMetadata, int | None, str | None]:
-    """Metadata, then (if asked) which node answered, on one connection.
+) -> tuple[ClusterMetadata, int | None, str | None, tuple[tuple[str, str], ...]]:
+    """Metadata, then (if asked) which node answered and its listener settings, on one connection.
 
     `expected` is the node id to ask about; by default the first advertised broker. `auto_create`: ask
     for `topics` as a producer does (codec.encode_metadata_request says when that is wanted). `then` is
@@ -79,12 +93,28 @@ def fetch_and_identify(
             raise
         meta = replace(meta, local_address=conn.local_address())
         node_id, why = None, None
+        settings: tuple[tuple[str, str], ...] = ()
         if identity:
-            ask = expected if expected is not None else (meta.brokers[0].node_id if meta.brokers else 0)
-            node_id, why = identify(conn, ask)
+            ask = _guess(meta, expected, address, server_hostname, port)
+            node_id, why, settings = identify_with_listeners(conn, ask)
         if then is not None:
             then(conn, meta, node_id)
-        return meta, node_id, why
+        return meta, node_id, why, settings
+
+
+def _guess(meta: ClusterMetadata, expected: int | None, address: str, server_hostname: str | None, port: int) -> int:
+    """The node to ask about: `expected`, else the broker advertised at the address dialled, else the first.
+
+    Kafka answers a DescribeConfigs only for its own id, and only that answer carries the node's settings:
+    a right guess saves a bootstrap's listener settings, at no round trip more.
+    """
+    if expected is not None:
+        return expected
+    dialled = {address.lower(), (server_hostname or "").lower()}
+    here = next((br.node_id for br in meta.brokers if br.port == port and br.host.lower() in dialled), None)
+    if here is not None:
+        return here
+    return meta.brokers[0].node_id if meta.brokers else 0
 
 
 def small_metadata(

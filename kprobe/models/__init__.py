@@ -155,6 +155,9 @@ class BootstrapResult:
     via: Via = "kprobe"
     node_id: int | None = None
     identity_note: str | None = None
+    # The answering node's own listener settings (kprobe.kafka.codec.LISTENER_KEYS, those set), read on the
+    # identity request: which listener the bootstrap reached, and which is the inter-broker one. A fix names them.
+    listener_settings: tuple[tuple[str, str], ...] = ()
     protocol: Protocol | None = None
     # Why a TLS handshake with the bootstrap failed, when one did.
     tls_failure: TlsFailure | None = None

@@ -264,7 +264,13 @@ def _bootstrap(o: _Obj, seen: dict[tuple[object, ...], AdvertisedBroker]) -> Boo
         kraft_controller=o.flag("kraft_controller"), wanted_protocol=o.word("wanted_protocol", _PROTOCOLS),
         tls_alert=o.text("tls_alert"), full_metadata_lost=o.flag("full_metadata_lost"),
         largest_answer_bytes=o.integer("largest_answer_bytes"), api_versions=_api_versions(o),
+        listener_settings=_listener_settings(o),
     )
+
+
+def _listener_settings(o: _Obj) -> tuple[tuple[str, str], ...]:
+    settings = o._get("listener_settings", (dict,), {}, False)
+    return tuple((str(key), value) for key, value in settings.items() if isinstance(value, str))
 
 
 def _api_versions(o: _Obj) -> tuple[tuple[str, int, int], ...]:

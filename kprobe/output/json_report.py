@@ -83,6 +83,8 @@ def _bootstrap(b: BootstrapResult) -> dict[str, Any]:
         "largest_answer_bytes": b.largest_answer_bytes,
         # Additive in v1: the versions this broker takes of each request clients send (KIP-896 removed old ones).
         "api_versions": {name: [low, high] for name, low, high in b.api_versions},
+        # Additive in v1: the answering node's own listener settings, read on the identity request.
+        "listener_settings": dict(b.listener_settings),
     }
 
 

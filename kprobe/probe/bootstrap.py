@@ -82,7 +82,7 @@ def fetch_bootstrap(
             failures.append(WireError("timeout", "run deadline reached", deadline=True))
             break
         try:
-            meta, node_id, note = fetch_and_identify(
+            meta, node_id, note, settings = fetch_and_identify(
                 ip, address.port, timeout=timeout, deadline=deadline, security=security,
                 server_hostname=address.host, topics=topics, identity=identity, auto_create=auto_create, then=then,
             )
@@ -100,7 +100,8 @@ def fetch_bootstrap(
             break
         result = BootstrapResult(address=hostport, status="ok", answered_by_id=-1,
                                  answered_by_name=f"{hostport}/bootstrap", connected_to=ip, metadata=meta,
-                                 ms=_ms(started), node_id=node_id, identity_note=note, protocol=security.protocol,
+                                 ms=_ms(started), node_id=node_id, identity_note=note, listener_settings=settings,
+                                 protocol=security.protocol,
                                  sasl_mechanism=mechanism, application=answers[-1] if answers else None,
                                  api_versions=client_versions[-1] if client_versions else ())
         _LOG.debug("bootstrap %s: metadata v%s from %s in %.1f ms, %d brokers", hostport, meta.api_version, ip,

@@ -52,7 +52,7 @@ def check_identity(
         return unchecked
     started = time.perf_counter()
     try:
-        meta, node_id, why = fetch_and_identify(
+        meta, node_id, why, _ = fetch_and_identify(
             address, endpoint.dial_port, timeout=timeout, deadline=deadline, security=security,
             server_hostname=endpoint.host, topics=[], expected=endpoint.node_id,
         )

@@ -406,9 +406,15 @@ def test_fix_proposes_listener_lines_from_the_bootstrap(cloud_lab):
     [finding] = data["findings"]
     assert finding["code"] == "ADVERTISED_UNRESOLVABLE"
     host = bootstrap.rsplit(":", 1)[0]
-    assert f"answers at {bootstrap} (your bootstrap, identified as node 0)" in finding["fix"]
-    assert f"`EXTERNAL://{host}:<free port>` in advertised.listeners" in finding["fix"]
-    assert "`EXTERNAL:PLAINTEXT` in listener.security.protocol.map" in finding["fix"]
+    internal, external = cloud_lab.listener("INTERNAL").advertised, cloud_lab.listener("EXTERNAL").advertised
+    # The broker's own settings, read on the identity request, name the listener and show EXTERNAL taken.
+    assert f"answers at {bootstrap} (your bootstrap, identified as node 0). Its listener INTERNAL advertises " \
+           f"{internal}, a cloud provider's private name" in finding["fix"]
+    assert "INTERNAL is also the inter-broker listener" in finding["fix"]
+    assert f"`EXTERNAL_2://{host}:<free port>` in advertised.listeners" in finding["fix"]
+    assert "`EXTERNAL_2:PLAINTEXT` in listener.security.protocol.map; publish its port" in finding["fix"]
+    assert f"The broker also advertises EXTERNAL://{external}: if it serves this network" in finding["fix"]
+    assert f"Do not replace {internal} with {bootstrap}" in finding["fix"]
 
 
 def test_fix_points_first_at_the_listener_that_works_from_here(cloud_lab):

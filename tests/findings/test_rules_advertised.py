@@ -64,6 +64,32 @@ def two_listeners(*, external_cluster: str = CLUSTER, external_connect: str = "o
     return boots, ends
 
 
+# The seeds' broker as its DescribeConfigs answers: LISTENER_BOB (the Docker network, inter-broker), LISTENER_FRED
+# (the Docker host), a controller listener.
+SEEDS_SETTINGS = {
+    "listeners": "LISTENER_BOB://kafka0:29092,LISTENER_FRED://localhost:9092,CONTROLLER://kafka0:29093",
+    "advertised.listeners": "LISTENER_BOB://kafka0:29092,LISTENER_FRED://localhost:9092",
+    "inter.broker.listener.name": "LISTENER_BOB",
+    "listener.security.protocol.map": "LISTENER_BOB:PLAINTEXT,LISTENER_FRED:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "controller.listener.names": "CONTROLLER",
+}
+SEEDS_BOOT = "localhost:29092"  # the Docker host, through the port published for LISTENER_BOB
+
+
+def seeds_on_the_host(settings: dict[str, str] | None) -> tuple[list, list]:
+    """The seeds' Docker case: the host bootstraps through the published port, the broker advertises kafka0."""
+    b = boot(SEEDS_BOOT, connected_to="127.0.0.1", advertises=[(0, "kafka0", 29092)], node_id=0,
+             listener_settings=settings)
+    return [b], [endpoint(0, "kafka0", 29092, SEEDS_BOOT, dns=failed("kafka0", "nxdomain"))]
+
+
+# A new listener's lines for the Docker host, as every fix that adds one words them.
+SEEDS_NEW_LISTENER = ("add a listener for this network: `EXTERNAL://0.0.0.0:<free port>` in listeners, "
+                      "`EXTERNAL://localhost:<free port>` in advertised.listeners and `EXTERNAL:PLAINTEXT` in "
+                      "listener.security.protocol.map; publish its port (ports: in Compose, a Service in Kubernetes) "
+                      "if the broker runs in a container; then bootstrap with localhost:<free port>.")
+STRIMZI_POD = "my-cluster-kafka-0.my-cluster-kafka-brokers.kafka.svc"
+
 NO_PROPOSAL = [("ADVERTISED_UNRESOLVABLE", 0, "fix", "EXTERNAL://"),
                ("ADVERTISED_UNRESOLVABLE", 0, "fix", "your bootstrap")]
 
@@ -127,6 +153,85 @@ CASES: list[Case] = [
                   ("ADVERTISED_UNRESOLVABLE", (1,), ("ip-172-31-18-161.us-west-2.compute.internal:9092",))],
     ),
     case(
+        "seeds-docker-name-to-the-host-adds-a-named-listener-and-never-replaces-the-inter-broker-one",
+        *seeds_on_the_host(SEEDS_SETTINGS),
+        [("ADVERTISED_UNRESOLVABLE", "error", 0, "kafka0:29092")],
+        says=[("ADVERTISED_UNRESOLVABLE", 0, "message", "You reached the cluster at localhost:29092, but broker 0 "
+               "advertises kafka0:29092, which does not resolve from here"),
+              ("ADVERTISED_UNRESOLVABLE", 0, "fix", "From here broker 0 answers at localhost:29092 (your bootstrap, "
+               "identified as node 0). Its listener LISTENER_BOB advertises kafka0:29092, a single-label name like "
+               "a Docker or Compose service's, which serves the clients inside that container network; "
+               "LISTENER_BOB is also the inter-broker listener. Keep it for them, and " + SEEDS_NEW_LISTENER),
+              ("ADVERTISED_UNRESOLVABLE", 0, "fix", "The broker also advertises LISTENER_FRED://localhost:9092: if it "
+               "serves this network, bootstrap there and change nothing."),
+              ("ADVERTISED_UNRESOLVABLE", 0, "fix", "Do not replace kafka0:29092 with localhost:29092: the other "
+               "brokers dial LISTENER_BOB, the inter-broker listener, from their own network.")],
+        never_says=[("ADVERTISED_UNRESOLVABLE", 0, "fix", "Or, only if"),
+                    ("ADVERTISED_UNRESOLVABLE", 0, "fix", "the listener on port"),
+                    ("ADVERTISED_UNRESOLVABLE", 0, "fix", "CONTROLLER://")],
+    ),
+    case(
+        "seeds-docker-name-without-listener-settings-adds-first-and-replaces-only-on-condition",
+        *seeds_on_the_host(None),
+        [("ADVERTISED_UNRESOLVABLE", "error", 0, "kafka0:29092")],
+        says=[("ADVERTISED_UNRESOLVABLE", 0, "fix", "(your bootstrap, identified as node 0). It advertises "
+               "kafka0:29092, a single-label name like a Docker or Compose service's, which serves the "
+               "clients inside that container network. Keep it for them, and " + SEEDS_NEW_LISTENER),
+              ("ADVERTISED_UNRESOLVABLE", 0, "fix", "Or, only if no other network's clients use kafka0:29092 and the "
+               "listener that advertises it is not the inter-broker listener, replace kafka0:29092 with "
+               "localhost:29092 in advertised.listeners.")],
+        never_says=[("ADVERTISED_UNRESOLVABLE", 0, "fix", "Either make")],
+    ),
+    case(
+        "cloud-private-name-names-its-listener-and-a-free-new-one-replaces-on-condition",
+        [boot(AWS_BOOT, connected_to=AWS_PUBLIC_IP, advertises=[(0, AWS_PRIVATE, 9092)], node_id=0, protocol="SSL",
+              listener_settings={
+                  "listeners": "CLIENT://0.0.0.0:9092,REPLICATION://0.0.0.0:9093",
+                  "advertised.listeners": f"CLIENT://{AWS_PRIVATE}:9092,REPLICATION://{AWS_PRIVATE}:9093",
+                  "inter.broker.listener.name": "REPLICATION",
+                  "listener.security.protocol.map": "CLIENT:SSL,REPLICATION:SSL,EXTERNAL:SSL"})],
+        [endpoint(0, AWS_PRIVATE, 9092, AWS_BOOT, dns=failed(AWS_PRIVATE, "nxdomain"))],
+        [("ADVERTISED_UNRESOLVABLE", "error", 0, AWS_ENDPOINT)],
+        says=[("ADVERTISED_UNRESOLVABLE", 0, "fix", f"Its listener CLIENT advertises {AWS_ENDPOINT}, a cloud "
+               "provider's private name, which serves the clients inside its VPC or virtual network. Keep it for "
+               "them, and add a listener for this network: `EXTERNAL_2://0.0.0.0:<free port>` in listeners, "
+               f"`EXTERNAL_2://{AWS_PUBLIC}:<free port>` in advertised.listeners and `EXTERNAL_2:SSL` in "
+               "listener.security.protocol.map; publish its port"),
+              ("ADVERTISED_UNRESOLVABLE", 0, "fix", f"Or, only if no other network's clients use CLIENT "
+               f"({AWS_ENDPOINT}), replace {AWS_ENDPOINT} with {AWS_BOOT} in advertised.listeners.")],
+        # EXTERNAL is in the protocol map; the inter-broker listener is no bootstrap for clients.
+        never_says=[("ADVERTISED_UNRESOLVABLE", 0, "fix", "`EXTERNAL:"),
+                    ("ADVERTISED_UNRESOLVABLE", 0, "fix", "also advertises")],
+    ),
+    case(
+        "kubernetes-name-through-a-load-balancer-takes-the-operators-way-never-a-replacement",
+        [boot("192.0.2.50:9094", connected_to="192.0.2.50", advertises=[(0, STRIMZI_POD, 9092)], node_id=0,
+              listener_settings={"advertised.listeners": f"REPLICATION-9091://{STRIMZI_POD}:9091,"
+                                                         f"PLAIN-9092://{STRIMZI_POD}:9092",
+                                 "inter.broker.listener.name": "REPLICATION-9091"})],
+        [endpoint(0, STRIMZI_POD, 9092, "192.0.2.50:9094", dns=failed(STRIMZI_POD, "nxdomain"))],
+        [("ADVERTISED_UNRESOLVABLE", "error", 0, f"{STRIMZI_POD}:9092")],
+        says=[("ADVERTISED_UNRESOLVABLE", 0, "fix", "For clients outside, add an external listener to the Kafka "
+               "resource my-cluster")],
+        never_says=[("ADVERTISED_UNRESOLVABLE", 0, "fix", "replace"),
+                    ("ADVERTISED_UNRESOLVABLE", 0, "fix", "listener.security.protocol.map")],
+    ),
+    case(
+        "port-typo-on-the-brokers-own-address-replaces-first",
+        [boot("broker0.example.test:9092", connected_to="192.0.2.10", advertises=[(0, "broker0.example.test", 9093)],
+              node_id=0, listener_settings={"listeners": "PLAINTEXT://0.0.0.0:9092",
+                                            "advertised.listeners": "PLAINTEXT://broker0.example.test:9093"})],
+        [endpoint(0, "broker0.example.test", 9093, "broker0.example.test:9092", dns=["192.0.2.10"],
+                  connect="refused")],
+        [("ADVERTISED_REFUSED", "error", 0, "broker0.example.test:9093"),
+         ("PORT_DIFFERS_FROM_BOOTSTRAP", "warning", 0, "broker0.example.test:9093")],
+        says=[("ADVERTISED_REFUSED", 0, "fix", "From here broker 0 answers at broker0.example.test:9092 (your "
+               "bootstrap, identified as node 0), the address listener PLAINTEXT advertises with another port: in "
+               "advertised.listeners, replace broker0.example.test:9093 with broker0.example.test:9092.")],
+        never_says=[("ADVERTISED_REFUSED", 0, "fix", "add a listener"),
+                    ("ADVERTISED_REFUSED", 0, "fix", "Start broker 0")],
+    ),
+    case(
         "dns-servfail-is-unresolvable-with-its-reason",
         [boot("broker0.kafka.example.com:9092", connected_to="192.0.2.10",
               advertises=[(0, "broker0.kafka.internal.example.com", 9092)])],
@@ -156,8 +261,14 @@ CASES: list[Case] = [
         [endpoint(0, "localhost", 9092, "broker.example.test:9092", dns=["127.0.0.1"], connect="refused")],
         [("ADVERTISED_LOOPBACK", "error", 0, "localhost:9092"), ("ADVERTISED_REFUSED", "error", 0, "localhost:9092")],
         says=[("ADVERTISED_LOOPBACK", 0, "message", "a loopback address"),
-              # The bootstrap was identified as node 0, so the fix proposes advertising what the client used.
-              ("ADVERTISED_LOOPBACK", 0, "fix", "advertise broker.example.test:9092")],
+              # The bootstrap was identified as node 0, so the fix proposes a listener for what the client used, and
+              # the replacement second: localhost may serve clients on the broker's own machine.
+              ("ADVERTISED_LOOPBACK", 0, "fix", "It advertises localhost:9092, a loopback address, which serves only "
+               "clients on the broker's own machine. Keep it for them, and add a listener for this network"),
+              ("ADVERTISED_LOOPBACK", 0, "fix", "`EXTERNAL://broker.example.test:<free port>` in advertised.listeners"),
+              ("ADVERTISED_LOOPBACK", 0, "fix", "Or, only if no other network's clients use localhost:9092 and the "
+               "listener that advertises it is not the inter-broker listener, replace localhost:9092 with "
+               "broker.example.test:9092 in advertised.listeners.")],
     ),
     case(
         "loopback-ip-literal-advertised-to-a-remote-client",
@@ -495,6 +606,14 @@ def test_loopback_comes_first_among_the_errors_of_one_node():
     found = check(CASES[[c.name for c in CASES].index("localhost-advertised-to-a-remote-client-identified-proposes"
                                                         "-its-bootstrap")])
     assert [f.code for f in found] == ["ADVERTISED_LOOPBACK", "ADVERTISED_REFUSED"]
+
+
+def test_the_seeds_fix_leads_with_the_new_listener():
+    """What keeps every network working comes first: the replacement, where offered, only after the new listener."""
+    for name in ("seeds-docker-name-without-listener-settings-adds-first-and-replaces-only-on-condition",
+                 "cloud-private-name-names-its-listener-and-a-free-new-one-replaces-on-condition"):
+        [found] = check(CASES[[c.name for c in CASES].index(name)])
+        assert -1 < found.fix.index("add a listener for this network") < found.fix.index("replace "), name
 
 
 def test_an_endpoint_finding_names_the_bootstrap_that_advertised_it():

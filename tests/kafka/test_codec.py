@@ -75,6 +75,16 @@ def test_describe_configs_names_the_node_that_answers():
     assert codec.node_from_describe(7, code, message, configs) == (DATA["node_id"], None)
 
 
+def test_listener_settings_come_only_from_the_nodes_own_answer():
+    """The identity request asks for the listener settings too; unset ones (null) and another node's refusal give none."""
+    assert codec.IDENTITY_KEYS[0] == "node.id" and set(codec.LISTENER_KEYS) < set(codec.IDENTITY_KEYS)
+    configs: dict[str, str | None] = {"node.id": "1", "advertised.listeners": "PLAINTEXT://kafka0:9092",
+                                      "inter.broker.listener.name": None, "listeners": "PLAINTEXT://:9092"}
+    assert codec.listener_settings(0, configs) == (("listeners", "PLAINTEXT://:9092"),
+                                                   ("advertised.listeners", "PLAINTEXT://kafka0:9092"))
+    assert codec.listener_settings(42, configs) == ()
+
+
 @pytest.mark.parametrize(("code", "message", "why"), [
     (31, None, "not authorised to describe broker configs (CLUSTER_AUTHORIZATION_FAILED)"),
     (29, None, "not authorised to describe broker configs (TOPIC_AUTHORIZATION_FAILED)"),

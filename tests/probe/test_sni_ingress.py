@@ -126,7 +126,7 @@ def test_without_sni_every_connection_lands_on_the_default_server(sni_ingress_la
     lab = sni_ingress_lab
     address, port = proxy(lab)
     loose = Security(protocol="SSL", ssl_cafile=lab.ca_file, ssl_verify=False, ssl_verify_hostname=False)
-    meta, node_id, _ = fetch_and_identify(address, port, timeout=3, security=loose,
+    meta, node_id, _, _ = fetch_and_identify(address, port, timeout=3, security=loose,
                                           server_hostname=f"broker-0.{DOMAIN}", topics=[], expected=0)
     assert node_id == 0 and len(meta.brokers) == 3
     try:

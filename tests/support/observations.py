@@ -15,7 +15,7 @@ real report.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -76,17 +76,19 @@ def boot(
     address: str, *, connected_to: str | None, advertises: Sequence[tuple[int, str, int]] = (),
     node_id: int | None = None, cluster_id: str | None = CLUSTER, protocol: Protocol | None = None,
     topics: Sequence[TopicInfo] = (), application: ApplicationAnswer | None = None,
+    listener_settings: Mapping[str, str] | None = None,
 ) -> BootstrapResult:
     """A bootstrap that answered: it connected to `connected_to` and advertises `advertises`.
 
     `node_id` is what DescribeConfigs on that very connection said (None: not checked), the
-    evidence a proposed listener line needs. `application` is what the same connection answered
-    after its metadata (coordinators, the internal topics' settings, topics asked by name).
+    evidence a proposed listener line needs; `listener_settings` what the same answer said of the
+    node's listeners. `application` is what the same connection answered after its metadata
+    (coordinators, the internal topics' settings, topics asked by name).
     """
     meta = ClusterMetadata(brokers=brokers(*advertises), cluster_id=cluster_id, controller_id=1, topics=tuple(topics))
     return BootstrapResult(address=address, status="ok", answered_by_id=-1, answered_by_name=f"{address}/bootstrap",
                            connected_to=connected_to, metadata=meta, ms=3.1, node_id=node_id, protocol=protocol,
-                           application=application)
+                           application=application, listener_settings=tuple((listener_settings or {}).items()))
 
 
 def topic(name: str, *partitions: tuple[int, Sequence[int], int]) -> TopicInfo:
