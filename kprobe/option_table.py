@@ -298,6 +298,20 @@ LIST_OPTIONS: tuple[Option, ...] = (
 )
 
 
+# `kprobe fix`: the reports come first, as arguments; the brokers' files and the proof's options follow.
+FIX_CONFIGS = Option("configs", LIST, ("--config", "-c"),
+                     "The brokers' configuration as you have it (repeatable): server.properties files (one per "
+                     "broker), a Compose file. The kind is read from each file's content.", metavar="FILE")
+FIX_VERIFY = Option("verify", FLAG, ("--verify",),
+                    "Also probe from here with each gap endpoint mapped (--connect-to) onto the address that reaches "
+                    "its broker today, for the reports of this vantage: the verdict after the change, before it is "
+                    "made.", default=False)
+FIX_PORT = Option("port", INT, ("--port",),
+                  "The port of a listener the change adds (several brokers: this one and the next free ones); by "
+                  "default the first port after the listener's own that no file binds or publishes.",
+                  check=lambda port, flag: parse_port(str(port), f"{flag} {port}"))
+FIX: tuple[Option, ...] = (FIX_CONFIGS, FIX_VERIFY, FIX_PORT, VANTAGE, NAMESERVERS, TIMEOUT, DEADLINE, NO_COLOR)
+
 # `kprobe aggregate` and `python -m kprobe.aggregate` (spark-submit's entry, which reads them with argparse:
 # a cluster's Python may have kprobe's zip and not typer). The report paths come before them, as arguments.
 AGGREGATE: tuple[Option, ...] = (

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("kprobe.option_table", "kprobe.options", "kprobe.check"),
     ("kprobe.probe",),  # the steps: bootstrap, endpoints, resolve, connect, identity, tls
     ("kprobe.findings",),  # pure rules over the steps' results
+    ("kprobe.fix",),  # the change to the brokers' files that closes a report's gaps, pure
     ("kprobe.runs",),  # the runs (probe, listing, check)
     ("kprobe.output",),  # formatters
     ("kprobe.delivery.publish",),

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from kprobe import __version__
-from kprobe.cli import aggregate, check, extras, saved, serve
+from kprobe.cli import aggregate, check, extras, fix, saved, serve
 from kprobe.cli.lab import lab_app
 from kprobe.cli.probe import list_command, probe_command, watch_command
 from kprobe.cli.typed import command
@@ -59,7 +59,8 @@ def _main(
 for _name, _options, _run in (("probe", PROBE, probe_command), ("watch", WATCH, watch_command),
                               ("list", LIST_OPTIONS, list_command)):
     app.command(_name)(command(_options, _run))
-for _command in (saved.show, saved.diff, serve.serve, aggregate.aggregate, check.check, extras.schema, extras.demo):
+for _command in (saved.show, saved.diff, serve.serve, aggregate.aggregate, check.check, fix.fix, extras.schema,
+                 extras.demo):
     app.command()(_command)
 
 

@@ -14,8 +14,17 @@ from kprobe.option_table import NO_COLOR
 def schema(
     check: Annotated[bool, typer.Option("--check", help="The schema of `kprobe check`'s report (kprobe.check/v1) "
                                         "instead.")] = False,
+    fix: Annotated[bool, typer.Option("--fix", help="The schema of `kprobe fix`'s document (kprobe.fix/v1) "
+                                      "instead.")] = False,
 ) -> None:
-    """Print the JSON Schema of the report (kprobe.report/v1), or with --check of kprobe check's (kprobe.check/v1)."""
+    """Print the JSON Schema of the report (kprobe.report/v1), or with --check of kprobe check's (kprobe.check/v1),
+    with --fix of kprobe fix's (kprobe.fix/v1).
+    """
+    if fix:
+        from kprobe.output.fix import schema_text as fix_schema_text
+
+        sys.stdout.write(fix_schema_text())
+        return
     if check:
         from kprobe.output.check import schema_text as check_schema_text
 

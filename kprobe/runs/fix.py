@@ -1,0 +1,162 @@
+"""`kprobe fix`: the plan written into the files, then proven before anything is written or restarted.
+
+The proof has two parts. Always: `kprobe check`'s prediction on the patched text (read from memory, the
+names resolved from here or through --nameserver) must show, for the network each report came from, that
+the listener the vantage then uses works there. With --verify: the what-if probe from here for the reports
+whose vantage is this machine, the report's own bootstraps probed with every gap endpoint mapped
+(--connect-to) onto the address that reaches that broker today; its status is the verdict after. A
+vantage elsewhere gets the command to run there.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import time
+from collections.abc import Callable, Sequence
+
+from kprobe.check.deployments import read_files
+from kprobe.check.listeners import CLIENT_NETWORK_WORDS, Deployment, ListenerCheck
+from kprobe.errors import UsageError
+from kprobe.findings.check import check_deployments, names_to_resolve
+from kprobe.fix.edits import edit_files
+from kprobe.fix.model import FixReport, Plan, Proof, Use
+from kprobe.fix.plan import plan as make_plan
+from kprobe.fix.plan import refuse_unsupported
+from kprobe.fix.texts import read_texts
+from kprobe.models import Report
+from kprobe.option_table import DEADLINE, TIMEOUT
+from kprobe.options import ProbeOptions, parse_duration, parse_nameserver, probe_options
+from kprobe.probe.resolve import Resolver, resolve_all
+
+_WORKS = ("works", "resolves")
+
+
+def fix_run(reports: Sequence[tuple[str, Report]], configs: Sequence[str], *, port: int | None = None,
+            verify: bool = False, vantage: str | None = None, nameservers: Sequence[str] = (),
+            timeout: str = TIMEOUT.default, deadline: str = DEADLINE.default,
+            probe: Callable[[ProbeOptions], Report] | None = None) -> FixReport:
+    """The reports (source, report) against the configuration files -> the change and its proof."""
+    if not reports:
+        raise UsageError("kprobe fix needs at least one probe report (kprobe probe --json > report.json)")
+    if not configs:
+        raise UsageError("kprobe fix needs the brokers' configuration: --config server.properties or a Compose file")
+    servers = [parse_nameserver(n) for n in nameservers]
+    per_request = parse_duration(timeout, TIMEOUT.flag)
+    parse_duration(deadline, DEADLINE.flag)
+    deployments = read_files(configs)
+    refuse_unsupported(deployments)
+    texts = {path: _text(path) for path in configs}
+    plan = make_plan(reports, deployments, port=port)
+    files = edit_files(texts, deployments, plan.edits)
+    patched = {path: text for path, text in texts.items()}
+    patched.update({f.path: f.new for f in files})
+    after = read_texts(list(patched.items()))
+    resolver = Resolver(servers, timeout=per_request)
+    names = names_to_resolve(after)
+    resolved = resolve_all(names, resolver, time.monotonic() + per_request) if names else {}
+    checks, _ = check_deployments(after, resolved)
+    here = vantage or socket.gethostname()
+    proofs = []
+    for use in plan.uses:
+        proof = _predicted(use, plan, checks, after, nameservers)
+        if verify:
+            proof = _verified(proof, use, plan, here=here, probe=probe, nameservers=nameservers, timeout=timeout,
+                              deadline=deadline, vantage=vantage)
+        proofs.append(proof)
+    return FixReport(configs=tuple(configs), reports=tuple(s for s, _ in reports), plan=plan, files=tuple(files),
+                     proofs=tuple(proofs), verified=verify,
+                     secrets=tuple(s for d in deployments for s in d.secrets))
+
+
+def _text(path: str) -> str:
+    """The file's text as read_files read it (it refused anything unreadable already)."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
+def _predicted(use: Use, plan: Plan, checks: Sequence[ListenerCheck], after: Sequence[Deployment],
+               nameservers: Sequence[str]) -> Proof:
+    """`kprobe check` on the patched files, for the network this vantage stands on and the listener it then uses."""
+    gaps = [g for g in plan.gaps if g.vantage == use.vantage]
+    dep = next(d for d in after if d.source == use.deployment)
+    words = CLIENT_NETWORK_WORDS[use.network]
+    seen = []
+    failing = []
+    for broker in dep.brokers:
+        if broker.node_id is None or broker.listener(use.listener) is None:
+            continue
+        added = next((e for e in plan.edits if e.node_id == broker.node_id and e.source == use.deployment
+                      and e.action == "add" and use.vantage in e.vantages), None)
+        replaced = any(e.node_id == broker.node_id and e.source == use.deployment and e.action == "replace"
+                       and e.listener == use.listener for e in plan.edits)
+        had_gap = any(g.node_id == broker.node_id for g in gaps)
+        if not (added or replaced or had_gap):
+            seen.append(f"broker {broker.node_id} {use.listener} unchanged (worked in the report)")
+            continue
+        name = added.listener if added is not None else use.listener
+        check = next((c for c in checks if c.source == dep.source and c.broker == broker.name
+                      and c.listener.name == name), None)
+        reach = check.reach_of(use.network) if check is not None else None
+        status = reach.status if reach is not None else "unknown"
+        seen.append(f"broker {broker.node_id} {name} {status}")
+        if status not in _WORKS:
+            failing.append(f"broker {broker.node_id} {name}: {reach.why if reach else 'not predicted'}")
+    resolver = f" (names resolved through {', '.join(nameservers)})" if nameservers else ""
+    how = f"kprobe check on the patched files, {words}{resolver}: " + ", ".join(seen)
+    open_here = any(u.vantage == use.vantage for u in plan.unresolved)
+    if failing:
+        after_word = "gap"
+        how += "; still failing: " + "; ".join(failing)
+    elif open_here:
+        after_word = "gap"
+        how += "; a gap no configuration closes stays (see unresolved)"
+    else:
+        after_word = "closed" if gaps else "ok"
+    return Proof(vantage=use.vantage, source=use.source, network=use.network, before=use.report.status,
+                 after=after_word, how=how, command=what_if_command(use, plan))  # type: ignore[arg-type]
+
+
+def _mappings(use: Use, plan: Plan) -> list[str]:
+    """--connect-to values: each gap endpoint of this vantage onto the address that works today."""
+    return list(dict.fromkeys(f"{g.endpoint}={g.working}" for g in plan.gaps
+                              if g.vantage == use.vantage and g.working is not None))
+
+
+def _bootstraps(use: Use) -> list[str]:
+    """The report's bootstraps as it typed them, the protocol kept."""
+    out = []
+    for boot in use.report.bootstraps:
+        protocol = boot.protocol
+        out.append(boot.address if protocol in (None, "PLAINTEXT") else f"{protocol}://{boot.address}")
+    return out
+
+
+def what_if_command(use: Use, plan: Plan) -> str | None:
+    """The `kprobe probe` a vantage runs to see the change's effect before it is made (None: nothing to map)."""
+    mappings = _mappings(use, plan)
+    if not mappings:
+        return None
+    args = ["kprobe", "probe", "-b", ",".join(_bootstraps(use))]
+    for mapping in mappings:
+        args += ["--connect-to", mapping]
+    return shlex.join(args)
+
+
+def _verified(proof: Proof, use: Use, plan: Plan, *, here: str, probe: Callable[[ProbeOptions], Report] | None,
+              nameservers: Sequence[str], timeout: str, deadline: str, vantage: str | None) -> Proof:
+    """The what-if probe from here, for a report of this machine's vantage; elsewhere, not proven from here."""
+    from kprobe.records import replace
+
+    mappings = _mappings(use, plan)
+    if not mappings:
+        return proof
+    if use.vantage != here or probe is None:
+        return replace(proof, after="not proven", how=proof.how + f"; not proven from here ({here}): run the "
+                                                                   f"command on {use.vantage}")
+    options = probe_options(bootstrap=_bootstraps(use), connect_to=mappings, nameservers=list(nameservers),
+                            timeout=timeout, deadline=deadline, vantage=vantage)
+    seen = probe(options)
+    after = "closed" if seen.status == "ok" and proof.after != "gap" else "gap"
+    return replace(proof, after=after, how=proof.how + f"; probed from here with {len(mappings)} endpoint(s) "
+                                                       f"mapped: {seen.status}")

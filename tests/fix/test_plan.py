@@ -1,0 +1,142 @@
+"""`kprobe fix`'s plan on hand-built reports and files: replace or add, never the inter-broker name or a controller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fix_reports import report
+
+from kprobe.check.deployments import read_files
+from kprobe.errors import UsageError
+from kprobe.fix.plan import plan
+
+COMPOSE = """services:
+  kafka0:
+    image: "confluentinc/cp-kafka:7.6.0"
+    ports:
+      - '29092:29092'
+    environment:
+      KAFKA_NODE_ID: 0
+      KAFKA_PROCESS_ROLES: broker,controller
+      KAFKA_CONTROLLER_QUORUM_VOTERS: 0@kafka0:29093
+      KAFKA_LISTENERS: PLAINTEXT://0.0.0.0:29092,CONTROLLER://kafka0:29093
+      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka0:29092
+      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+      KAFKA_CONTROLLER_LISTENER_NAMES: CONTROLLER
+      KAFKA_INTER_BROKER_LISTENER_NAME: PLAINTEXT
+"""
+
+
+def properties(tmp_path: Path, brokers: dict[int, str]) -> list[str]:
+    """One server.properties per broker: node id -> its advertised.listeners value (CLIENT on 9092, INTERNAL on 9091)."""
+    paths = []
+    for node, advertised in brokers.items():
+        path = tmp_path / f"broker{node}.properties"
+        path.write_text(
+            f"node.id={node}\nprocess.roles=broker\n"
+            "listeners=INTERNAL://0.0.0.0:9091,CLIENT://0.0.0.0:9092\n"
+            f"advertised.listeners=INTERNAL://b{node}.internal:9091,{advertised}\n"
+            "listener.security.protocol.map=INTERNAL:PLAINTEXT,CLIENT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+            "inter.broker.listener.name=INTERNAL\ncontroller.listener.names=CONTROLLER\n")
+        paths.append(str(path))
+    return paths
+
+
+def test_docker_name_advertised_to_the_host_adds_a_published_listener(tmp_path):
+    path = tmp_path / "docker-compose.yml"
+    path.write_text(COMPOSE)
+    deps = read_files([str(path)])
+    host = report("host", boots={"localhost:29092": 0}, seen={(0, "kafka0", 29092): "unresolvable"})
+    inside = report("inside", boots={"kafka0:29092": 0}, seen={(0, "kafka0", 29092): "reachable"})
+    result = plan([("host.json", host), ("inside.json", inside)], deps)
+    [edit] = result.edits
+    assert (edit.action, edit.listener, edit.new, edit.bind, edit.publish, edit.via) == (
+        "add", "HOST", "localhost:29094", "0.0.0.0:29094", 29094, "localhost:29092")  # 29093 is the controller's
+    assert {u.vantage: u.network for u in result.uses} == {"host": "docker-host", "inside": "compose-network"}
+    assert not result.unresolved
+
+
+def test_only_the_host_vantage_still_adds_a_listener_since_the_inter_broker_one_keeps_its_compose_name(tmp_path):
+    path = tmp_path / "docker-compose.yml"
+    path.write_text(COMPOSE)
+    host = report("host", boots={"localhost:29092": 0}, seen={(0, "kafka0", 29092): "unresolvable"})
+    [edit] = plan([("host.json", host)], read_files([str(path)])).edits
+    assert edit.action == "add"  # localhost on the inter-broker listener would send the brokers to themselves
+
+
+def test_one_brokers_port_typo_is_replaced_and_the_others_untouched(tmp_path):
+    paths = properties(tmp_path, {1: "CLIENT://b1.example:9092", 2: "CLIENT://b2.example:9093"})
+    seen = {(1, "b1.example", 9092): "reachable", (2, "b2.example", 9093): "unreachable"}
+    here = report("here", boots={"b1.example:9092": 1, "b2.example:9092": 2}, seen=seen)
+    result = plan([("here.json", here)], read_files(paths))
+    [edit] = result.edits
+    assert (edit.node_id, edit.listener, edit.action, edit.old, edit.new) == (2, "CLIENT", "replace", "b2.example:9093",
+                                                                             "b2.example:9092")
+
+
+def test_localhost_advertised_to_a_remote_client_is_replaced(tmp_path):
+    paths = properties(tmp_path, {1: "CLIENT://localhost:9092"})
+    remote = report("laptop", boots={"b1.example:9092": 1}, seen={(1, "localhost", 9092): "unreachable"})
+    [edit] = plan([("laptop.json", remote)], read_files(paths)).edits
+    assert (edit.action, edit.old, edit.new) == ("replace", "localhost:9092", "b1.example:9092")
+
+
+def test_a_cloud_private_name_is_replaced_for_outside_clients_alone_and_added_beside_inside_ones(tmp_path):
+    private = "ip-172-31-5-9.eu-west-1.compute.internal"
+    paths = properties(tmp_path, {1: f"CLIENT://{private}:9092"})
+    outside = report("outside", boots={"ec2-1-2-3-4.compute.amazonaws.com:9092": 1},
+                     seen={(1, private, 9092): "unresolvable"})
+    [alone] = plan([("o.json", outside)], read_files(paths)).edits
+    assert (alone.action, alone.new) == ("replace", "ec2-1-2-3-4.compute.amazonaws.com:9092")
+    inside = report("vpc", boots={f"{private}:9092": 1}, seen={(1, private, 9092): "reachable"})
+    [both] = plan([("o.json", outside), ("i.json", inside)], read_files(paths)).edits
+    assert (both.action, both.listener, both.new) == ("add", "EXTERNAL", "ec2-1-2-3-4.compute.amazonaws.com:9093")
+
+
+def test_two_networks_sharing_one_listener_get_a_listener_added(tmp_path):
+    paths = properties(tmp_path, {1: "CLIENT://kafka1.lan:9092"})
+    lan = report("lan", boots={"kafka1.lan:9092": 1}, seen={(1, "kafka1.lan", 9092): "reachable"})
+    vpn = report("vpn", boots={"10.8.0.5:9092": 1}, seen={(1, "kafka1.lan", 9092): "unresolvable"})
+    [edit] = plan([("lan.json", lan), ("vpn.json", vpn)], read_files(paths)).edits
+    assert (edit.action, edit.new, edit.vantages) == ("add", "10.8.0.5:9093", ("vpn",))
+
+
+def test_a_broker_that_works_everywhere_and_the_inter_broker_and_controller_listeners_are_untouched(tmp_path):
+    paths = properties(tmp_path, {1: "CLIENT://b1.example:9092", 2: "CLIENT://localhost:9092"})
+    seen = {(1, "b1.example", 9092): "reachable", (2, "localhost", 9092): "unreachable"}
+    here = report("here", boots={"b1.example:9092": 1, "b2.example:9092": 2}, seen=seen)
+    result = plan([("here.json", here)], read_files(paths))
+    assert [(e.node_id, e.listener) for e in result.edits] == [(2, "CLIENT")]
+
+
+def test_a_broker_down_stays_unresolved_with_why(tmp_path):
+    paths = properties(tmp_path, {0: "CLIENT://b0.example:9092", 1: "CLIENT://b1.example:9092"})
+    here = report("here", boots={"b1.example:9092": None, "b0.example:9092": 0},
+                  seen={(1, "b1.example", 9092): "unreachable"})
+    result = plan([("here.json", here)], read_files(paths))
+    assert not result.edits
+    [open_gap] = result.unresolved
+    assert open_gap.node_id == 1 and "down or a firewall" in open_gap.why
+
+
+def test_a_connect_to_the_report_was_probed_with_is_the_address_that_works(tmp_path):
+    paths = properties(tmp_path, {1: "CLIENT://b1.internal:9092"})
+    here = report("here", boots={"b1.internal:9092": None}, seen={(1, "b1.internal", 9092): "reachable"},
+                  remaps={(1, "b1.internal", 9092): ("203.0.113.7", 19092, "--connect-to")})
+    [edit] = plan([("here.json", here)], read_files(paths)).edits
+    assert (edit.action, edit.new) == ("replace", "203.0.113.7:19092")
+
+
+def test_reports_of_another_cluster_are_bad_input(tmp_path):
+    paths = properties(tmp_path, {1: "CLIENT://b1.example:9092"})
+    other = report("here", boots={"x.example:9092": 7}, seen={(7, "x.example", 9092): "reachable"})
+    with pytest.raises(UsageError, match="different clusters"):
+        plan([("other.json", other)], read_files(paths))
+
+
+def test_strimzi_and_bitnami_are_refused_for_now():
+    root = Path(__file__).resolve().parents[1] / "data" / "configs" / "strimzi"
+    first = sorted(root.glob("*.yaml"))[0]
+    with pytest.raises(UsageError, match=r"kprobe fix reads server.properties and Compose files; .* not yet"):
+        plan([], read_files([str(first)]))
