@@ -6,8 +6,10 @@ on the file's port, each client network a DNS view). One lab start per case, pro
 - the seeded gap is seen from the view that has it, and every other view works;
 - the files patched by hand (the folder's `fixed/`, the oracle of what a fix should be) run and close
   every gap from every view, and `kprobe check` on them predicts no gap from any view;
-- `kprobe fix REPORTS --config FILES --json` on the reports of the first probes gives a patch that
-  `patch -p0` applies to a copy of the files; the patched files run, and every view works.
+- `kprobe fix REPORTS --config FILES --json --verify`, run on the reports of the first probes as the network
+  with the gap runs it (its vantage, its view's nameserver), while the seeded files still run, gives a
+  patch that `patch -p0` applies to a copy of the files, touching only the brokers with a gap; the patched
+  files run, and every view works; and its own proof closes the gap from that network.
 After a fix a client bootstraps where the patched files advertise for its network: the listener it used
 before where that still advertises a name its network resolves to the broker, else the one that does.
 """
@@ -44,7 +46,7 @@ CASES: dict[str, tuple[Views, dict[str, str], dict[str, dict[int, str]]]] = {
         {"host": {0: "unresolvable"}}),
     "port-typo": (
         {"clients": {"kafka0": 0, "kafka1": 1, "kafka2": 2}},
-        {"clients": "kafka0:9092"},
+        {"clients": "kafka0:9092,kafka1:9092,kafka2:9092"},  # as clients list them: each answers as its broker
         {"clients": {2: "unreachable"}}),
     "cloud-private-name": (
         {"vpc": {INTERNAL: 1, PUBLIC: 1}, "internet": {PUBLIC: 1}},
@@ -81,7 +83,8 @@ def files_of(case: str, fixed: bool = False) -> list[Path]:
 
 def probe(cluster: StagedCluster, view: str, bootstrap: str, out: Path | None = None) -> dict[str, Any]:
     """`kprobe probe` as a client of that view: its nameserver, the bootstrap on the lab's port."""
-    args = ["probe", "-b", cluster.endpoint(view, bootstrap), "--nameserver", cluster.nameserver(view),
+    boot = ",".join(cluster.endpoint(view, one) for one in bootstrap.split(","))
+    args = ["probe", "-b", boot, "--nameserver", cluster.nameserver(view),
             "--vantage", view, "--timeout", "3s", "--json"]
     done = kprobe(*args, *(["-o", str(out)] if out is not None else []))
     assert done.returncode in (0, 1), done.stderr
@@ -95,6 +98,8 @@ def failing(report: dict[str, Any]) -> dict[int, str]:
 
 def bootstrap_after(dep: Deployment, views: Views, view: str, before: str) -> str:
     """Where a client of the view bootstraps once the files are patched (see the module's docstring)."""
+    if "," in before:
+        return ",".join(bootstrap_after(dep, views, view, one) for one in before.split(","))
     host, _, port = before.rpartition(":")
     node_id = views[view][host]
     [broker] = [b for b in dep.brokers if b.node_id == node_id]
@@ -134,26 +139,29 @@ def seeded(request, tmp_path_factory):
     try:
         assert cluster.moved == {}, f"the lab could not bind the files' own ports: {cluster.moved}"
         before = {view: probe(cluster, view, boot, reports / f"report-{view}.json") for view, boot in boots.items()}
-        yield case, cluster, before, sorted(reports.glob("report-*.json"))
+        work = tmp_path_factory.mktemp(f"config-{case}")
+        # kprobe fix's what-if probes the cluster as the reports saw it: run while the seeded files run
+        fixed = fix(case, cluster, sorted(reports.glob("report-*.json")), work) if FIX_READY else None
+        yield case, cluster, before, fixed, work
     finally:
         cluster.stop()
     assert running_jvms(cluster.lab.lab_id) == []
 
 
 def test_seeded_gap_is_seen_from_its_network_only(seeded):
-    case, _, before, _ = seeded
+    case, _, before, _, _ = seeded
     _, _, gaps = CASES[case]
     seen = {view: failing(report) for view, report in before.items()}
     assert seen == {view: gaps.get(view, {}) for view in before}, seen
     for view, report in before.items():
-        [bootstrap] = report["bootstraps"]
-        assert bootstrap["status"] == "ok", (view, bootstrap)  # the bootstrap answers: the gap is after it
+        # every bootstrap answers: the gap is after it
+        assert [b["status"] for b in report["bootstraps"]] == ["ok"] * len(report["bootstraps"]), view
         errors = {f["node_id"] for f in report["findings"] if f["severity"] == "error"}
         assert errors == set(gaps.get(view, {})), (view, report["findings"])
 
 
 def test_restaging_other_brokers_is_refused_and_the_cluster_keeps_running(seeded):
-    case, cluster, _, _ = seeded
+    case, cluster, _, _, _ = seeded
     other = "port-typo" if case != "port-typo" else "cloud-private-name"
     with pytest.raises(LabError, match=r"are not the staged cluster's"):
         cluster.restage(files_of(other))
@@ -161,7 +169,7 @@ def test_restaging_other_brokers_is_refused_and_the_cluster_keeps_running(seeded
 
 
 def test_hand_patched_files_close_every_gap(seeded):
-    case, cluster, _, _ = seeded
+    case, cluster, _, _, _ = seeded
     cluster.restage(files_of(case, fixed=True))
     used = assert_every_view_works(cluster, case)
     if case == "two-networks-one-listener":  # a listener added for the host; the containers keep theirs
@@ -203,24 +211,46 @@ def seeded_views():
                 server.stop()
 
 
+def fix(case: str, cluster: StagedCluster, reports: list[Path], work: Path) -> subprocess.CompletedProcess[str]:
+    """`kprobe fix REPORTS --config FILE... --json --verify`, in a copy of the case's files, as a user of the network
+    with the gap runs it there (its vantage name, its view's nameserver): the what-if probe is that network's."""
+    shutil.copytree(SEEDED / case, work, ignore=shutil.ignore_patterns("fixed"), dirs_exist_ok=True)
+    config = [arg for path in sorted(work.glob("*.properties")) for arg in ("--config", path.name)]
+    [view] = CASES[case][2]  # each case has one network with a gap
+    return kprobe("fix", *map(str, reports), *config, "--json", "--verify", "--vantage", view,
+                  "--nameserver", cluster.nameserver(view), cwd=work)
+
+
 @pytest.mark.xfail(not FIX_READY, strict=True, reason=NOT_READY)
-def test_kprobe_fix_patch_closes_every_gap(seeded, tmp_path):
-    case, cluster, _, reports = seeded
-    work = tmp_path / "config"
-    shutil.copytree(SEEDED / case, work, ignore=shutil.ignore_patterns("fixed"))
-    names = sorted(p.name for p in work.glob("*.properties"))
-    config = [arg for name in names for arg in ("--config", name)]
-    done = kprobe("fix", *map(str, reports), *config, "--json", cwd=work)
-    assert done.returncode in (0, 1), done.stderr
+def test_kprobe_fix_patch_closes_every_gap(seeded):
+    case, cluster, _, done, work = seeded
+    assert done is not None and done.returncode in (0, 1), done.stderr if done else NOT_READY
     doc = json.loads(done.stdout)
     assert doc["schema"] == "kprobe.fix/v1"
     assert doc["patch"], doc
     applied = subprocess.run(["patch", "-p0", "--forward", "--batch"], input=doc["patch"], text=True, cwd=work,
                              capture_output=True, check=False)
     assert applied.returncode == 0, applied.stdout + applied.stderr
-    changed = {c["path"] for c in doc["files"] if c["changes"]}
-    unchanged = [n for n in names if n not in changed]
-    for name in unchanged:  # a broker that works from every view keeps its lines
-        assert (work / name).read_text() == (SEEDED / case / name).read_text(), name
+    changed = {f["path"] for f in doc["files"] if f["changes"]}
+    assert changed == {p.name for p in files_of(case) if p.read_text() != (p.parent / "fixed" / p.name).read_text()}
+    for path in files_of(case):  # a broker that works from every view keeps its lines
+        if path.name not in changed:
+            assert (work / path.name).read_text() == path.read_text(), path.name
     cluster.restage(sorted(work.glob("*.properties")))
     assert_every_view_works(cluster, case)
+
+
+@pytest.mark.xfail(not FIX_READY, strict=True, reason=NOT_READY)
+def test_kprobe_fix_proves_its_patch_from_the_network_with_the_gap(seeded, request):
+    case, _, _, done, _ = seeded
+    if case in CHECK_LOOPBACK:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "kprobe fix's proof is kprobe check's, which judges a server.properties from where it runs: the localhost "
+            "this fix advertises for the Docker host is ADVERTISED_LOOPBACK to it, so the proof stays open (exit 1)")))
+    assert done is not None, NOT_READY
+    doc = json.loads(done.stdout)
+    [view] = CASES[case][2]
+    verdicts = {v["vantage"]: (v["before"], v["after"]) for v in doc["vantages"]}
+    assert verdicts[view] == ("gap", "closed"), doc["vantages"]
+    assert all(after != "gap" for _, after in verdicts.values()), verdicts
+    assert (done.returncode, doc["status"]) == (0, "ok"), doc["summary"]
