@@ -1,0 +1,256 @@
+"""`kprobe fix` on real brokers: seeded server.properties mistakes, probed, patched, run again, probed again.
+
+Each case of tests/data/configs/seeded/ (its README says what each seeds) runs on the native lab from
+its own files (kprobe.lab.from_properties: each file a broker on its own loopback address, each listener
+on the file's port, each client network a DNS view). One lab start per case, probed from every view:
+- the seeded gap is seen from the view that has it, and every other view works;
+- the files patched by hand (the folder's `fixed/`, the oracle of what a fix should be) run and close
+  every gap from every view, and `kprobe check` on them predicts no gap from any view;
+- `kprobe fix REPORTS --config FILES --json --verify`, run on the reports of the first probes as the network
+  with the gap runs it (its vantage, its view's nameserver), while the seeded files still run, gives a
+  patch that `patch -p0` applies to a copy of the files, touching only the brokers with a gap; the patched
+  files run, and every view works; and its own proof closes the gap from that network.
+After a fix a client bootstraps where the patched files advertise for its network: the listener it used
+before where that still advertises a name its network resolves to the broker, else the one that does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_runner import run_cli
+
+from kprobe.check.listeners import Deployment
+from kprobe.errors import LabError
+from kprobe.lab.from_properties import StagedCluster, Views
+from kprobe.lab.native import running_jvms
+
+pytestmark = pytest.mark.lab  # every case starts real brokers
+
+ROOT = Path(__file__).resolve().parents[2]
+SEEDED = ROOT / "tests" / "data" / "configs" / "seeded"
+INTERNAL = "ip-172-31-18-160.us-west-2.compute.internal"
+PUBLIC = "ec2-34-211-52-10.us-west-2.compute.amazonaws.com"
+
+# case -> (views: name -> node, where each view's clients bootstrap, the endpoints each view fails on before).
+CASES: dict[str, tuple[Views, dict[str, str], dict[str, dict[int, str]]]] = {
+    "docker-name-to-host": (
+        {"docker": {"kafka0": 0, "localhost": None}, "host": {"localhost": 0}},
+        {"docker": "kafka0:29092", "host": "localhost:9092"},
+        {"host": {0: "unresolvable"}}),
+    "port-typo": (
+        {"clients": {"kafka0": 0, "kafka1": 1, "kafka2": 2}},
+        {"clients": "kafka0:9092,kafka1:9092,kafka2:9092"},  # as clients list them: each answers as its broker
+        {"clients": {2: "unreachable"}}),
+    "cloud-private-name": (
+        {"vpc": {INTERNAL: 1, PUBLIC: 1}, "internet": {PUBLIC: 1}},
+        {"vpc": f"{INTERNAL}:9092", "internet": f"{PUBLIC}:9092"},
+        {"internet": {1: "unresolvable"}}),
+    "localhost-to-remote": (
+        {"broker-host": {"localhost": 1, "kafka-prod-1": 1}, "remote": {"kafka-prod-1": 1, "localhost": None}},
+        {"broker-host": "localhost:9092", "remote": "kafka-prod-1:9092"},
+        {"remote": {1: "unreachable"}}),
+    "two-networks-one-listener": (
+        {"docker": {"kafka0": 0, "localhost": None}, "host": {"localhost": 0}},
+        {"docker": "kafka0:9092", "host": "localhost:9092"},
+        {"host": {0: "unresolvable"}}),
+}
+# Each case's brokers on their own addresses, so cases staged at once (by several runs) never meet.
+FIRST_ADDRESS = {case: 210 + 5 * i for i, case in enumerate(CASES)}
+
+FIX_READY = importlib.util.find_spec("kprobe.cli.fix") is not None  # the contract's command module
+NOT_READY = "kprobe fix is being built on another branch; these steps run once it is merged"
+# kprobe check judges a server.properties from where it runs, so a listener that advertises localhost on every
+# interface is an error to it (ADVERTISED_LOOPBACK), although on the Docker host it is reached through the
+# published port: right for these fixes, which add or change a listener for the host.
+CHECK_LOOPBACK = {"docker-name-to-host", "two-networks-one-listener"}
+
+
+def kprobe(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """`kprobe ARGS`, run by kprobe.cli.main in this process (tests/support/cli_runner.py)."""
+    return run_cli(args, cwd=cwd)
+
+
+def files_of(case: str, fixed: bool = False) -> list[Path]:
+    return sorted((SEEDED / case / ("fixed" if fixed else "")).glob("*.properties"))
+
+
+def probe(cluster: StagedCluster, view: str, bootstrap: str, out: Path | None = None) -> dict[str, Any]:
+    """`kprobe probe` as a client of that view: its nameserver, the bootstrap on the lab's port."""
+    boot = ",".join(cluster.endpoint(view, one) for one in bootstrap.split(","))
+    args = ["probe", "-b", boot, "--nameserver", cluster.nameserver(view),
+            "--vantage", view, "--timeout", "3s", "--json"]
+    done = kprobe(*args, *(["-o", str(out)] if out is not None else []))
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(out.read_text() if out is not None else done.stdout)
+
+
+def failing(report: dict[str, Any]) -> dict[int, str]:
+    """The endpoints a probe could not use: node id -> status."""
+    return {e["node_id"]: e["status"] for e in report["endpoints"] if e["status"] != "reachable"}
+
+
+def bootstrap_after(dep: Deployment, views: Views, view: str, before: str) -> str:
+    """Where a client of the view bootstraps once the files are patched (see the module's docstring)."""
+    if "," in before:
+        return ",".join(bootstrap_after(dep, views, view, one) for one in before.split(","))
+    host, _, port = before.rpartition(":")
+    node_id = views[view][host]
+    [broker] = [b for b in dep.brokers if b.node_id == node_id]
+    ok = [lst for lst in broker.listeners if not lst.controller and lst.advertised is not None
+          and lst.bind is not None and views[view].get(lst.advertised.host) == node_id]
+    assert ok, f"no listener of broker {broker.name} advertises a name the {view} view resolves to it"
+    same = [lst for lst in ok if lst.bind is not None and lst.bind.port == int(port)]
+    if same:
+        return before
+    lst = ok[0]
+    assert lst.advertised is not None and lst.bind is not None
+    return f"{lst.advertised.host}:{lst.bind.port}"
+
+
+def assert_every_view_works(cluster: StagedCluster, case: str) -> dict[str, str]:
+    """Probe from every view of the case, at its bootstrap after the patch: every endpoint of every broker used."""
+    views, boots, _ = CASES[case]
+    brokers = {b.node_id for b in cluster.deployment.brokers if b.is_broker}
+    used = {}
+    for view, before in boots.items():
+        boot = bootstrap_after(cluster.deployment, views, view, before)
+        report = probe(cluster, view, boot)
+        assert failing(report) == {}, (view, boot, report["endpoints"], report["findings"])
+        assert {e["node_id"] for e in report["endpoints"]} == brokers, (view, report["endpoints"])
+        assert not [f for f in report["findings"] if f["severity"] == "error"], (view, report["findings"])
+        used[view] = boot
+    return used
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def seeded(request, tmp_path_factory):
+    """One case running from its seeded files, with a report of a probe from each view (report-VIEW.json)."""
+    case = request.param
+    views, boots, _ = CASES[case]
+    reports = tmp_path_factory.mktemp(f"reports-{case}")
+    cluster = StagedCluster(files_of(case), views, name=f"seeded-{case}", first_address=FIRST_ADDRESS[case]).start()
+    try:
+        assert cluster.moved == {}, f"the lab could not bind the files' own ports: {cluster.moved}"
+        before = {view: probe(cluster, view, boot, reports / f"report-{view}.json") for view, boot in boots.items()}
+        work = tmp_path_factory.mktemp(f"config-{case}")
+        # kprobe fix's what-if probes the cluster as the reports saw it: run while the seeded files run
+        fixed = fix(case, cluster, sorted(reports.glob("report-*.json")), work) if FIX_READY else None
+        yield case, cluster, before, fixed, work
+    finally:
+        cluster.stop()
+    assert running_jvms(cluster.lab.lab_id) == []
+
+
+def test_seeded_gap_is_seen_from_its_network_only(seeded):
+    case, _, before, _, _ = seeded
+    _, _, gaps = CASES[case]
+    seen = {view: failing(report) for view, report in before.items()}
+    assert seen == {view: gaps.get(view, {}) for view in before}, seen
+    for view, report in before.items():
+        # every bootstrap answers: the gap is after it
+        assert [b["status"] for b in report["bootstraps"]] == ["ok"] * len(report["bootstraps"]), view
+        errors = {f["node_id"] for f in report["findings"] if f["severity"] == "error"}
+        assert errors == set(gaps.get(view, {})), (view, report["findings"])
+
+
+def test_restaging_other_brokers_is_refused_and_the_cluster_keeps_running(seeded):
+    case, cluster, _, _, _ = seeded
+    other = "port-typo" if case != "port-typo" else "cloud-private-name"
+    with pytest.raises(LabError, match=r"are not the staged cluster's"):
+        cluster.restage(files_of(other))
+    assert all(proc.poll() is None for proc in cluster.lab.processes.values())
+
+
+def test_hand_patched_files_close_every_gap(seeded):
+    case, cluster, _, _, _ = seeded
+    cluster.restage(files_of(case, fixed=True))
+    used = assert_every_view_works(cluster, case)
+    if case == "two-networks-one-listener":  # a listener added for the host; the containers keep theirs
+        assert used == {"docker": "kafka0:9092", "host": "localhost:29092"}
+        assert cluster.advertised(0) == {"PLAINTEXT": "kafka0:9092", "HOST": "localhost:29092"}
+    if case == "port-typo":
+        assert cluster.advertised(2) == {"PLAINTEXT": "kafka2:9092"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(
+    c in CHECK_LOOPBACK, strict=True, reason="kprobe check takes a localhost advertised on every interface for a "
+    "mistake (ADVERTISED_LOOPBACK), though the Docker host reaches it through the published port"))
+    for c in sorted(CASES)])
+def test_check_predicts_no_gap_on_hand_patched_files(case, seeded_views):
+    """`kprobe check` from each network (its view's nameserver) on the `fixed/` files: no error predicted."""
+    for view, nameserver in seeded_views[case].items():
+        done = kprobe("check", *map(str, files_of(case, fixed=True)), "--nameserver", nameserver, "--json")
+        report = json.loads(done.stdout)
+        assert [(f["code"], f["severity"]) for f in report["findings"] if f["severity"] == "error"] == [], view
+        assert done.returncode == 0, (view, done.stderr)
+
+
+@pytest.fixture(scope="module")
+def seeded_views():
+    """Every case's DNS views served, without brokers (kprobe check resolves names, and connects nowhere)."""
+    from kprobe.lab.dns_server import start_views
+    from kprobe.lab.from_properties import read_cluster, scenario_from_properties
+
+    servers = {}
+    try:
+        for case, (views, _, _) in CASES.items():
+            scenario = scenario_from_properties(read_cluster(files_of(case)), views,
+                                                first_address=FIRST_ADDRESS[case])
+            servers[case] = start_views(scenario.views)
+        yield {case: {view: s.nameserver for view, s in started.items()} for case, started in servers.items()}
+    finally:
+        for started in servers.values():
+            for server in started.values():
+                server.stop()
+
+
+def fix(case: str, cluster: StagedCluster, reports: list[Path], work: Path) -> subprocess.CompletedProcess[str]:
+    """`kprobe fix REPORTS --config FILE... --json --verify`, in a copy of the case's files, as a user of the network
+    with the gap runs it there (its vantage name, its view's nameserver): the what-if probe is that network's."""
+    shutil.copytree(SEEDED / case, work, ignore=shutil.ignore_patterns("fixed"), dirs_exist_ok=True)
+    config = [arg for path in sorted(work.glob("*.properties")) for arg in ("--config", path.name)]
+    [view] = CASES[case][2]  # each case has one network with a gap
+    return kprobe("fix", *map(str, reports), *config, "--json", "--verify", "--vantage", view,
+                  "--nameserver", cluster.nameserver(view), cwd=work)
+
+
+@pytest.mark.xfail(not FIX_READY, strict=True, reason=NOT_READY)
+def test_kprobe_fix_patch_closes_every_gap(seeded):
+    case, cluster, _, done, work = seeded
+    assert done is not None and done.returncode in (0, 1), done.stderr if done else NOT_READY
+    doc = json.loads(done.stdout)
+    assert doc["schema"] == "kprobe.fix/v1"
+    assert doc["patch"], doc
+    applied = subprocess.run(["patch", "-p0", "--forward", "--batch"], input=doc["patch"], text=True, cwd=work,
+                             capture_output=True, check=False)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    changed = {f["path"] for f in doc["files"] if f["changes"]}
+    assert changed == {p.name for p in files_of(case) if p.read_text() != (p.parent / "fixed" / p.name).read_text()}
+    for path in files_of(case):  # a broker that works from every view keeps its lines
+        if path.name not in changed:
+            assert (work / path.name).read_text() == path.read_text(), path.name
+    cluster.restage(sorted(work.glob("*.properties")))
+    assert_every_view_works(cluster, case)
+
+
+@pytest.mark.xfail(not FIX_READY, strict=True, reason=NOT_READY)
+def test_kprobe_fix_proves_its_patch_from_the_network_with_the_gap(seeded, request):
+    case, _, _, done, _ = seeded
+    if case in CHECK_LOOPBACK:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "kprobe fix's proof is kprobe check's, which judges a server.properties from where it runs: the localhost "
+            "this fix advertises for the Docker host is ADVERTISED_LOOPBACK to it, so the proof stays open (exit 1)")))
+    assert done is not None, NOT_READY
+    doc = json.loads(done.stdout)
+    [view] = CASES[case][2]
+    verdicts = {v["vantage"]: (v["before"], v["after"]) for v in doc["vantages"]}
+    assert verdicts[view] == ("gap", "closed"), doc["vantages"]
+    assert all(after != "gap" for _, after in verdicts.values()), verdicts
+    assert (done.returncode, doc["status"]) == (0, "ok"), doc["summary"]
