@@ -28,6 +28,7 @@ from kprobe.models import Report
 from kprobe.option_table import DEADLINE, TIMEOUT
 from kprobe.options import ProbeOptions, parse_duration, parse_nameserver, probe_options
 from kprobe.probe.resolve import Resolver, resolve_all
+from kprobe.records import replace
 
 _WORKS = ("works", "resolves")
 
@@ -48,7 +49,11 @@ def fix_run(reports: Sequence[tuple[str, Report]], configs: Sequence[str], *, po
     refuse_unsupported(deployments)
     texts = {path: _text(path) for path in configs}
     plan = make_plan(reports, deployments, port=port)
-    files = edit_files(texts, deployments, plan.edits)
+    secrets = tuple(s for d in deployments for s in d.secrets)
+    # Every file's diff made once here, so a secret its context cannot avoid is refused before any output.
+    files = [replace(f, secrets=secrets) for f in edit_files(texts, deployments, plan.edits)]
+    for file in files:
+        _ = file.diff
     patched = {path: text for path, text in texts.items()}
     patched.update({f.path: f.new for f in files})
     after = read_texts(list(patched.items()))
@@ -65,8 +70,7 @@ def fix_run(reports: Sequence[tuple[str, Report]], configs: Sequence[str], *, po
                               deadline=deadline, vantage=vantage)
         proofs.append(proof)
     return FixReport(configs=tuple(configs), reports=tuple(s for s, _ in reports), plan=plan, files=tuple(files),
-                     proofs=tuple(proofs), verified=verify,
-                     secrets=tuple(s for d in deployments for s in d.secrets))
+                     proofs=tuple(proofs), verified=verify, secrets=secrets)
 
 
 def _text(path: str) -> str:
@@ -167,8 +171,6 @@ def what_if_command(use: Use, plan: Plan) -> str | None:
 def _verified(proof: Proof, use: Use, plan: Plan, *, here: str, probe: Callable[[ProbeOptions], Report] | None,
               nameservers: Sequence[str], timeout: str, deadline: str, vantage: str | None) -> Proof:
     """The what-if probe from here, for a report of this machine's vantage; elsewhere, not proven from here."""
-    from kprobe.records import replace
-
     mappings = _mappings(use, plan)
     if not mappings:
         if use.vantage == here:
