@@ -129,9 +129,12 @@ def _mappings(use: Use, plan: Plan) -> list[str]:
 
 
 def _bootstraps(use: Use) -> list[str]:
-    """The report's bootstraps as it typed them, the protocol kept."""
+    """The report's bootstraps that answered, as it typed them, the protocol kept: one that failed there today is
+    not the change's to prove, and would make the what-if's verdict a gap whatever the change.
+    """
     out = []
-    for boot in use.report.bootstraps:
+    answered = [b for b in use.report.bootstraps if b.status == "ok"] or list(use.report.bootstraps)
+    for boot in answered:
         protocol = boot.protocol
         out.append(boot.address if protocol in (None, "PLAINTEXT") else f"{protocol}://{boot.address}")
     return out
