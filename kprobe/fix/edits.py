@@ -182,6 +182,8 @@ class _Properties:
         found = self._find(key)
         if found is not None:
             start, end, match = found
+            if end > start and self._set_continued(start, end, match, value):
+                return
             ending = _ending(self.lines[end])
             prefix = self.lines[start][: match.start("value")]
             self.lines[start:end + 1] = [f"{prefix}{value}{ending}"]
@@ -197,6 +199,42 @@ class _Properties:
             if not self.lines[anchor].endswith(("\n", "\r")):
                 self.lines[anchor] += "\n"
             self.lines.insert(anchor + 1, line)
+
+
+    def _set_continued(self, start: int, end: int, match: re.Match[str], value: str) -> bool:
+        """A value continued over lines edited within its lines: an entry appended as one more continued line, a
+        change inside one line made there. False when the change spans lines (the value is then written on one).
+        """
+        parts = []  # (line, what precedes the value's piece, the piece, its ending)
+        for i in range(start, end + 1):
+            line = self.lines[i]
+            ending = _ending(line)
+            body = line[: len(line) - len(ending)]
+            lead = body[: match.start("value")] if i == start else body[: len(body) - len(body.lstrip(" \t\f"))]
+            piece = body[len(lead):]
+            if i < end:
+                piece = piece[:-1]  # the continuation's backslash
+            parts.append((i, lead, piece, ending))
+        old = "".join(piece for _, _, piece, _ in parts)
+        if value.startswith(old + ","):
+            i, lead, piece, ending = parts[-1]
+            indent = lead if i != start else " " * 4
+            self.lines[i:i + 1] = [f"{lead}{piece},\\{ending}", f"{indent}{value[len(old) + 1:]}{ending or chr(10)}"]
+            return True
+        same = 0
+        while same < min(len(old), len(value)) and old[same] == value[same]:
+            same += 1
+        tail = 0
+        while tail < min(len(old), len(value)) - same and old[-1 - tail] == value[-1 - tail]:
+            tail += 1
+        offset = 0
+        for i, lead, piece, ending in parts:
+            if offset <= same and len(old) - tail <= offset + len(piece):
+                edited = piece[: same - offset] + value[same: len(value) - tail] + piece[len(old) - tail - offset:]
+                self.lines[i] = f"{lead}{edited}{'' if i == end else chr(92)}{ending}"
+                return True
+            offset += len(piece)
+        return False
 
 
 def _continues(line: str) -> bool:
@@ -321,7 +359,11 @@ class _ComposeService:
         """`port:port` appended to the service's `ports:` (the list made when it has none)."""
         section = self._section("ports")
         if section is None:
-            start, _, child = self._block()
+            start, end, child = self._block()
+            inline = next((i for i in range(start, end) if re.match(rf"^{child}ports\s*:\s*\S", self.lines[i])), None)
+            if inline is not None:
+                self._publish_inline(inline, port)
+                return
             self.lines[start:start] = [f"{child}ports:\n", f"{child}  - \"{port}:{port}\"\n"]
             return
         head, stop, _ = section
@@ -336,6 +378,19 @@ class _ComposeService:
         if not self.lines[stop - 1].endswith(("\n", "\r")):
             self.lines[stop - 1] += "\n"
         self.lines.insert(stop, f"{lead}-{dash_gap}{quote}{port}:{port}{quote}\n")
+
+
+    def _publish_inline(self, i: int, port: int) -> None:
+        """`ports: [...]` on one line: the port appended inside the brackets, quoted as the last entry is."""
+        line = self.lines[i]
+        found = re.match(r"^(?P<head>\s*ports\s*:\s*\[)(?P<items>[^\]#]*?)(?P<tail>\s*\]\s*(#.*)?\s*)$", line)
+        if found is None:
+            raise UsageError(f"{self.where}: ports: is neither a list nor a one-line [...] to add {port}:{port} to")
+        items = found.group("items")
+        last = items.rsplit(",", 1)[-1].strip()
+        quote = last[:1] if last[:1] in "\"'" else "\""
+        entry = f"{quote}{port}:{port}{quote}"
+        self.lines[i] = f"{found.group('head')}{items}{', ' if items.strip() else ''}{entry}{found.group('tail')}"
 
 
 def _indent(line: str) -> int:

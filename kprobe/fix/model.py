@@ -109,20 +109,21 @@ class Change:
 
 @record(kw_only=True)
 class FileEdit:
-    """One file's new text, its diff and the changes in it."""
+    """One file's new text, its diff and the changes in it; `secrets` are kept out of the diff's context."""
 
     path: str
     kind: str
     old: str
     new: str
     changes: tuple[Change, ...]
+    secrets: tuple[str, ...] = ()
 
     @property
     def diff(self) -> str:
         """The unified diff of the file, paths as given."""
         from kprobe.fix.diff import unified
 
-        return unified(self.path, self.old, self.new)
+        return unified(self.path, self.old, self.new, self.secrets)
 
 
 FixStatus = Literal["ok", "partial"]

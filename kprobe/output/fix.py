@@ -58,9 +58,11 @@ def render_text(report: FixReport, *, color: bool = False) -> str:
         for proof in report.proofs:
             notes.append(f"#   {safe(proof.vantage)} ({CLIENT_NETWORK_WORDS[proof.network]}): {proof.before} -> "
                          f"{_AFTER_WORDS[proof.after]}")
-            notes.append(f"#     {safe(proof.how)}")
+            # One line per clause: a clause ends in the command to run, which must print whole.
+            notes += [f"#     {safe(part, limit=1024)}" for part in proof.how.split("; ")]
             if proof.command:
-                notes.append(f"#     what-if there: {safe(proof.command)}")
+                label = "what-if there" if "--connect-to" in proof.command else "run there after the restart"
+                notes.append(f"#     {label}: {safe(proof.command, limit=1024)}")
     text = out[0] + ("\n" if out[0] else "") + "\n".join(notes) + "\n"
     return scrub(text, report)
 
@@ -115,8 +117,9 @@ def render_markdown(report: FixReport) -> str:
         lines += [f"- {prose(u.vantage)}: {prose(u.why)}" for u in report.plan.unresolved] + [""]
     if report.proofs:
         lines += ["### Proof", ""]
-        lines += table(["vantage", "before", "after", "how"],
-                       [[code(p.vantage), p.before, _AFTER_WORDS[p.after], prose(p.how)] for p in report.proofs])
+        lines += table(["vantage", "before", "after", "how", "what-if there"],
+                       [[code(p.vantage), p.before, _AFTER_WORDS[p.after], prose(p.how),
+                         code(p.command, limit=1024) if p.command else ""] for p in report.proofs])
         lines.append("")
     return scrub("\n".join(lines) + "\n", report)
 

@@ -28,6 +28,7 @@ from kprobe.models import Report
 from kprobe.option_table import DEADLINE, TIMEOUT
 from kprobe.options import ProbeOptions, parse_duration, parse_nameserver, probe_options
 from kprobe.probe.resolve import Resolver, resolve_all
+from kprobe.records import replace
 
 _WORKS = ("works", "resolves")
 
@@ -48,7 +49,11 @@ def fix_run(reports: Sequence[tuple[str, Report]], configs: Sequence[str], *, po
     refuse_unsupported(deployments)
     texts = {path: _text(path) for path in configs}
     plan = make_plan(reports, deployments, port=port)
-    files = edit_files(texts, deployments, plan.edits)
+    secrets = tuple(s for d in deployments for s in d.secrets)
+    # Every file's diff made once here, so a secret its context cannot avoid is refused before any output.
+    files = [replace(f, secrets=secrets) for f in edit_files(texts, deployments, plan.edits)]
+    for file in files:
+        _ = file.diff
     patched = {path: text for path, text in texts.items()}
     patched.update({f.path: f.new for f in files})
     after = read_texts(list(patched.items()))
@@ -65,8 +70,7 @@ def fix_run(reports: Sequence[tuple[str, Report]], configs: Sequence[str], *, po
                               deadline=deadline, vantage=vantage)
         proofs.append(proof)
     return FixReport(configs=tuple(configs), reports=tuple(s for s, _ in reports), plan=plan, files=tuple(files),
-                     proofs=tuple(proofs), verified=verify,
-                     secrets=tuple(s for d in deployments for s in d.secrets))
+                     proofs=tuple(proofs), verified=verify, secrets=secrets)
 
 
 def _text(path: str) -> str:
@@ -113,6 +117,7 @@ def _predicted(use: Use, plan: Plan, checks: Sequence[ListenerCheck], after: Seq
         how += "; a gap no configuration closes stays (see unresolved)"
     else:
         after_word = "closed" if gaps else "ok"
+    how += _opens_at_restart(use, plan)
     return Proof(vantage=use.vantage, source=use.source, network=use.network, before=use.report.status,
                  after=after_word, how=how, command=what_if_command(use, plan))  # type: ignore[arg-type]
 
@@ -124,12 +129,35 @@ def _mappings(use: Use, plan: Plan) -> list[str]:
 
 
 def _bootstraps(use: Use) -> list[str]:
-    """The report's bootstraps as it typed them, the protocol kept."""
+    """The report's bootstraps that answered, as it typed them, the protocol kept: one that failed there today is
+    not the change's to prove, and would make the what-if's verdict a gap whatever the change.
+    """
     out = []
-    for boot in use.report.bootstraps:
+    answered = [b for b in use.report.bootstraps if b.status == "ok"] or list(use.report.bootstraps)
+    for boot in answered:
         protocol = boot.protocol
         out.append(boot.address if protocol in (None, "PLAINTEXT") else f"{protocol}://{boot.address}")
     return out
+
+
+def _opens_at_restart(use: Use, plan: Plan) -> str:
+    """What the what-if cannot exercise for a listener added for this vantage: its port, open only once the
+    brokers restart (and in Compose, once the port is published), so the what-if dials the address that works
+    today instead; the probe to run there after the restart says the rest.
+    """
+    added = [e for e in plan.edits if e.action == "add" and use.vantage in e.vantages and e.source == use.deployment]
+    if not added:
+        return ""
+    ports = ", ".join(dict.fromkeys(e.new.rpartition(":")[2] for e in added))
+    via = ", ".join(dict.fromkeys(e.via for e in added))
+    after = shlex.join(["kprobe", "probe", "-b", ",".join(dict.fromkeys(e.new for e in added))])
+    return (f"; the new port {ports} is not open before the restart, so the what-if dials {via}, which reaches the "
+            f"same broker today; after the restart run there: {after}")
+
+
+def _plain_command(use: Use) -> str:
+    """The probe a vantage runs as it does today: for one whose listener the change leaves as it is."""
+    return shlex.join(["kprobe", "probe", "-b", ",".join(_bootstraps(use))])
 
 
 def what_if_command(use: Use, plan: Plan) -> str | None:
@@ -146,11 +174,13 @@ def what_if_command(use: Use, plan: Plan) -> str | None:
 def _verified(proof: Proof, use: Use, plan: Plan, *, here: str, probe: Callable[[ProbeOptions], Report] | None,
               nameservers: Sequence[str], timeout: str, deadline: str, vantage: str | None) -> Proof:
     """The what-if probe from here, for a report of this machine's vantage; elsewhere, not proven from here."""
-    from kprobe.records import replace
-
     mappings = _mappings(use, plan)
     if not mappings:
-        return proof
+        if use.vantage == here:
+            return proof
+        return replace(proof, command=_plain_command(use), how=proof.how + f"; not probed from here ({here}): its "
+                                                                           "listener is unchanged, so it needs no "
+                                                                           "what-if")
     if use.vantage != here or probe is None:
         return replace(proof, after="not proven", how=proof.how + f"; not proven from here ({here}): run the "
                                                                    f"command on {use.vantage}")
@@ -158,5 +188,7 @@ def _verified(proof: Proof, use: Use, plan: Plan, *, here: str, probe: Callable[
                             timeout=timeout, deadline=deadline, vantage=vantage)
     seen = probe(options)
     after = "closed" if seen.status == "ok" and proof.after != "gap" else "gap"
-    return replace(proof, after=after, how=proof.how + f"; probed from here with {len(mappings)} endpoint(s) "
-                                                       f"mapped: {seen.status}")
+    dialled = ", ".join(f"{r.endpoint.hostport} at {r.endpoint.remap.hostport} {r.status}" if r.endpoint.remap
+                        else f"{r.endpoint.hostport} {r.status}" for r in seen.endpoints)
+    return replace(proof, after=after, how=proof.how + f"; the what-if probed from here ({here}): "
+                                                       f"{dialled or 'no endpoint'}, {seen.status}")

@@ -100,3 +100,170 @@ def test_not_a_report_and_another_cluster_are_one_line_exit_2(tmp_path):
     (tmp_path / "other.json").write_text(render(other))
     done = fix(tmp_path, "other.json", "--config", "docker-compose.yml")
     assert done.returncode == 2 and "different clusters" in done.stderr and "Traceback" not in done.stderr
+
+
+def apply(tool: str, cwd: Path, patch: str) -> None:
+    """The patch applied by the real tool, in the directory the paths are relative to."""
+    (cwd / "change.patch").write_text(patch)
+    if tool == "patch":
+        subprocess.run(["patch", "-p0", "-i", "change.patch"], cwd=cwd, check=True, capture_output=True)
+    else:
+        subprocess.run(["git", "init", "-q"], cwd=cwd, check=True)
+        subprocess.run(["git", "apply", "-p0", "change.patch"], cwd=cwd, check=True, capture_output=True)
+
+
+def reach(cwd: Path, path: str) -> dict[str, dict[str, str]]:
+    """`kprobe check` on the file: listener -> network -> status, over every broker (one broker in these files)."""
+    checked = json.loads(run_cli(("check", path, "--json"), cwd=cwd).stdout)
+    return {lst["name"]: {r["vantage"]: r["status"] for r in lst["reach"]}
+            for dep in checked["deployments"] for b in dep["brokers"] for lst in b["listeners"]}
+
+
+def docker_reports(cwd: Path, name: str, port: int, host_boot: str) -> None:
+    """The seeds' Docker case as two reports: the Compose network works on name:port, the host bootstraps at
+    host_boot and fails on the name."""
+    host = report("host", boots={host_boot: 0}, seen={(0, name, port): "unresolvable"})
+    inside = report("inside", boots={f"{name}:{port}": 0}, seen={(0, name, port): "reachable"})
+    (cwd / "host.json").write_text(render(host))
+    (cwd / "inside.json").write_text(render(inside))
+
+
+LIST_FORM = """services:
+  kafka0:
+    image: confluentinc/cp-kafka:7.6.0
+    ports: ["29092:29092"]
+    environment:
+      - KAFKA_NODE_ID=0
+      - KAFKA_PROCESS_ROLES=broker,controller
+      - KAFKA_CONTROLLER_QUORUM_VOTERS=0@kafka0:29093
+      - KAFKA_LISTENERS=PLAINTEXT://0.0.0.0:29092,CONTROLLER://kafka0:29093
+      - KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://kafka0:29092
+      - KAFKA_LISTENER_SECURITY_PROTOCOL_MAP=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+      - KAFKA_CONTROLLER_LISTENER_NAMES=CONTROLLER
+      - KAFKA_INTER_BROKER_LISTENER_NAME=PLAINTEXT
+"""
+
+
+@pytest.mark.parametrize("tool", ["patch", "git"])
+def test_a_list_form_environment_and_a_one_line_ports_list_are_edited_in_their_own_form(tmp_path, tool):
+    (tmp_path / "docker-compose.yml").write_text(LIST_FORM)
+    docker_reports(tmp_path, "kafka0", 29092, "localhost:29092")
+    done = fix(tmp_path, "host.json", "inside.json", "--config", "docker-compose.yml")
+    assert done.returncode == 0, done.stderr + done.stdout
+    apply(tool, tmp_path, done.stdout)
+    patched = (tmp_path / "docker-compose.yml").read_text()
+    changed = [(a, b) for a, b in zip(LIST_FORM.splitlines(), patched.splitlines(), strict=True) if a != b]
+    assert changed == [
+        ('    ports: ["29092:29092"]', '    ports: ["29092:29092", "29094:29094"]'),
+        ("      - KAFKA_LISTENERS=PLAINTEXT://0.0.0.0:29092,CONTROLLER://kafka0:29093",
+         "      - KAFKA_LISTENERS=PLAINTEXT://0.0.0.0:29092,CONTROLLER://kafka0:29093,HOST://0.0.0.0:29094"),
+        ("      - KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://kafka0:29092",
+         "      - KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://kafka0:29092,HOST://localhost:29094"),
+        ("      - KAFKA_LISTENER_SECURITY_PROTOCOL_MAP=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+         "      - KAFKA_LISTENER_SECURITY_PROTOCOL_MAP=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,HOST:PLAINTEXT")]
+    seen = reach(tmp_path, "docker-compose.yml")
+    assert seen["HOST"]["docker-host"] == "works" and seen["PLAINTEXT"]["compose-network"] == "works"
+
+
+BITNAMI = """services:
+  kafka:
+    image: bitnami/kafka:3.7
+    environment:
+      - KAFKA_CFG_NODE_ID=0
+      - KAFKA_CFG_PROCESS_ROLES=broker,controller
+      - KAFKA_CFG_CONTROLLER_QUORUM_VOTERS=0@kafka:9093
+      - "KAFKA_CFG_LISTENERS=PLAINTEXT://:9092,CONTROLLER://:9093"
+      - "KAFKA_CFG_ADVERTISED_LISTENERS=PLAINTEXT://kafka:9092"  # the Compose name
+      - KAFKA_CFG_CONTROLLER_LISTENER_NAMES=CONTROLLER
+  app:
+    image: alpine
+"""
+
+
+@pytest.mark.parametrize("tool", ["patch", "git"])
+def test_bitnamis_kafka_cfg_names_quoted_and_a_service_without_ports_gets_one(tmp_path, tool):
+    # No port published: the host reaches the broker through a forward of its own (socat, ssh -L) on 19092.
+    (tmp_path / "docker-compose.yml").write_text(BITNAMI)
+    docker_reports(tmp_path, "kafka", 9092, "localhost:19092")
+    done = fix(tmp_path, "host.json", "inside.json", "--config", "docker-compose.yml", "--json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    document = json.loads(done.stdout)
+    assert {c["setting"] for c in document["files"][0]["changes"]} == {
+        "KAFKA_CFG_LISTENERS", "KAFKA_CFG_ADVERTISED_LISTENERS", "KAFKA_CFG_LISTENER_SECURITY_PROTOCOL_MAP", "ports"}
+    apply(tool, tmp_path, document["patch"])
+    patched = (tmp_path / "docker-compose.yml").read_text()
+    assert '    ports:\n      - "9094:9094"\n    image: bitnami/kafka:3.7\n' in patched
+    assert '      - "KAFKA_CFG_LISTENERS=PLAINTEXT://:9092,CONTROLLER://:9093,HOST://0.0.0.0:9094"\n' in patched
+    assert ('      - "KAFKA_CFG_ADVERTISED_LISTENERS=PLAINTEXT://kafka:9092,HOST://localhost:9094"  # the Compose '
+            'name\n') in patched
+    # The map Bitnami's image leaves to Kafka's default is spelt out, the new listener added, in the list's form.
+    assert ("      - KAFKA_CFG_LISTENER_SECURITY_PROTOCOL_MAP=PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+            "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT,HOST:PLAINTEXT\n") in patched
+    seen = reach(tmp_path, "docker-compose.yml")
+    assert seen["HOST"]["docker-host"] == "works" and seen["PLAINTEXT"]["compose-network"] == "works"
+
+
+# A broker whose listener values are continued over lines, with the clients' JAAS login (a password) between the
+# listener lines, one line away from each.
+CONTINUED = """node.id=1
+process.roles=broker
+listeners=INTERNAL://0.0.0.0:9091,\\
+          CLIENT://0.0.0.0:9092
+advertised.listeners=INTERNAL://b1.internal:9091,\\
+    CLIENT://kafka1.lan:9092
+# SASL for clients
+listener.name.client.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\
+    username="admin" \\
+    password="s3cr3t-pw";
+sasl.enabled.mechanisms=PLAIN
+listener.security.protocol.map=INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=INTERNAL
+controller.listener.names=CONTROLLER
+"""
+
+
+def lan_and_vpn(cwd: Path) -> None:
+    lan = report("lan", boots={"kafka1.lan:9092": 1}, seen={(1, "kafka1.lan", 9092): "reachable"})
+    vpn = report("vpn", boots={"10.8.0.5:9092": 1}, seen={(1, "kafka1.lan", 9092): "unresolvable"})
+    (cwd / "lan.json").write_text(render(lan))
+    (cwd / "vpn.json").write_text(render(vpn))
+
+
+@pytest.mark.parametrize("tool", ["patch", "git"])
+def test_continued_values_stay_continued_and_a_secret_stays_out_of_the_diffs_context(tmp_path, tool):
+    (tmp_path / "server.properties").write_text(CONTINUED)
+    lan_and_vpn(tmp_path)
+    args = ("lan.json", "vpn.json", "--config", "server.properties")
+    outputs = [fix(tmp_path, *args, "--format", fmt) for fmt in ("text", "json", "markdown")]
+    assert [o.returncode for o in outputs] == [0, 0, 0], [o.stderr for o in outputs]
+    for output in outputs:
+        assert "s3cr3t" not in output.stdout and "admin" not in output.stdout and "PlainLoginModule" not in output.stdout
+    apply(tool, tmp_path, outputs[0].stdout)
+    assert (tmp_path / "server.properties").read_text() == CONTINUED.replace(
+        "          CLIENT://0.0.0.0:9092\n", "          CLIENT://0.0.0.0:9092,\\\n          EXTERNAL://0.0.0.0:9093\n"
+    ).replace("    CLIENT://kafka1.lan:9092\n", "    CLIENT://kafka1.lan:9092,\\\n    EXTERNAL://10.8.0.5:9093\n").replace(
+        "CONTROLLER:PLAINTEXT\n", "CONTROLLER:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT\n")
+    assert reach(tmp_path, "server.properties")["EXTERNAL"]["here"] in ("works", "resolves")
+
+
+def test_a_port_typo_inside_a_continued_value_is_edited_on_its_own_line(tmp_path):
+    text = ("node.id=1\nprocess.roles=broker\nlisteners=INTERNAL://0.0.0.0:9091,CLIENT://0.0.0.0:9092\n"
+            "advertised.listeners=INTERNAL://b1.internal:9091,\\\n    CLIENT://192.0.2.10:9029\n"
+            "inter.broker.listener.name=INTERNAL\ncontroller.listener.names=CONTROLLER\n")
+    (tmp_path / "server.properties").write_text(text)
+    lan = report("lan", boots={"192.0.2.10:9092": 1}, seen={(1, "192.0.2.10", 9029): "unreachable"})
+    (tmp_path / "lan.json").write_text(render(lan))
+    done = fix(tmp_path, "lan.json", "--config", "server.properties")
+    assert done.returncode == 0, done.stderr + done.stdout
+    apply("patch", tmp_path, done.stdout)
+    assert (tmp_path / "server.properties").read_text() == text.replace("192.0.2.10:9029", "192.0.2.10:9092")
+
+
+def test_a_secret_right_next_to_an_edited_line_is_refused_naming_its_key(tmp_path):
+    # No context can leave it out (a patch needs one line of context each side): one line, exit 2, no secret.
+    (tmp_path / "server.properties").write_text(CONTINUED.replace("sasl.enabled.mechanisms=PLAIN\n", ""))
+    lan_and_vpn(tmp_path)
+    done = fix(tmp_path, "lan.json", "vpn.json", "--config", "server.properties")
+    assert done.returncode == 2 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "line 10 (listener.name.client.plain.sasl.jaas.config) holds a secret right next to" in done.stderr
+    assert "s3cr3t" not in done.stderr and "admin" not in done.stderr

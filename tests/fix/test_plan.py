@@ -140,3 +140,14 @@ def test_strimzi_and_bitnami_are_refused_for_now():
     first = sorted(root.glob("*.yaml"))[0]
     with pytest.raises(UsageError, match=r"kprobe fix reads server.properties and Compose files; .* not yet"):
         plan([], read_files([str(first)]))
+
+
+def test_the_what_if_command_leaves_out_a_bootstrap_that_failed_there(tmp_path):
+    from kprobe.runs.fix import what_if_command
+
+    path = tmp_path / "docker-compose.yml"
+    path.write_text(COMPOSE)
+    host = report("host", boots={"localhost:29092": 0, "localhost:9999": None}, seen={(0, "kafka0", 29092): "unresolvable"})
+    decided = plan([("host.json", host)], read_files([str(path)]))
+    assert what_if_command(decided.uses[0], decided) == (
+        "kprobe probe -b localhost:29092 --connect-to kafka0:29092=localhost:29092")

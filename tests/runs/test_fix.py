@@ -64,18 +64,48 @@ def test_the_seeds_docker_case_fixed_applied_and_probed_again(tmp_path):
         host_boot = f"localhost:{lab.forward_ports[forward_name(0, 29092)]}"
         host = probe(tmp_path, lab, "docker-host", host_boot, "host")
         inside = probe(tmp_path, lab, "compose-network", "kafka0:29092", "inside")
+        assert host.returncode == 1, host.stdout  # the bootstrap answers, kafka0 does not resolve on the host
+        assert inside.returncode == 0, inside.stdout
+        (tmp_path / "host.json").write_text(host.stdout)
+        (tmp_path / "inside.json").write_text(inside.stdout)
+        # --verify with "here" the Docker host: the what-if probes through the docker-host view's nameserver. One
+        # run gives the change ticket on stdout and the JSON document in fix.json.
+        verified = run_cli(("fix", "host.json", "inside.json", "--config", "docker-compose.yml", "--verify",
+                            "--vantage", "host", "-n", lab.nameserver("docker-host"), "--format", "markdown",
+                            "-o", "fix.json"), cwd=tmp_path)
     finally:
         lab.stop()
-    assert host.returncode == 1, host.stdout  # the bootstrap answers, kafka0 does not resolve on the host
-    assert inside.returncode == 0, inside.stdout
-    (tmp_path / "host.json").write_text(host.stdout)
-    (tmp_path / "inside.json").write_text(inside.stdout)
-
-    done = run_cli(("fix", "host.json", "inside.json", "--config", "docker-compose.yml", "--json"), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr + done.stdout
-    document = json.loads(done.stdout)
+    assert verified.returncode == 0, verified.stderr + verified.stdout
+    document = json.loads((tmp_path / "fix.json").read_text())
     [edit] = document["edits"]
     assert (edit["action"], edit["listener"], edit["publish"]) == ("add", "HOST", int(edit["new"].rpartition(":")[2]))
+    proofs = {v["vantage"]: v for v in document["vantages"]}
+    assert document["verified"] and (proofs["host"]["before"], proofs["host"]["after"]) == ("gap", "closed")
+    # The proof is a real probe from the view: the gap endpoint dialled at the address that works there today.
+    assert f"the what-if probed from here (host): kafka0:29092 at {host_boot} reachable, ok" in proofs["host"]["how"]
+    assert proofs["host"]["command"] == f"kprobe probe -b {host_boot} --connect-to kafka0:29092={host_boot}"
+    # The new port is not open before the restart: said, with the probe to run after it.
+    after_restart = f"after the restart run there: kprobe probe -b {edit['new']}"
+    assert "not open before the restart" in proofs["host"]["how"] and after_restart in proofs["host"]["how"]
+    # The Compose network is not here: not probed, its listener unchanged, and the exact command to run there.
+    assert (proofs["inside"]["before"], proofs["inside"]["after"]) == ("ok", "ok")
+    assert "not probed from here (host)" in proofs["inside"]["how"]
+    assert proofs["inside"]["command"] == "kprobe probe -b kafka0:29092"
+    # The change ticket carries the diff, the steps and the proof table.
+    ticket = verified.stdout
+    assert ticket.startswith("## kprobe fix\n")
+    assert f"```diff\n{document['patch'].rstrip()}\n```" in ticket
+    assert f"### Outside the files\n\n- clients of host: bootstrap at {edit['new']}" in ticket
+    assert "| vantage | before | after | how | what-if there |" in ticket
+    assert "| `host` | gap | closed | " in ticket and "| `inside` | ok | ok (unchanged) | " in ticket
+
+    # From a vantage that is neither: the host's gap is not proven here, with its what-if command; exit 1.
+    elsewhere = run_cli(("fix", "host.json", "inside.json", "--config", "docker-compose.yml", "--verify",
+                         "--vantage", "laptop"), cwd=tmp_path)
+    assert elsewhere.returncode == 1, elsewhere.stderr + elsewhere.stdout
+    assert "host (on the Docker host): gap -> not proven here" in elsewhere.stdout
+    assert f"what-if there: kprobe probe -b {host_boot} --connect-to kafka0:29092={host_boot}" in elsewhere.stdout
+
     subprocess.run(["patch", "-p0"], input=document["patch"], text=True, cwd=tmp_path, check=True,
                    capture_output=True)
 
@@ -88,7 +118,11 @@ def test_the_seeds_docker_case_fixed_applied_and_probed_again(tmp_path):
         inside_after = probe(tmp_path, lab, "compose-network", "kafka0:29092", "inside")
     finally:
         lab.stop()
-    assert host_after.returncode == 0, host_after.stdout  # the host's gap closed
-    assert inside_after.returncode == 0, inside_after.stdout  # the Compose network kept
+    # What --verify predicted is what the real probes meet: the host's gap closed (probed as the command said, at
+    # the new endpoint), the Compose network kept.
+    assert host_after.returncode == 0, host_after.stdout
+    assert inside_after.returncode == 0, inside_after.stdout
+    assert {"closed": "ok", "ok": "ok"}[proofs["host"]["after"]] == json.loads(host_after.stdout)["summary"]["status"]
+    assert proofs["inside"]["after"] == json.loads(inside_after.stdout)["summary"]["status"]
     [endpoint] = json.loads(host_after.stdout)["endpoints"]
     assert (endpoint["host"], endpoint["status"]) == ("localhost", "reachable")
