@@ -72,9 +72,13 @@ def localize(dep: Deployment, reports: Sequence[tuple[str, Report]]) -> Deployme
     return replace(dep, brokers=brokers, network_names=names)
 
 
-def replaceable(lst: Listener) -> bool:
-    """Only an external listener's address is the resource's to set; the pods' own names stay."""
-    return lst.exposure in EXTERNAL_TYPES and not lst.inter_broker
+def replaceable(dep: Deployment, lst: Listener, address: str) -> bool:
+    """Only an external listener's address is the resource's to set, the pods' own names stay; and never to a
+    cluster name (a bootstrap Service answers as any broker, and the cluster's clients have internal listeners).
+    """
+    host = _host(address).lower()
+    return (lst.exposure in EXTERNAL_TYPES and not lst.inter_broker and host not in dep.internal_names
+            and cluster_name(host) is None)
 
 
 class Additions:

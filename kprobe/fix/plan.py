@@ -233,7 +233,7 @@ def _replaceable(dep: Deployment, lst: Listener, address: str) -> bool:
     Compose only a Compose name.
     """
     if dep.platform == "kubernetes":
-        return kubernetes.replaceable(lst)
+        return kubernetes.replaceable(dep, lst, address)
     if not lst.inter_broker:
         return True
     host = _host(address)

@@ -170,3 +170,21 @@ def test_a_listeners_list_in_flow_style_is_refused_in_one_line(tmp_path):
     done = run_cli(("fix", "laptop.json", "--config", "kafka.yaml"), cwd=tmp_path)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "spec.kafka.listeners" in done.stderr and "by hand" in done.stderr
+
+
+def test_a_pod_failing_on_an_external_listener_gets_an_internal_one_not_the_bootstrap_service_advertised(tmp_path):
+    text = (nodeport(["192.0.2.10"] * 3, [32000, 32001, 32002])
+            .replace("replicas: 3", "replicas: 1")
+            .replace("      - name: plain\n        port: 9092\n        type: internal\n        tls: false\n", ""))
+    (tmp_path / "kafka.yaml").write_text(text)
+    # A bootstrap Service answers as any broker: advertising it as broker 0's address would send clients anywhere.
+    pod = report("pod", boots={"my-cluster-kafka-bootstrap.kafka.svc:9094": 0},
+                 seen={(0, "192.0.2.10", 32000): "unreachable"})
+    done, document, patched, checked = fix_apply(tmp_path, "kafka.yaml", {"pod.json": pod})
+    assert done.returncode == 0, done.stdout
+    [edit] = document["edits"]
+    assert (edit["action"], edit["listener"], edit["new"]) == (
+        "add", "INTERNAL-9095", "my-cluster-kafka-0.my-cluster-kafka-brokers.kafka.svc:9095")
+    assert changed_lines(text, patched)[1] == ["      - name: internal", "        port: 9095", "        type: internal",
+                                               "        tls: false"]
+    assert reach(checked, "INTERNAL-9095", "cluster") == {"my-cluster-kafka-0": "works"}
