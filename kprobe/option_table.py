@@ -301,7 +301,8 @@ LIST_OPTIONS: tuple[Option, ...] = (
 # `kprobe fix`: the reports come first, as arguments; the brokers' files and the proof's options follow.
 FIX_CONFIGS = Option("configs", LIST, ("--config", "-c"),
                      "The brokers' configuration as you have it (repeatable): server.properties files (one per "
-                     "broker), a Compose file. The kind is read from each file's content.", metavar="FILE")
+                     "broker), a Compose file, a Strimzi Kafka resource (with its KafkaNodePools), Bitnami chart "
+                     "values. The kind is read from each file's content.", metavar="FILE")
 FIX_VERIFY = Option("verify", FLAG, ("--verify",),
                     "Also probe from here with each gap endpoint mapped (--connect-to) onto the address that reaches "
                     "its broker today, for the reports of this vantage: the verdict after the change, before it is "

@@ -8,7 +8,7 @@ and a new published port appended to its `ports:`. The result is a unified diff 
 paths as given, so `patch -p0` in the same directory (and `git apply -p0`) applies it.
 
 What is not edited is refused in one line rather than guessed: a value built from `${VARIABLES}`, a
-YAML block scalar.
+YAML block scalar. A Strimzi resource or Bitnami chart values are edited by kprobe.fix.edit_kubernetes.
 """
 
 from __future__ import annotations
@@ -31,6 +31,13 @@ def edit_files(texts: dict[str, str], deployments: Sequence[Deployment],
         mine = [e for e in edits if e.source == path or path in e.source.split(", ")]
         dep = next((d for d in deployments if d.source == path or path in d.source.split(", ")), None)
         if not mine or dep is None:
+            continue
+        if dep.platform == "kubernetes":
+            from kprobe.fix.edit_kubernetes import edit_resource
+
+            new, changes = edit_resource(dep, path, text, mine)
+            if new != text:
+                out.append(FileEdit(path=path, kind=dep.kind, old=text, new=new, changes=tuple(changes)))
             continue
         new, changes = text, []
         for broker in dep.brokers:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from kprobe.check.listeners import ClientNetwork
+from kprobe.check.listeners import ClientNetwork, Exposure
 from kprobe.models import Report
 from kprobe.records import record
 
 Action = Literal["replace", "add"]
-StepKind = Literal["publish", "certificate", "firewall", "bootstrap", "inter-broker", "container"]
+StepKind = Literal["publish", "certificate", "firewall", "bootstrap", "inter-broker", "container", "service"]
 
 
 @record(kw_only=True)
@@ -47,7 +47,8 @@ class ListenerEdit:
 
     `via` is the address that works today from the vantages it serves (the what-if maps the gap endpoint
     there); `bind` and `publish` are set for an added listener (the port bound on 0.0.0.0, and in a
-    Compose file the port published on the Docker host).
+    Compose file the port published on the Docker host); `exposure` is an operator's listener type for it
+    (Kubernetes: how the clients of the added listener reach it).
     """
 
     source: str
@@ -63,6 +64,7 @@ class ListenerEdit:
     replaces: str | None = None
     bind: str | None = None
     publish: int | None = None
+    exposure: Exposure | None = None
 
 
 @record(kw_only=True)

@@ -15,6 +15,8 @@ The rules, in order:
   with an address the brokers themselves reach (never a loopback name, in Compose a Compose name).
 - Controller listeners, `inter.broker.listener.name` and brokers that work from every vantage are
   never touched.
+- An operator's resource (Strimzi, Bitnami) follows kprobe.fix.kubernetes: only an external listener's
+  address is replaced, and a listener is added to the resource, one for all its brokers.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 
 from kprobe.check.listeners import OWN_HOSTNAME, Broker, ClientNetwork, Deployment, Listener
 from kprobe.errors import UsageError
+from kprobe.fix import kubernetes
 from kprobe.fix.model import Gap, ListenerEdit, Plan, Step, Unresolved, Use
 from kprobe.hostport import format_hostport, is_loopback_ip, is_loopback_name
 from kprobe.models import EndpointResult, Report, is_usable
@@ -30,22 +33,12 @@ from kprobe.models import EndpointResult, Report, is_usable
 # The name of a listener added for a network, by the network the vantage stands on.
 _NEW_NAMES: dict[ClientNetwork, str] = {"docker-host": "HOST", "here": "EXTERNAL", "outside": "EXTERNAL",
                                         "compose-network": "DOCKER", "cluster": "INTERNAL"}
-SUPPORTED = ("properties", "compose")
-
-
-def refuse_unsupported(deployments: Sequence[Deployment]) -> None:
-    """Strimzi and Bitnami chart values are read by `kprobe check` but not edited by `kprobe fix` yet."""
-    for dep in deployments:
-        if dep.kind not in SUPPORTED:
-            what = "a Strimzi Kafka resource" if dep.kind == "strimzi" else "Bitnami chart values"
-            raise UsageError(f"kprobe fix reads server.properties and Compose files; {dep.source} is {what}: "
-                             "not yet")
 
 
 def plan(reports: Sequence[tuple[str, Report]], deployments: Sequence[Deployment], *,
          port: int | None = None) -> Plan:
     """The change, from the reports (source, report) and the files' deployments."""
-    refuse_unsupported(deployments)
+    deployments = [kubernetes.localize(d, reports) for d in deployments]
     uses = [_use(source, report, deployments) for source, report in reports]
     by_source = {d.source: d for d in deployments}
     gaps: list[Gap] = []
@@ -87,6 +80,7 @@ def plan(reports: Sequence[tuple[str, Report]], deployments: Sequence[Deployment
         raise UsageError(f"--port {port}: the files already bind or publish it; give a free port")
     names: dict[tuple[str, str, tuple[str, ...]], str] = {}
     next_port = [port]
+    added = kubernetes.Additions(taken, port, gaps)
     for (source, name, node_id), entries in users.items():
         if all(gap is None for _, gap in entries):
             continue  # this broker works from every vantage on this listener: its lines stay
@@ -100,6 +94,11 @@ def plan(reports: Sequence[tuple[str, Report]], deployments: Sequence[Deployment
             edits.append(ListenerEdit(source=source, broker=broker.name, node_id=node_id, listener=name,
                                       action="replace", old=lst.advertised.text, new=replacement,
                                       protocol=lst.protocol or "PLAINTEXT", vantages=vantages, via=replacement))
+            continue
+        if dep.platform == "kubernetes":
+            more, still = added.add(dep, broker, lst, entries)
+            edits += more
+            unresolved += still
             continue
         # A listener per network that needs one: the gapped vantages grouped by the address that works there.
         groups: dict[str, list[Use]] = {}
@@ -164,6 +163,8 @@ def _network(dep: Deployment, bootstrap: str) -> ClientNetwork:
     """
     if dep.platform == "compose":
         return "compose-network" if _host(bootstrap).lower() in dep.internal_names else "docker-host"
+    if dep.platform == "kubernetes":
+        return kubernetes.network(dep, bootstrap)
     return "here"
 
 
@@ -231,6 +232,8 @@ def _replaceable(dep: Deployment, lst: Listener, address: str) -> bool:
     """The inter-broker listener's address is dialled by the brokers themselves: never a loopback one, and in
     Compose only a Compose name.
     """
+    if dep.platform == "kubernetes":
+        return kubernetes.replaceable(dep, lst, address)
     if not lst.inter_broker:
         return True
     host = _host(address)
@@ -288,8 +291,13 @@ def _free_port(lst: Listener, taken: set[int], given: list[int | None]) -> int:
 def _steps(edits: Sequence[ListenerEdit], by_source: dict[str, Deployment]) -> list[Step]:
     """What the change needs beyond the files, each said once."""
     steps: list[Step] = []
+    for source, dep in by_source.items():
+        if dep.platform == "kubernetes":
+            steps += kubernetes.steps([e for e in edits if e.source == source], dep)
     for edit in edits:
         dep = by_source[edit.source]
+        if dep.platform == "kubernetes":
+            continue
         vantages = ", ".join(edit.vantages)
         if edit.action == "add":
             port = edit.new.rpartition(":")[2]

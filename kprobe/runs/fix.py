@@ -22,7 +22,6 @@ from kprobe.findings.check import check_deployments, names_to_resolve
 from kprobe.fix.edits import edit_files
 from kprobe.fix.model import FixReport, Plan, Proof, Use
 from kprobe.fix.plan import plan as make_plan
-from kprobe.fix.plan import refuse_unsupported
 from kprobe.fix.texts import read_texts
 from kprobe.models import Report
 from kprobe.option_table import DEADLINE, TIMEOUT
@@ -41,12 +40,12 @@ def fix_run(reports: Sequence[tuple[str, Report]], configs: Sequence[str], *, po
     if not reports:
         raise UsageError("kprobe fix needs at least one probe report (kprobe probe --json > report.json)")
     if not configs:
-        raise UsageError("kprobe fix needs the brokers' configuration: --config server.properties or a Compose file")
+        raise UsageError("kprobe fix needs the brokers' configuration: --config server.properties, a Compose file, "
+                         "a Strimzi Kafka resource or Bitnami chart values")
     servers = [parse_nameserver(n) for n in nameservers]
     per_request = parse_duration(timeout, TIMEOUT.flag)
     parse_duration(deadline, DEADLINE.flag)
     deployments = read_files(configs)
-    refuse_unsupported(deployments)
     texts = {path: _text(path) for path in configs}
     plan = make_plan(reports, deployments, port=port)
     secrets = tuple(s for d in deployments for s in d.secrets)
@@ -87,6 +86,7 @@ def _predicted(use: Use, plan: Plan, checks: Sequence[ListenerCheck], after: Seq
     words = CLIENT_NETWORK_WORDS[use.network]
     seen = []
     failing = []
+    unknown = []
     for broker in dep.brokers:
         if broker.node_id is None or broker.listener(use.listener) is None:
             continue
@@ -104,7 +104,9 @@ def _predicted(use: Use, plan: Plan, checks: Sequence[ListenerCheck], after: Seq
         reach = check.reach_of(use.network) if check is not None else None
         status = reach.status if reach is not None else "unknown"
         seen.append(f"broker {broker.node_id} {name} {status}")
-        if status not in _WORKS:
+        if status == "unknown":  # an address the platform gives when it deploys: no file can prove it
+            unknown.append(f"broker {broker.node_id} {name}: {reach.why if reach else 'not predicted'}")
+        elif status not in _WORKS:
             failing.append(f"broker {broker.node_id} {name}: {reach.why if reach else 'not predicted'}")
     resolver = f" (names resolved through {', '.join(nameservers)})" if nameservers else ""
     how = f"kprobe check on the patched files, {words}{resolver}: " + ", ".join(seen)
@@ -115,6 +117,9 @@ def _predicted(use: Use, plan: Plan, checks: Sequence[ListenerCheck], after: Seq
     elif open_here:
         after_word = "gap"
         how += "; a gap no configuration closes stays (see unresolved)"
+    elif unknown:
+        after_word = "not proven"
+        how += "; not proven from the files: " + "; ".join(unknown)
     else:
         after_word = "closed" if gaps else "ok"
     how += _opens_at_restart(use, plan)

@@ -135,13 +135,6 @@ def test_reports_of_another_cluster_are_bad_input(tmp_path):
         plan([("other.json", other)], read_files(paths))
 
 
-def test_strimzi_and_bitnami_are_refused_for_now():
-    root = Path(__file__).resolve().parents[1] / "data" / "configs" / "strimzi"
-    first = sorted(root.glob("*.yaml"))[0]
-    with pytest.raises(UsageError, match=r"kprobe fix reads server.properties and Compose files; .* not yet"):
-        plan([], read_files([str(first)]))
-
-
 def test_the_what_if_command_leaves_out_a_bootstrap_that_failed_there(tmp_path):
     from kprobe.runs.fix import what_if_command
 
