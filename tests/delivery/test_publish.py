@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from acls import describe_granted
 from cli_runner import run_cli
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -157,7 +158,6 @@ def test_a_report_larger_than_the_topic_takes_and_an_unknown_collector(collector
 @pytest.mark.labs("sasl")
 def test_not_authorized_to_describe_then_to_write(sasl_lab, tmp_path):
     """bob has no ACL: the topic is hidden from him; allowed to describe it and no more, he may not write."""
-    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
     alice, bob = sasl_lab.passwords["alice"], sasl_lab.passwords["bob"]
     bootstrap = sasl_lab.bootstrap("SASL_PLAIN")
@@ -176,25 +176,23 @@ def test_not_authorized_to_describe_then_to_write(sasl_lab, tmp_path):
                              "(TOPIC_AUTHORIZATION_FAILED): grant the principal of --publish-property DESCRIBE and "
                              f"WRITE on topic {topic}; 1 report stays spooled\n")
 
-    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:bob", "*",
-                         AclOperation.DESCRIBE, AclPermissionType.ALLOW)
-    admin.create_acls([binding])[binding].result(30)
     del admin
-    gc.collect()
-    before = client_threads()
-    deadline = time.monotonic() + 20
-    gc.disable()  # the producer's threads must stop with the run, not when a collection finds it in a cycle
-    try:
-        while True:  # the ACL reaches the authorizer through the metadata log, a moment later
-            denied, _ = probe_publishing(bootstrap, target, spool, *as_bob, "-X", "security.protocol=SASL_PLAINTEXT",
-                                         "-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=alice", "-X",
-                                         f"sasl.password={alice}")
-            if "not authorized to describe" not in denied.stderr or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
-        assert client_threads() == before  # it kept retrying the collector, after the run, until collected
-    finally:
-        gc.enable()
+    with describe_granted(bootstrap, alice, topic, "bob", bob):
+        gc.collect()
+        before = client_threads()
+        deadline = time.monotonic() + 20
+        gc.disable()  # the producer's threads must stop with the run, not when a collection finds it in a cycle
+        try:
+            while True:  # the ACL reaches the authorizer through the metadata log, a moment later
+                denied, _ = probe_publishing(bootstrap, target, spool, *as_bob, "-X",
+                                             "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN", "-X",
+                                             "sasl.username=alice", "-X", f"sasl.password={alice}")
+                if "not authorized to describe" not in denied.stderr or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            assert client_threads() == before  # it kept retrying the collector, after the run, until collected
+        finally:
+            gc.enable()
     # Kafka 4 refuses the idempotent producer its id first (InitProducerId needs WRITE on some topic, KIP-679).
     assert denied.stderr == (
         f"kprobe: not authorized to write to topic {topic} on collector {bootstrap} (Failed to acquire idempotence "

@@ -15,7 +15,7 @@ from kprobe.lab.base import render
 from kprobe.lab.from_config import CONTAINER_LOOPBACK
 from kprobe.lab.from_properties import read_cluster, scenario_from_properties
 
-SEEDED = Path(__file__).resolve().parents[1] / "data" / "configs" / "seeded"
+SEEDED = Path(__file__).resolve().parents[1] / "data" / "seeded"
 BASE = """process.roles=broker,controller
 node.id={node}
 controller.listener.names=CONTROLLER

@@ -155,6 +155,9 @@ def test_teardown_leaves_no_jvm_and_no_port(tmp_path, monkeypatch):
 
     archive = tmp_path / "broker.jsa"
     monkeypatch.setattr(native, "broker_archive", lambda java, classpath: archive)
+    # The dump's time is the machine's (seconds alone, more beside a loaded suite): this test is about what the
+    # stop leaves, so it waits for the dump as long as a hang would take.
+    monkeypatch.setattr(native, "ARCHIVE_WAIT_S", 60.0)
     lab = NativeLab(get_scenario("listeners")).start()
     assert lab._dump is not None and f"-XX:ArchiveClassesAtExit={lab._dump[1]}" in lab.processes[0].args
     node = lab.nodes[0]

@@ -15,6 +15,7 @@ import time
 import uuid
 
 import pytest
+from acls import describe_granted
 from cli_runner import run_cli
 from report_check import validate
 
@@ -169,16 +170,6 @@ def test_watch_takes_the_round_trip_as_a_canary(canary, three_lab):
 @pytest.mark.labs("sasl")
 def test_over_sasl_a_broker_refusal_is_its_own_finding_and_no_secret_leaks(sasl_lab):
     """alice creates the topic and lets bob describe it, not write: bob's produce meets the broker's refusal."""
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclBindingFilter,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-    )
-
     topic = f"sasl-canary-{uuid.uuid4().hex[:8]}"
     alice, bob = sasl_lab.passwords["alice"], sasl_lab.passwords["bob"]
 
@@ -208,24 +199,13 @@ def test_over_sasl_a_broker_refusal_is_its_own_finding_and_no_secret_leaks(sasl_
     # bob may not even describe it yet: to him the topic is not there.
     hidden = kprobe("probe", *sasl("bob", bob), "--roundtrip", topic)
     assert hidden.returncode == 2 and "may not describe it" in hidden.stderr and bob not in hidden.stderr
-    admin = AdminClient({"bootstrap.servers": sasl_lab.bootstrap("SASL_PLAIN"), "security.protocol": "SASL_PLAINTEXT",
-                         "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": alice})
-    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:bob", "*",
-                         AclOperation.DESCRIBE, AclPermissionType.ALLOW)
-    admin.create_acls([binding])[binding].result(30)
-    try:
+    with describe_granted(sasl_lab.bootstrap("SASL_PLAIN"), alice, topic, "bob", bob):
         deadline = time.monotonic() + 30
         while True:  # the ACL reaches the broker's authorizer through the metadata log, a moment later
             done = kprobe("probe", "--json", *sasl("bob", bob), "--roundtrip", topic, "--timeout", "3")
             if done.returncode != 2 or time.monotonic() > deadline:
                 break
             time.sleep(0.3)
-    finally:
-        # The session's lab is shared: bob goes back to having no ACL, as the scenario says (what the findings
-        # tests of his principal expect, whichever runs first).
-        unbound = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:bob", "*",
-                                   AclOperation.DESCRIBE, AclPermissionType.ALLOW)
-        assert admin.delete_acls([unbound])[unbound].result(30) == [binding]
     assert bob not in done.stdout + done.stderr
     data = json.loads(done.stdout)
     validate(data)

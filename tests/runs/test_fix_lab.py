@@ -1,6 +1,6 @@
 """`kprobe fix` on real brokers: seeded server.properties mistakes, probed, patched, run again, probed again.
 
-Each case of tests/data/configs/seeded/ (its README says what each seeds) runs on the native lab from
+Each case of tests/data/seeded/ (its README says what each seeds) runs on the native lab from
 its own files (kprobe.lab.from_properties: each file a broker on its own loopback address, each listener
 on the file's port, each client network a DNS view). One lab start per case, probed from every view:
 - the seeded gap is seen from the view that has it, and every other view works;
@@ -34,7 +34,7 @@ from kprobe.lab.native import running_jvms
 pytestmark = pytest.mark.lab  # every case starts real brokers
 
 ROOT = Path(__file__).resolve().parents[2]
-SEEDED = ROOT / "tests" / "data" / "configs" / "seeded"
+SEEDED = ROOT / "tests" / "data" / "seeded"
 INTERNAL = "ip-172-31-18-160.us-west-2.compute.internal"
 PUBLIC = "ec2-34-211-52-10.us-west-2.compute.amazonaws.com"
 
