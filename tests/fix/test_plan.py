@@ -5,27 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fix_reports import report
+from fix_reports import COMPOSE, report
 
 from kprobe.check.deployments import read_files
 from kprobe.errors import UsageError
 from kprobe.fix.plan import plan
-
-COMPOSE = """services:
-  kafka0:
-    image: "confluentinc/cp-kafka:7.6.0"
-    ports:
-      - '29092:29092'
-    environment:
-      KAFKA_NODE_ID: 0
-      KAFKA_PROCESS_ROLES: broker,controller
-      KAFKA_CONTROLLER_QUORUM_VOTERS: 0@kafka0:29093
-      KAFKA_LISTENERS: PLAINTEXT://0.0.0.0:29092,CONTROLLER://kafka0:29093
-      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka0:29092
-      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-      KAFKA_CONTROLLER_LISTENER_NAMES: CONTROLLER
-      KAFKA_INTER_BROKER_LISTENER_NAME: PLAINTEXT
-"""
 
 
 def properties(tmp_path: Path, brokers: dict[int, str]) -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import run_cli
+from fix_reports import COMPOSE
 
 from kprobe.check.deployments import read_files
 from kprobe.check.listeners import Deployment
@@ -24,21 +25,6 @@ from kprobe.records import replace
 
 pytestmark = pytest.mark.lab
 
-COMPOSE = """services:
-  kafka0:
-    image: "confluentinc/cp-kafka:7.6.0"
-    ports:
-      - '29092:29092'
-    environment:
-      KAFKA_NODE_ID: 0
-      KAFKA_PROCESS_ROLES: broker,controller
-      KAFKA_CONTROLLER_QUORUM_VOTERS: 0@kafka0:29093
-      KAFKA_LISTENERS: PLAINTEXT://0.0.0.0:29092,CONTROLLER://kafka0:29093
-      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka0:29092
-      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-      KAFKA_CONTROLLER_LISTENER_NAMES: CONTROLLER
-      KAFKA_INTER_BROKER_LISTENER_NAME: PLAINTEXT
-"""
 
 
 def staged(dep: Deployment, name: str) -> NativeLab:

@@ -19,6 +19,24 @@ from kprobe.models import (
     Vantage,
 )
 
+# The seeds' Docker case in one Compose file: a KRaft broker that advertises only kafka0:29092, published on the
+# Docker host, so the host's clients bootstrap and then meet a name their network cannot resolve.
+COMPOSE = """services:
+  kafka0:
+    image: "confluentinc/cp-kafka:7.6.0"
+    ports:
+      - '29092:29092'
+    environment:
+      KAFKA_NODE_ID: 0
+      KAFKA_PROCESS_ROLES: broker,controller
+      KAFKA_CONTROLLER_QUORUM_VOTERS: 0@kafka0:29093
+      KAFKA_LISTENERS: PLAINTEXT://0.0.0.0:29092,CONTROLLER://kafka0:29093
+      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka0:29092
+      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+      KAFKA_CONTROLLER_LISTENER_NAMES: CONTROLLER
+      KAFKA_INTER_BROKER_LISTENER_NAME: PLAINTEXT
+"""
+
 
 def report(vantage: str, *, boots: dict[str, int | None], seen: dict[tuple[int, str, int], str],
            remaps: dict[tuple[int, str, int], tuple[str, int, str]] | None = None) -> Report:
