@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-from fix_reports import report
+from fix_reports import COMPOSE, report
 
 from kprobe.output.fix import render_markdown, render_text
 from kprobe.records import replace
 from kprobe.runs.fix import fix_run
-
-COMPOSE = """services:
-  kafka0:
-    image: "confluentinc/cp-kafka:7.6.0"
-    ports:
-      - '29092:29092'
-    environment:
-      KAFKA_NODE_ID: 0
-      KAFKA_PROCESS_ROLES: broker,controller
-      KAFKA_LISTENERS: PLAINTEXT://0.0.0.0:29092,CONTROLLER://kafka0:29093
-      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka0:29092
-      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-      KAFKA_CONTROLLER_LISTENER_NAMES: CONTROLLER
-      KAFKA_INTER_BROKER_LISTENER_NAME: PLAINTEXT
-"""
 
 
 def result(tmp_path):
