@@ -28,7 +28,7 @@ from kprobe.errors import UsageError
 from kprobe.fix import kubernetes
 from kprobe.fix.model import Gap, ListenerEdit, Plan, Step, Unresolved, Use
 from kprobe.hostport import format_hostport, is_loopback_ip, is_loopback_name
-from kprobe.models import EndpointResult, Report, is_usable
+from kprobe.models import BootstrapResult, EndpointResult, Report, is_usable
 
 # The name of a listener added for a network, by the network the vantage stands on.
 _NEW_NAMES: dict[ClientNetwork, str] = {"docker-host": "HOST", "here": "EXTERNAL", "outside": "EXTERNAL",
@@ -176,17 +176,40 @@ def _row(report: Report, node_id: int, lst: Listener) -> EndpointResult | None:
                 None)
 
 
+def _answered_as(boot: BootstrapResult) -> int | None:
+    """The node a bootstrap that answered turned out to be: its identity, or the one broker its metadata lists."""
+    if boot.status != "ok":
+        return None
+    brokers = boot.brokers
+    return boot.node_id if boot.node_id is not None else (brokers[0].node_id if len(brokers) == 1 else None)
+
+
+def reached_by_name(report: Report, host: str, node_id: int) -> str | None:
+    """How the report's own network reached this broker by this host name (a bootstrap that answered as the node,
+    or an endpoint used as advertised), in words; None when the report holds no such evidence.
+
+    A server.properties says nothing of the networks its clients are on, so a name judged from this machine
+    (`localhost` on the Docker host, a VPC's private name) can be wrong for the vantage that reported: what that
+    vantage's own probe reached is the evidence for it.
+    """
+    want = host.lower()
+    for boot in report.bootstraps:
+        if _answered_as(boot) == node_id and _host(boot.address).lower() == want:
+            return f"its bootstrap {boot.address} answered as broker {node_id}"
+    for row in report.endpoints:
+        end = row.endpoint
+        if (end.node_id == node_id and end.host.lower() == want and end.remap is None
+                and is_usable(row, report.findings)):
+            return f"it used broker {node_id} at {end.hostport}"
+    return None
+
+
 def _working(report: Report, node_id: int, row: EndpointResult) -> str | None:
     """The address that reaches this broker from the report's vantage today: a bootstrap that answered as the
     node, or the mapping the report was probed with.
     """
     for boot in report.bootstraps:
-        if boot.status != "ok":
-            continue
-        brokers = boot.brokers
-        answered = boot.node_id if boot.node_id is not None else (
-            brokers[0].node_id if len(brokers) == 1 else None)
-        if answered == node_id:
+        if _answered_as(boot) == node_id:
             return boot.address
     remap = row.endpoint.remap
     if remap is not None and is_usable(row, report.findings):

@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable, Sequence
 
 from kprobe.check.deployments import read_files
-from kprobe.check.listeners import CLIENT_NETWORK_WORDS, Deployment, ListenerCheck
+from kprobe.check.listeners import CLIENT_NETWORK_WORDS, Deployment, ListenerCheck, Reach, ReachStatus
 from kprobe.errors import UsageError
 from kprobe.findings.check import check_deployments, names_to_resolve
 from kprobe.fix.edits import edit_files
 from kprobe.fix.model import FixReport, Plan, Proof, Use
 from kprobe.fix.plan import plan as make_plan
+from kprobe.fix.plan import reached_by_name
 from kprobe.fix.texts import read_texts
 from kprobe.models import Report
 from kprobe.option_table import DEADLINE, TIMEOUT
@@ -102,12 +103,15 @@ def _predicted(use: Use, plan: Plan, checks: Sequence[ListenerCheck], after: Seq
         check = next((c for c in checks if c.source == dep.source and c.broker == broker.name
                       and c.listener.name == name), None)
         reach = check.reach_of(use.network) if check is not None else None
-        status = reach.status if reach is not None else "unknown"
+        status: ReachStatus = reach.status if reach is not None else "unknown"
+        why = reach.why if reach is not None else "not predicted"
+        if reach is not None and check is not None and use.network == "here":
+            status, why = _in_its_network(use, check, broker.node_id, reach)
         seen.append(f"broker {broker.node_id} {name} {status}")
         if status == "unknown":  # an address the platform gives when it deploys: no file can prove it
-            unknown.append(f"broker {broker.node_id} {name}: {reach.why if reach else 'not predicted'}")
+            unknown.append(f"broker {broker.node_id} {name}: {why}")
         elif status not in _WORKS:
-            failing.append(f"broker {broker.node_id} {name}: {reach.why if reach else 'not predicted'}")
+            failing.append(f"broker {broker.node_id} {name}: {why}")
     resolver = f" (names resolved through {', '.join(nameservers)})" if nameservers else ""
     how = f"kprobe check on the patched files, {words}{resolver}: " + ", ".join(seen)
     open_here = any(u.vantage == use.vantage for u in plan.unresolved)
@@ -125,6 +129,27 @@ def _predicted(use: Use, plan: Plan, checks: Sequence[ListenerCheck], after: Seq
     how += _opens_at_restart(use, plan)
     return Proof(vantage=use.vantage, source=use.source, network=use.network, before=use.report.status,
                  after=after_word, how=how, command=what_if_command(use, plan))  # type: ignore[arg-type]
+
+
+def _in_its_network(use: Use, check: ListenerCheck, node_id: int, reach: Reach) -> tuple[ReachStatus, str]:
+    """A server.properties listener's reach for the network the report came from, not for this machine: the
+    file does not say where its clients are, and `kprobe check` alone judges names from here (a `localhost`
+    advertised for the Docker host is a loopback mistake to it). What the vantage's own probe met by that name
+    decides where it met anything: it reached the broker by it, or found it unresolvable.
+    """
+    adv = check.listener.advertised
+    if adv is None or reach.cause not in (None, "name", "loopback"):
+        return reach.status, reach.why
+    host = adv.host
+    evidence = reached_by_name(use.report, host, node_id)
+    if evidence is not None and reach.status in ("resolves", "unresolvable", "unreachable"):
+        return "works", f"{host} from {use.vantage}: {evidence}"
+    unresolvable = next((r for r in use.report.endpoints if r.endpoint.host.lower() == host.lower()
+                         and r.status == "unresolvable"), None)
+    if unresolvable is not None and reach.status in _WORKS:
+        return "unresolvable", (f"{host} does not resolve from {use.vantage} (its report: "
+                                f"{unresolvable.endpoint.hostport})")
+    return reach.status, reach.why
 
 
 def _mappings(use: Use, plan: Plan) -> list[str]:

@@ -9,7 +9,7 @@ from fix_reports import COMPOSE, report
 
 from kprobe.check.deployments import read_files
 from kprobe.errors import UsageError
-from kprobe.fix.plan import plan
+from kprobe.fix.plan import plan, reached_by_name
 
 
 def properties(tmp_path: Path, brokers: dict[int, str]) -> list[str]:
@@ -128,3 +128,16 @@ def test_the_what_if_command_leaves_out_a_bootstrap_that_failed_there(tmp_path):
     decided = plan([("host.json", host)], read_files([str(path)]))
     assert what_if_command(decided.uses[0], decided) == (
         "kprobe probe -b localhost:29092 --connect-to kafka0:29092=localhost:29092")
+
+
+def test_a_name_is_judged_by_what_the_reporting_network_reached_by_it():
+    """The proof of a server.properties fix judges a name from the report's own network: its bootstrap by that name
+    answered as the broker, or it used the broker at that name; a failed row or another broker is no evidence."""
+    seen = report("host", boots={"localhost:9092": 0}, seen={(0, "kafka0", 9092): "unresolvable"})
+    assert reached_by_name(seen, "LOCALHOST", 0) == "its bootstrap localhost:9092 answered as broker 0"
+    assert reached_by_name(seen, "localhost", 1) is None
+    assert reached_by_name(seen, "kafka0", 0) is None
+    used = report("docker", boots={"kafka0:29092": 0}, seen={(0, "kafka0", 9092): "reachable"})
+    assert reached_by_name(used, "kafka0", 0) == "its bootstrap kafka0:29092 answered as broker 0"
+    other = report("docker", boots={"10.0.0.1:9092": None}, seen={(0, "kafka0", 9092): "reachable"})
+    assert reached_by_name(other, "kafka0", 0) == "it used broker 0 at kafka0:9092"
