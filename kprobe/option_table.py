@@ -311,7 +311,8 @@ FIX_PORT = Option("port", INT, ("--port",),
                   "The port of a listener the change adds (several brokers: this one and the next free ones); by "
                   "default the first port after the listener's own that no file binds or publishes.",
                   check=lambda port, flag: parse_port(str(port), f"{flag} {port}"))
-FIX: tuple[Option, ...] = (FIX_CONFIGS, FIX_VERIFY, FIX_PORT, VANTAGE, NAMESERVERS, TIMEOUT, DEADLINE, NO_COLOR)
+FIX: tuple[Option, ...] = (FIX_CONFIGS, FIX_VERIFY, PROP_FILES, PROPS, FIX_PORT, VANTAGE, NAMESERVERS, TIMEOUT,
+                           DEADLINE, NO_COLOR)
 
 # `kprobe aggregate` and `python -m kprobe.aggregate` (spark-submit's entry, which reads them with argparse:
 # a cluster's Python may have kprobe's zip and not typer). The report paths come before them, as arguments.

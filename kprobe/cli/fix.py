@@ -10,20 +10,33 @@ import typer
 
 from kprobe.cli.typed import takes
 from kprobe.errors import EXIT_GAP, EXIT_OK
-from kprobe.option_table import DEADLINE, FIX_CONFIGS, FIX_PORT, FIX_VERIFY, NAMESERVERS, NO_COLOR, TIMEOUT, VANTAGE
+from kprobe.option_table import (
+    DEADLINE,
+    FIX_CONFIGS,
+    FIX_PORT,
+    FIX_VERIFY,
+    NAMESERVERS,
+    NO_COLOR,
+    PROP_FILES,
+    PROPS,
+    TIMEOUT,
+    VANTAGE,
+)
 
 if TYPE_CHECKING:
     from kprobe.models import Report
     from kprobe.options import ProbeOptions
 
 
-@takes("reports", FIX_CONFIGS, FIX_VERIFY, FIX_PORT, VANTAGE, NAMESERVERS, TIMEOUT, DEADLINE, "json_out", "fmt",
-       "output", NO_COLOR)
+@takes("reports", FIX_CONFIGS, FIX_VERIFY, PROP_FILES, PROPS, FIX_PORT, VANTAGE, NAMESERVERS, TIMEOUT, DEADLINE,
+       "json_out", "fmt", "output", NO_COLOR)
 def fix(
     reports: Annotated[list[str], typer.Argument(help="JSON probe reports (files, --out directories, `-` for stdin), "
                                                  "typically one per vantage.", show_default=False)],
     configs: list[str] = [],  # noqa: B006 - never mutated
     verify: bool = False,
+    prop_files: list[str] = [],  # noqa: B006
+    props: list[str] = [],  # noqa: B006
     port: int | None = None,
     vantage: str | None = None,
     nameservers: list[str] = [],  # noqa: B006
@@ -39,7 +52,9 @@ def fix(
 ) -> None:
     """Write the change to the brokers' own configuration that closes the gaps the reports show, as a unified diff
     (`patch -p0` or `git apply -p0` applies it), with the steps outside the files and the proof: kprobe check's
-    prediction on the patched files, and with --verify a what-if probe from here.
+    prediction on the patched files, and with --verify a what-if probe from here. -F and -X are the client
+    settings of that probe, as `kprobe probe` takes them; without them it uses the settings the report
+    recorded, unless one of them was a secret (a report never holds one).
 
     Exit 0 a change proven to close every reported gap (or no gap), 1 some gap stays open or unproven, 2 bad input.
     """
@@ -56,7 +71,8 @@ def fix(
     from kprobe.runs.fix import fix_run
 
     result = fix_run(loaded, configs, port=port, verify=verify, vantage=vantage, nameservers=nameservers,
-                     timeout=timeout, deadline=deadline, probe=_probe if verify else None)
+                     timeout=timeout, deadline=deadline, props=props, prop_files=prop_files,
+                     probe=_probe if verify else None)
     if output is not None:
         from kprobe.output.files import write_atomic
 

@@ -9,7 +9,8 @@ from kprobe.models import Report
 from kprobe.records import record
 
 Action = Literal["replace", "add"]
-StepKind = Literal["publish", "certificate", "firewall", "bootstrap", "inter-broker", "container", "service"]
+StepKind = Literal["publish", "certificate", "listener-settings", "firewall", "bootstrap", "inter-broker", "container",
+                   "service"]
 
 
 @record(kw_only=True)
@@ -47,7 +48,8 @@ class ListenerEdit:
 
     `via` is the address that works today from the vantages it serves (the what-if maps the gap endpoint
     there); `bind` and `publish` are set for an added listener (the port bound on 0.0.0.0, and in a
-    Compose file the port published on the Docker host); `exposure` is an operator's listener type for it
+    Compose file the port published on the Docker host), and `beside` names the listener it is added beside
+    (whose per-listener settings a SASL or TLS one needs too); `exposure` is an operator's listener type for it
     (Kubernetes: how the clients of the added listener reach it).
     """
 
@@ -64,6 +66,7 @@ class ListenerEdit:
     replaces: str | None = None
     bind: str | None = None
     publish: int | None = None
+    beside: str | None = None
     exposure: Exposure | None = None
 
 

@@ -119,7 +119,7 @@ def plan(reports: Sequence[tuple[str, Report]], deployments: Sequence[Deployment
             edits.append(ListenerEdit(
                 source=source, broker=broker.name, node_id=node_id, listener=names[label], action="add", old=None,
                 new=format_hostport(host, chosen), protocol=lst.protocol or "PLAINTEXT", vantages=vantages,
-                via=working, replaces=lst.advertised.text, bind=f"0.0.0.0:{chosen}",
+                via=working, replaces=lst.advertised.text, bind=f"0.0.0.0:{chosen}", beside=name,
                 publish=chosen if compose and group[0].network == "docker-host" else None))
     steps = _steps(edits, by_source)
     return Plan(uses=tuple(uses), gaps=tuple(gaps), edits=tuple(edits), steps=tuple(steps),
@@ -337,6 +337,8 @@ def _steps(edits: Sequence[ListenerEdit], by_source: dict[str, Deployment]) -> l
             steps.append(Step(kind="bootstrap", text=(
                 f"clients of {vantages}: bootstrap at {edit.new} (broker {edit.node_id}'s new {edit.listener} "
                 f"listener); the address used today, {edit.via}, still answers with the old listener's endpoints")))
+        if edit.action == "add" and edit.beside is not None and edit.protocol != "PLAINTEXT":
+            steps.append(Step(kind="listener-settings", text=_listener_settings(dep, edit, edit.beside)))
         if edit.protocol in ("SSL", "SASL_SSL"):
             steps.append(Step(kind="certificate", text=(
                 f"{edit.broker}: its certificate must name {_host(edit.new)} (a subjectAltName) for clients that "
@@ -348,6 +350,26 @@ def _steps(edits: Sequence[ListenerEdit], by_source: dict[str, Deployment]) -> l
                     f"{edit.listener} is the inter-broker listener: the other brokers dial {edit.new} too; make "
                     "sure they reach it from their own network")))
     return list({(s.kind, s.text): s for s in steps}.values())
+
+
+def _listener_settings(dep: Deployment, edit: ListenerEdit, beside: str) -> str:
+    """The per-listener settings an added SASL or TLS listener needs, which the patch leaves to the user: Kafka reads
+    a listener's SASL settings (and any TLS key store given per listener) under its own name, and those lines hold
+    passwords, which kprobe never writes.
+    """
+    new, old = edit.listener.lower(), beside.lower()
+    if dep.platform == "compose":
+        new_key, old_key = f"KAFKA_LISTENER_NAME_{edit.listener.upper()}_", f"KAFKA_LISTENER_NAME_{beside.upper()}_"
+    else:
+        new_key, old_key = f"listener.name.{new}.", f"listener.name.{old}."
+    if edit.protocol.startswith("SASL_"):
+        what = (f"its SASL settings ({new_key}sasl.enabled.mechanisms and, per mechanism, its JAAS login), the same "
+                f"as listener {beside}'s {old_key}* settings")
+    else:
+        what = (f"the same {new_key}ssl.* settings as listener {beside}'s {old_key}ssl.*, where the broker gives "
+                "that listener its own key store (broker-wide ssl.* settings serve the new listener already)")
+    return (f"{edit.broker}: the new {edit.listener} listener is {edit.protocol}: give it {what}; kprobe does not "
+            "write them, as they hold passwords")
 
 
 def broker_named(dep: Deployment, name: str) -> Broker:

@@ -28,16 +28,20 @@ from kprobe.models import Report
 from kprobe.option_table import DEADLINE, TIMEOUT
 from kprobe.options import ProbeOptions, parse_duration, parse_nameserver, probe_options
 from kprobe.probe.resolve import Resolver, resolve_all
-from kprobe.records import replace
+from kprobe.records import record, replace
+from kprobe.redaction import REDACTED
 
 _WORKS = ("works", "resolves")
 
 
 def fix_run(reports: Sequence[tuple[str, Report]], configs: Sequence[str], *, port: int | None = None,
             verify: bool = False, vantage: str | None = None, nameservers: Sequence[str] = (),
-            timeout: str = TIMEOUT.default, deadline: str = DEADLINE.default,
-            probe: Callable[[ProbeOptions], Report] | None = None) -> FixReport:
-    """The reports (source, report) against the configuration files -> the change and its proof."""
+            timeout: str = TIMEOUT.default, deadline: str = DEADLINE.default, props: Sequence[str] = (),
+            prop_files: Sequence[str] = (), probe: Callable[[ProbeOptions], Report] | None = None) -> FixReport:
+    """The reports (source, report) against the configuration files -> the change and its proof.
+
+    `props` and `prop_files` are the what-if's client settings (-X, -F); without them each report's recorded ones.
+    """
     if not reports:
         raise UsageError("kprobe fix needs at least one probe report (kprobe probe --json > report.json)")
     if not configs:
@@ -64,10 +68,11 @@ def fix_run(reports: Sequence[tuple[str, Report]], configs: Sequence[str], *, po
     here = vantage or socket.gethostname()
     proofs = []
     for use in plan.uses:
-        proof = _predicted(use, plan, checks, after, nameservers)
+        client = _client_settings(use, props, prop_files)
+        proof = _predicted(use, plan, checks, after, nameservers, client)
         if verify:
             proof = _verified(proof, use, plan, here=here, probe=probe, nameservers=nameservers, timeout=timeout,
-                              deadline=deadline, vantage=vantage)
+                              deadline=deadline, vantage=vantage, client=client)
         proofs.append(proof)
     return FixReport(configs=tuple(configs), reports=tuple(s for s, _ in reports), plan=plan, files=tuple(files),
                      proofs=tuple(proofs), verified=verify, secrets=secrets)
@@ -80,7 +85,7 @@ def _text(path: str) -> str:
 
 
 def _predicted(use: Use, plan: Plan, checks: Sequence[ListenerCheck], after: Sequence[Deployment],
-               nameservers: Sequence[str]) -> Proof:
+               nameservers: Sequence[str], client: ClientSettings) -> Proof:
     """`kprobe check` on the patched files, for the network this vantage stands on and the listener it then uses."""
     gaps = [g for g in plan.gaps if g.vantage == use.vantage]
     dep = next(d for d in after if d.source == use.deployment)
@@ -128,7 +133,7 @@ def _predicted(use: Use, plan: Plan, checks: Sequence[ListenerCheck], after: Seq
         after_word = "closed" if gaps else "ok"
     how += _opens_at_restart(use, plan)
     return Proof(vantage=use.vantage, source=use.source, network=use.network, before=use.report.status,
-                 after=after_word, how=how, command=what_if_command(use, plan))  # type: ignore[arg-type]
+                 after=after_word, how=how, command=what_if_command(use, plan, client))  # type: ignore[arg-type]
 
 
 def _in_its_network(use: Use, check: ListenerCheck, node_id: int, reach: Reach) -> tuple[ReachStatus, str]:
@@ -150,6 +155,45 @@ def _in_its_network(use: Use, check: ListenerCheck, node_id: int, reach: Reach) 
         return "unresolvable", (f"{host} does not resolve from {use.vantage} (its report: "
                                 f"{unresolvable.endpoint.hostport})")
     return reach.status, reach.why
+
+
+@record(kw_only=True)
+class ClientSettings:
+    """The what-if's client settings: -X values and -F files, given to kprobe fix or recorded in the report;
+    `secrets` are keys the report was probed with but holds redacted, so the what-if cannot use them.
+    """
+
+    props: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+
+    @property
+    def args(self) -> list[str]:
+        """The settings as `kprobe probe` takes them."""
+        return [arg for path in self.files for arg in ("-F", path)] + [arg for p in self.props for arg in ("-X", p)]
+
+    @property
+    def missing(self) -> str:
+        """Why the what-if cannot run with the report's settings ('' when it can)."""
+        if not self.secrets:
+            return ""
+        return (f"the report was probed with {', '.join(self.secrets)}, a secret a report never holds: give kprobe "
+                "fix the client settings the report was probed with (-F FILE)")
+
+
+def _client_settings(use: Use, props: Sequence[str], prop_files: Sequence[str]) -> ClientSettings:
+    """The -F/-X given to kprobe fix, else the report's recorded client properties (a SASL or TLS bootstrap
+    needs them: the what-if is a client like the report's).
+    """
+    if props or prop_files:
+        return ClientSettings(props=tuple(props), files=tuple(prop_files))
+    recorded = use.report.settings.get("properties")
+    if not isinstance(recorded, dict):
+        return ClientSettings()
+    # -b gives the bootstraps: a recorded bootstrap.servers would only repeat them
+    kept = {str(k): str(v) for k, v in recorded.items() if k != "bootstrap.servers"}
+    return ClientSettings(props=tuple(f"{k}={v}" for k, v in kept.items() if v != REDACTED),
+                          secrets=tuple(sorted(k for k, v in kept.items() if v == REDACTED)))
 
 
 def _mappings(use: Use, plan: Plan) -> list[str]:
@@ -185,37 +229,41 @@ def _opens_at_restart(use: Use, plan: Plan) -> str:
             f"same broker today; after the restart run there: {after}")
 
 
-def _plain_command(use: Use) -> str:
+def _plain_command(use: Use, client: ClientSettings) -> str:
     """The probe a vantage runs as it does today: for one whose listener the change leaves as it is."""
-    return shlex.join(["kprobe", "probe", "-b", ",".join(_bootstraps(use))])
+    return shlex.join(["kprobe", "probe", "-b", ",".join(_bootstraps(use)), *client.args])
 
 
-def what_if_command(use: Use, plan: Plan) -> str | None:
+def what_if_command(use: Use, plan: Plan, client: ClientSettings | None = None) -> str | None:
     """The `kprobe probe` a vantage runs to see the change's effect before it is made (None: nothing to map)."""
     mappings = _mappings(use, plan)
     if not mappings:
         return None
-    args = ["kprobe", "probe", "-b", ",".join(_bootstraps(use))]
+    args = ["kprobe", "probe", "-b", ",".join(_bootstraps(use)), *(client.args if client else [])]
     for mapping in mappings:
         args += ["--connect-to", mapping]
     return shlex.join(args)
 
 
 def _verified(proof: Proof, use: Use, plan: Plan, *, here: str, probe: Callable[[ProbeOptions], Report] | None,
-              nameservers: Sequence[str], timeout: str, deadline: str, vantage: str | None) -> Proof:
+              nameservers: Sequence[str], timeout: str, deadline: str, vantage: str | None,
+              client: ClientSettings) -> Proof:
     """The what-if probe from here, for a report of this machine's vantage; elsewhere, not proven from here."""
     mappings = _mappings(use, plan)
     if not mappings:
         if use.vantage == here:
             return proof
-        return replace(proof, command=_plain_command(use), how=proof.how + f"; not probed from here ({here}): its "
-                                                                           "listener is unchanged, so it needs no "
-                                                                           "what-if")
+        return replace(proof, command=_plain_command(use, client),
+                       how=proof.how + f"; not probed from here ({here}): its listener is unchanged, so it needs no "
+                                       "what-if")
     if use.vantage != here or probe is None:
         return replace(proof, after="not proven", how=proof.how + f"; not proven from here ({here}): run the "
                                                                    f"command on {use.vantage}")
+    if client.missing:
+        return replace(proof, after="not proven", how=proof.how + f"; not probed from here: {client.missing}")
     options = probe_options(bootstrap=_bootstraps(use), connect_to=mappings, nameservers=list(nameservers),
-                            timeout=timeout, deadline=deadline, vantage=vantage)
+                            timeout=timeout, deadline=deadline, vantage=vantage, props=list(client.props),
+                            prop_files=list(client.files))
     seen = probe(options)
     after = "closed" if seen.status == "ok" and proof.after != "gap" else "gap"
     dialled = ", ".join(f"{r.endpoint.hostport} at {r.endpoint.remap.hostport} {r.status}" if r.endpoint.remap

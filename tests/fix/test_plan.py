@@ -141,3 +141,25 @@ def test_a_name_is_judged_by_what_the_reporting_network_reached_by_it():
     assert reached_by_name(used, "kafka0", 0) == "its bootstrap kafka0:29092 answered as broker 0"
     other = report("docker", boots={"10.0.0.1:9092": None}, seen={(0, "kafka0", 9092): "reachable"})
     assert reached_by_name(other, "kafka0", 0) == "it used broker 0 at kafka0:9092"
+
+
+def test_a_sasl_listener_added_beside_another_names_the_settings_it_needs_without_writing_them(tmp_path):
+    """Kafka reads a listener's SASL settings under its own name: the added listener needs listener.name.<new>.*,
+    a step (the lines hold passwords, so the patch never writes them)."""
+    path = tmp_path / "broker.properties"
+    path.write_text("node.id=1\nprocess.roles=broker\nlisteners=VPC://0.0.0.0:9092\n"
+                    "advertised.listeners=VPC://ip-10-0-0-1.ec2.internal:9092\n"
+                    "listener.security.protocol.map=VPC:SASL_SSL,CONTROLLER:PLAINTEXT\n"
+                    "inter.broker.listener.name=VPC\ncontroller.listener.names=CONTROLLER\n"
+                    "listener.name.vpc.scram-sha-512.sasl.jaas.config=secret-line\n")
+    seen = report("internet", boots={"broker.example.com:9092": 1},
+                  seen={(1, "ip-10-0-0-1.ec2.internal", 9092): "unresolvable"})
+    inside = report("vpc", boots={"ip-10-0-0-1.ec2.internal:9092": 1},
+                    seen={(1, "ip-10-0-0-1.ec2.internal", 9092): "reachable"})
+    done = plan([("internet.json", seen), ("vpc.json", inside)], read_files([str(path)]))
+    [edit] = done.edits
+    assert (edit.action, edit.protocol, edit.beside) == ("add", "SASL_SSL", "VPC")
+    [step] = [s for s in done.steps if s.kind == "listener-settings"]
+    assert f"listener.name.{edit.listener.lower()}.sasl.enabled.mechanisms" in step.text
+    assert "listener.name.vpc.*" in step.text and "secret-line" not in step.text
+    assert any(s.kind == "certificate" and "broker.example.com" in s.text for s in done.steps)

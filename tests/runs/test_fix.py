@@ -1,4 +1,5 @@
-"""`kprobe fix` end to end on real brokers: the seeds' Docker case, fixed, applied, restaged and probed again.
+"""`kprobe fix` end to end on real brokers: the seeds' Docker case, fixed, applied, restaged and probed again; and the
+what-if's client settings (a report's recorded ones, or -F/-X), which a SASL or TLS bootstrap needs.
 
 A Compose file whose broker advertises only its Compose name (kafka0:29092) with that port published: clients
 in the Compose network work, clients on the Docker host bootstrap through the published port and then fail on
@@ -15,16 +16,14 @@ from pathlib import Path
 
 import pytest
 from cli_runner import run_cli
-from fix_reports import COMPOSE
+from fix_reports import COMPOSE, report
 
 from kprobe.check.deployments import read_files
 from kprobe.check.listeners import Deployment
 from kprobe.lab.from_config import forward_name, scenario_from
 from kprobe.lab.native import NativeLab
 from kprobe.records import replace
-
-pytestmark = pytest.mark.lab
-
+from kprobe.runs.fix import fix_run
 
 
 def staged(dep: Deployment, name: str) -> NativeLab:
@@ -41,6 +40,7 @@ def probe(cwd: Path, lab: NativeLab, view: str, bootstrap: str, vantage: str) ->
                     "--timeout", "3s"), cwd=cwd)
 
 
+@pytest.mark.lab
 def test_the_seeds_docker_case_fixed_applied_and_probed_again(tmp_path):
     compose = tmp_path / "docker-compose.yml"
     compose.write_text(COMPOSE)
@@ -112,3 +112,31 @@ def test_the_seeds_docker_case_fixed_applied_and_probed_again(tmp_path):
     assert proofs["inside"]["after"] == json.loads(inside_after.stdout)["summary"]["status"]
     [endpoint] = json.loads(host_after.stdout)["endpoints"]
     assert (endpoint["host"], endpoint["status"]) == ("localhost", "reachable")
+
+
+def sasl_reports() -> list[tuple[str, object]]:
+    """The seeds' Docker case as a SASL client saw it: its recorded client settings, the password redacted."""
+    host = replace(report("host", boots={"localhost:29092": 0}, seen={(0, "kafka0", 29092): "unresolvable"}),
+                   settings={"properties": {"bootstrap.servers": "localhost:29092", "security.protocol": "SASL_PLAINTEXT",
+                                            "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+                                            "sasl.password": "[redacted]"}})
+    inside = report("inside", boots={"kafka0:29092": 0}, seen={(0, "kafka0", 29092): "reachable"})
+    return [("host.json", host), ("inside.json", inside)]
+
+
+def test_the_what_if_of_a_report_probed_with_a_secret_needs_the_client_file(tmp_path):
+    """A report never holds a secret, so the what-if of one probed with a password cannot run from the report
+    alone: not proven, saying to give -F; given -F, its command carries it (and no secret)."""
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text(COMPOSE)
+    probed = []
+    done = fix_run(sasl_reports(), [str(compose)], verify=True, vantage="host", probe=probed.append)
+    proofs = {p.vantage: p for p in done.proofs}
+    assert probed == [] and proofs["host"].after == "not proven"
+    assert "probed with sasl.password, a secret a report never holds" in proofs["host"].how
+    assert proofs["host"].command == ("kprobe probe -b localhost:29092 -X security.protocol=SASL_PLAINTEXT "
+                                      "-X sasl.mechanism=PLAIN -X sasl.username=alice "
+                                      "--connect-to kafka0:29092=localhost:29092")
+    given = fix_run(sasl_reports(), [str(compose)], verify=True, vantage="laptop", prop_files=["client.properties"])
+    command = {p.vantage: p.command for p in given.proofs}["host"]
+    assert command == "kprobe probe -b localhost:29092 -F client.properties --connect-to kafka0:29092=localhost:29092"
