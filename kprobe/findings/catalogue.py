@@ -287,8 +287,9 @@ CATALOGUE: dict[str, Kind] = {
         "config", (ERROR,), "The inter-broker listener is not advertised",
         "Nothing: Kafka refuses to start (brokers reach each other through that listener's advertised endpoint)."),
     "CONTROLLER_LISTENER_ADVERTISED": Kind(
-        "config", (ERROR,), "A broker advertises its KRaft controller listener",
-        "Nothing: Kafka refuses to start with the broker role; clients sent there would meet a controller."),
+        "config", (ERROR, INFO), "A broker advertises its KRaft controller listener",
+        "A broker-only node: Kafka refuses to start. A combined node: the quorum's endpoint from Kafka 3.9 on "
+        "(never handed to clients), refused by 3.3 to 3.8."),
     "ADVERTISED_INTERNAL_NAME": Kind(
         "config", (ERROR, WARNING),
         "A listener meant for the Docker host or the outside advertises a name only the container network or the "

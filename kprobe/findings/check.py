@@ -461,17 +461,35 @@ def _static(dep: Deployment) -> list[Finding]:
         if broker.is_broker:
             for lst in broker.listeners:
                 if lst.controller and lst.advertised is not None and lst.advertised_from == "advertised.listeners":
-                    out.append(finding(
-                        "CONTROLLER_LISTENER_ADVERTISED", ERROR,
-                        f"{who} advertises its controller listener {lst.name} ({lst.advertised.text}) in "
-                        f"{broker.setting('advertised.listeners')}. A broker must not hand clients a controller "
-                        "endpoint: Kafka refuses to start with the broker role, and a client sent there meets a node "
-                        "that serves no Metadata or Produce.",
-                        f"Remove {lst.name} from {broker.setting('advertised.listeners')} (controllers are found "
-                        "through controller.quorum.voters or controller.quorum.bootstrap.servers).",
-                        node_id=broker.node_id, endpoint=lst.advertised.text))
+                    out.append(_controller_advertised(broker, lst, who))
     out.extend(_at_deploy(dep))
     return out
+
+
+def _controller_advertised(broker: Broker, lst: Listener, who: str) -> Finding:
+    """A controller listener in a broker's advertised.listeners. On a combined node from Kafka 3.9 on, it is the
+    controller's own endpoint for the quorum (KIP-853; Kafka's own quickstart file advertises it), which brokers
+    never hand to clients; Kafka 3.3 to 3.8 refuse to start such a node. A broker-only node does not bind its
+    controller listener, so advertising it is refused whatever the version.
+    """
+    assert lst.advertised is not None
+    setting = broker.setting("advertised.listeners")
+    if "controller" in broker.roles:
+        return finding(
+            "CONTROLLER_LISTENER_ADVERTISED", INFO,
+            f"{who}, a combined broker and controller, advertises its controller listener {lst.name} "
+            f"({lst.advertised.text}) in {setting}: from Kafka 3.9 on that is the controller's own endpoint for the "
+            "quorum (KIP-853), which brokers never hand to clients; Kafka 3.3 to 3.8 refuse to start with it.",
+            f"Nothing on Kafka 3.9 and later. On 3.3 to 3.8, remove {lst.name} from {setting}.",
+            node_id=broker.node_id, endpoint=lst.advertised.text)
+    return finding(
+        "CONTROLLER_LISTENER_ADVERTISED", ERROR,
+        f"{who} advertises its controller listener {lst.name} ({lst.advertised.text}) in {setting}, which a node "
+        "with the broker role alone does not bind: Kafka refuses to start, and a client sent there would meet a "
+        "controller, which serves no Metadata or Produce.",
+        f"Remove {lst.name} from {setting} (brokers find controllers through controller.quorum.voters or "
+        "controller.quorum.bootstrap.servers).",
+        node_id=broker.node_id, endpoint=lst.advertised.text)
 
 
 def _at_deploy(dep: Deployment) -> list[Finding]:

@@ -297,7 +297,13 @@ CASES: list[ConfigCase] = [
         "node.id=1\nprocess.roles=broker,controller\ncontroller.listener.names=CONTROLLER\n"
         "listeners=PLAINTEXT://:9092,CONTROLLER://:9093\n"
         "advertised.listeners=PLAINTEXT://kafka1:9092,CONTROLLER://kafka1:9093\n", resolves=("kafka1",),
-        expect=[("CONTROLLER_LISTENER_ADVERTISED", "error", 1, "kafka1:9093")]),
+        expect=[("CONTROLLER_LISTENER_ADVERTISED", "info", 1, "kafka1:9093")],
+        says=[("CONTROLLER_LISTENER_ADVERTISED", "message", "from Kafka 3.9 on that is the controller's own endpoint")]),
+    row("a-broker-only-node-advertising-the-controller-listener", "properties",
+        "node.id=1\nprocess.roles=broker\ncontroller.listener.names=CONTROLLER\n"
+        "listeners=PLAINTEXT://:9092\nadvertised.listeners=PLAINTEXT://kafka1:9092,CONTROLLER://kafka1:9093\n",
+        resolves=("kafka1",), expect=[("CONTROLLER_LISTENER_ADVERTISED", "error", 1, "kafka1:9093"),
+                                      ("ADVERTISED_LISTENER_UNDEFINED", "error", 1, "kafka1:9093")]),
     # -- operators ------------------------------------------------------------------------------------------------
     row("strimzi-internal-listeners-serve-the-cluster", "strimzi", STRIMZI.replace("{brokers}", "").replace(
         "      - {name: external, port: 9094, type: loadbalancer, tls: true}\n", ""), expect=[],
