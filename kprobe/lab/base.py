@@ -25,7 +25,7 @@ from kprobe.lab.dns_server import DnsServer, start_views
 from kprobe.lab.forwarder import Forwarders
 from kprobe.lab.helpers import PortClaims, lab_port_range, share_port
 from kprobe.lab.idp import IdentityProvider
-from kprobe.lab.scenarios import ListenerSpec, NodeSpec, Scenario
+from kprobe.lab.scenarios import Expect, ListenerSpec, NodeSpec, Scenario
 from kprobe.lab.sni_proxy import SniProxy
 from kprobe.records import field, record
 
@@ -40,6 +40,24 @@ class RenderedListener:
     port: int
     advertised: str = ""
     bootstrap: str = ""
+    # View -> the `-b` of the probe the listener's expectation for that view is about (ListenerSpec.expect).
+    expect_bootstraps: dict[str, str] = field(default_factory=dict)
+
+
+@record
+class ViewCommand:
+    """One command `kprobe lab up` prints under a view, and what the scenario says it shows."""
+
+    listener: str
+    command: str
+    expect: Expect
+
+    def lines(self) -> list[str]:
+        """The command on a line of its own (to copy), the expectation under it."""
+        said = ", ".join(part for part in (self.expect.verdict, f"exit {self.expect.exit_code}", self.expect.finding)
+                         if part)
+        return [f"    {self.listener}: {self.command}",
+                f"      expect {said}" + (f": {self.expect.note}" if self.expect.note else "")]
 
 
 @record(frozen=False)
@@ -151,6 +169,8 @@ def render(
                                       "imp": fakes, "px": proxies, "ctl": controllers, "fw": forwards, "pt": ports}
             rl.advertised = rl.spec.advertise.format(**values)
             rl.bootstrap = rl.spec.bootstrap.format(**values)
+            rl.expect_bootstraps = {view: expect.bootstrap.format(**values) if expect.bootstrap else rl.bootstrap
+                                    for view, expect in rl.spec.expect.items()}
         node.controller_advertised = node.spec.controller_advertise.format(addr=node.spec.address,
                                                                            port=node.controller_port)
     return nodes
@@ -475,7 +495,7 @@ class RunningLab(ABC):
         for view, server in self.dns.items():
             names = ", ".join(sorted(self.scenario.views[view])) or "nothing"
             lines.append(f"DNS view {view:<9} nameserver {server.nameserver:<16} resolves {names}")
-            lines.append(self._view_usage(view, server.nameserver))
+            lines.extend(self._view_usage(view, server.nameserver))
         listener = self._topic_listener()
         for name, partitions in self.scenario.topics.items():
             where = f"{self.bootstrap_all(listener.spec.name)}/{name}" if listener is not None else name
@@ -508,19 +528,38 @@ class RunningLab(ABC):
                              f"{dict(self.idp.spec.clients)[client]}")
         return lines
 
-    def _view_usage(self, view: str, nameserver: str) -> str:
-        """How to probe as a host on the view's network would: the exact -n, with a bootstrap that resolves there.
+    def view_commands(self, view: str) -> list[ViewCommand]:
+        """The probes the scenario declares for this view (ListenerSpec.expect), with this run's ports and -n.
+
+        One per listener and view, the wrong network's included: a reader sees each listener from each
+        network, and what the lab shows where it cannot stage what a real deployment would.
+        """
+        nameserver = self.nameserver(view)
+        commands = [ViewCommand(name, f"kprobe probe -b {rl.expect_bootstraps[view]} -n {nameserver}",
+                                rl.spec.expect[view])
+                    for node in self.nodes.values() for name, rl in node.listeners.items() if view in rl.spec.expect]
+        return list(dict.fromkeys(commands))  # a listener on several nodes behind one bootstrap: said once
+
+    def _view_usage(self, view: str, nameserver: str) -> list[str]:
+        """How to probe as a host on the view's network would: the exact -n, with bootstraps that resolve there.
 
         A view stands for another network, so its names must be asked of its server: without -n the
         system resolver is asked about the lab's names, which resolve nowhere on this machine or, like
-        the `cloud` scenario's ec2-...amazonaws.com, somewhere real on the internet (docs/lab.md).
+        the `cloud` scenario's ec2-...amazonaws.com, somewhere real on the internet (docs/lab.md). Where
+        the scenario declares what each listener shows from this view, every such command is printed
+        with its expectation; else one bootstrap that resolves there.
         """
+        commands = self.view_commands(view)
+        if commands:
+            return [f"  as a host on the {view} network: -n {nameserver} (--nameserver); without -n, this machine's "
+                    "resolver is asked instead. Each listener from here:",
+                    *(line for command in commands for line in command.lines())]
         known = {name.lower() for name in self.scenario.views[view]}
         bootstrap = next((rl.bootstrap for node in self.nodes.values() for rl in node.listeners.values()
                           if _resolves_in(rl.bootstrap, known)), None)
         example = f": kprobe probe -b {bootstrap} -n {nameserver}" if bootstrap else ""
-        return (f"  as a host on the {view} network: -n {nameserver} (--nameserver){example}; without -n, this "
-                "machine's resolver is asked instead")
+        return [f"  as a host on the {view} network: -n {nameserver} (--nameserver){example}; without -n, this "
+                "machine's resolver is asked instead"]
 
     def usage(self) -> list[str]:
         """The scenario's usage lines with this run's ports, nameservers and advertised endpoints filled in."""

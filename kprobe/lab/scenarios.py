@@ -18,11 +18,36 @@ from __future__ import annotations
 from typing import Literal
 
 from kprobe.errors import UsageError
+from kprobe.exits import STATUS_EXIT
 from kprobe.lab.certs import CertSpec
 from kprobe.lab.forwarder import ForwardSpec
 from kprobe.lab.idp import IdpSpec
 from kprobe.lab.sni_proxy import ProxySpec
 from kprobe.records import field, record
+
+Verdict = Literal["OK", "GAP", "FAILED"]
+
+
+@record
+class Expect:
+    """What `kprobe probe` through a listener shows from one view's network (`kprobe lab up` prints it).
+
+    Declared with the scenario rather than observed, so a reader knows what to expect before running it, and
+    tests/lab/test_base.py runs every printed command on a started lab and holds the lab to the declaration.
+    `verdict` is the report's last line (OK, GAP, FAILED) and gives the exit code; `finding` the error the report
+    names, empty for OK. `bootstrap` is the `-b`, a template as ListenerSpec's; empty, the listener's own.
+    `note` says why, and where the lab cannot stage what the same command meets in a real deployment, says so.
+    """
+
+    verdict: Verdict
+    finding: str = ""
+    bootstrap: str = ""
+    note: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code that goes with the verdict, as every probe run maps it (kprobe.exits)."""
+        return STATUS_EXIT[self.verdict.lower()]
 
 
 @record
@@ -50,6 +75,8 @@ class ListenerSpec:
     # TLS listeners only: the broker's ssl.client.auth for this listener ("required", "requested"), trusting
     # the CA of the listener's own certificate; clients present the lab's client certificate (lab.client_cert_file).
     client_auth: str | None = None
+    # View -> what a probe through this listener shows from that view's network (`kprobe lab up` prints each).
+    expect: dict[str, Expect] = field(default_factory=dict)
 
 
 NodeRole = Literal["combined", "broker", "controller"]
@@ -147,15 +174,35 @@ _LISTENERS = Scenario(
                     "LISTENER_BOB", bind="kafka0", advertise="kafka0:{port}", bootstrap="kafka0:{port}",
                     inter_broker=True,
                     note="for clients inside the Docker network",
+                    expect={
+                        "docker": Expect("OK", note="BOB's own network, where kafka0 resolves"),
+                        # kafka0 resolves nowhere on the host: the seeds' client reaches BOB by its address.
+                        "host": Expect("GAP", "ADVERTISED_UNRESOLVABLE", bootstrap="{addr}:{port}",
+                                       note="the seeds' mistake, BOB's port reached by address from the host, "
+                                            "where the kafka0 it advertises does not resolve"),
+                    },
                 ),
                 ListenerSpec(
                     "LISTENER_FRED", bind="127.0.0.1", advertise="localhost:{port}",
                     bootstrap="localhost:{port}",
                     note="for clients on the Docker host, through a published port",
+                    expect={
+                        "docker": Expect("FAILED", "BOOTSTRAP_UNREACHABLE", bootstrap="kafka0:{port}",
+                                         note="the lab cannot stage FRED from inside the Docker network "
+                                              "(ADVERTISED_LOOPBACK under Docker Compose, docs/playground.md): "
+                                              "here FRED binds 127.0.0.1 alone, as its published port, so "
+                                              "kafka0 refuses the port"),
+                        "host": Expect("OK", note="FRED's own network, where localhost is the published port"),
+                    },
                 ),
                 ListenerSpec(
                     "LISTENER_ALICE", bind="kafka0", advertise="never-gonna-give-you-up:{port}",
                     note="advertises a name nobody can resolve",
+                    expect={
+                        view: Expect("GAP", "ADVERTISED_UNRESOLVABLE",
+                                     note="never-gonna-give-you-up resolves in no network")
+                        for view in ("docker", "host")
+                    },
                 ),
             ),
         ),

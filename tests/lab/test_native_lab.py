@@ -252,8 +252,9 @@ def test_lab_cli_up_detach_and_down(tmp_path):
         for view, bootstrap_of in (("docker", "LISTENER_BOB"), ("host", "LISTENER_FRED")):
             nameserver = re.search(rf"^DNS view {view} +nameserver (\S+)", up, re.M).group(1)  # type: ignore[union-attr]
             bootstrap = next(ln for ln in lines if ln.startswith(f"  {bootstrap_of} ")).split("bootstrap")[1].split()[0]
-            assert (f"  as a host on the {view} network: -n {nameserver} (--nameserver): kprobe probe -b {bootstrap} "
-                    f"-n {nameserver}; without -n, this machine's resolver is asked instead") in lines
+            assert (f"  as a host on the {view} network: -n {nameserver} (--nameserver); without -n, this machine's "
+                    "resolver is asked instead. Each listener from here:") in lines
+            assert f"    {bootstrap_of}: kprobe probe -b {bootstrap} -n {nameserver}" in lines
         line = next(ln for ln in lines if ln.startswith("  LISTENER_FRED "))
         host, port = _split(line.split("bootstrap")[1].split()[0])
         socket.create_connection((host, port), timeout=5).close()
