@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from kprobe.check.deployments.compose import BITNAMI_ALIASES
 from kprobe.check.listeners import PROTOCOLS, Broker, Deployment
 from kprobe.errors import UsageError
 from kprobe.fix.model import Change, FileEdit, ListenerEdit
@@ -59,7 +60,7 @@ def _edit_broker(dep: Deployment, broker: Broker, text: str, edits: Sequence[Lis
 
     def change(edit: ListenerEdit, prop: str, old: str | None, new: str) -> None:
         changes.append(Change(broker=broker.name, node_id=edit.node_id, listener=edit.listener, action=edit.action,
-                              setting=broker.setting(prop) if prop != "ports" else "ports", old=old, new=new))
+                              setting=place.name(prop) if prop != "ports" else "ports", old=old, new=new))
 
     advertised = place.value(ADVERTISED)
     current = advertised if advertised is not None else _derived_advertised(broker)
@@ -175,6 +176,10 @@ class _Properties:
                     found = (i, end, match)
             i = end + 1
         return found
+
+    def name(self, key: str) -> str:
+        """The key as the file spells it: the property itself."""
+        return key
 
     def value(self, key: str) -> str | None:
         found = self._find(key)
@@ -325,15 +330,26 @@ class _ComposeService:
                 return i, match
         return None
 
+    def name(self, prop: str) -> str:
+        """The variable that sets the property: Bitnami's legacy `KAFKA_` alias where the service uses it (its
+        start script copies it over the `KAFKA_CFG_` one), else the name the image reads.
+        """
+        name = self.broker.setting(prop)
+        if name.startswith("KAFKA_CFG_") and name.removeprefix("KAFKA_CFG_") in BITNAMI_ALIASES:
+            alias = "KAFKA_" + name.removeprefix("KAFKA_CFG_")
+            if self._variable(alias) is not None:
+                return alias
+        return name
+
     def value(self, prop: str) -> str | None:
-        found = self._variable(self.broker.setting(prop))
+        found = self._variable(self.name(prop))
         if found is None:
             return None
         match = found[1]
         return match.group("value") if match.group("lead") is not None else match.group("mvalue")
 
     def set(self, prop: str, value: str) -> None:
-        name = self.broker.setting(prop)
+        name = self.name(prop)
         found = self._variable(name)
         if found is not None:
             i, match = found

@@ -203,6 +203,43 @@ def test_bitnamis_kafka_cfg_names_quoted_and_a_service_without_ports_gets_one(tm
     assert seen["HOST"]["docker-host"] == "works" and seen["PLAINTEXT"]["compose-network"] == "works"
 
 
+# Bitnami's legacy names: its start script copies KAFKA_LISTENERS and the like over their KAFKA_CFG_ twins.
+BITNAMI_LEGACY = """services:
+  kafka0:
+    image: bitnami/kafka:3.7
+    ports:
+      - '29092:29092'
+    environment:
+      KAFKA_CFG_NODE_ID: 0
+      KAFKA_CFG_PROCESS_ROLES: broker,controller
+      KAFKA_CFG_CONTROLLER_QUORUM_VOTERS: 0@kafka0:29093
+      KAFKA_LISTENERS: PLAINTEXT://0.0.0.0:29092,CONTROLLER://kafka0:29093
+      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka0:29092
+      KAFKA_CFG_ADVERTISED_LISTENERS: PLAINTEXT://ignored:1
+      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+      KAFKA_CFG_CONTROLLER_LISTENER_NAMES: CONTROLLER
+      KAFKA_CFG_INTER_BROKER_LISTENER_NAME: PLAINTEXT
+"""
+
+
+def test_bitnamis_legacy_variables_are_read_and_edited_where_the_service_sets_them(tmp_path):
+    """The legacy KAFKA_ADVERTISED_LISTENERS wins over KAFKA_CFG_ADVERTISED_LISTENERS (Bitnami's libkafka.sh copies
+    it over): the report matches its listener, the patch edits it, and its twin stays as it was."""
+    (tmp_path / "docker-compose.yml").write_text(BITNAMI_LEGACY)
+    docker_reports(tmp_path, "kafka0", 29092, "localhost:29092")
+    done = fix(tmp_path, "host.json", "inside.json", "--config", "docker-compose.yml", "--json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    document = json.loads(done.stdout)
+    assert {c["setting"] for c in document["files"][0]["changes"]} == {
+        "KAFKA_LISTENERS", "KAFKA_ADVERTISED_LISTENERS", "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "ports"}
+    apply("patch", tmp_path, document["patch"])
+    patched = (tmp_path / "docker-compose.yml").read_text()
+    assert "      KAFKA_ADVERTISED_LISTENERS: PLAINTEXT://kafka0:29092,HOST://localhost:29094\n" in patched
+    assert "      KAFKA_CFG_ADVERTISED_LISTENERS: PLAINTEXT://ignored:1\n" in patched
+    seen = reach(tmp_path, "docker-compose.yml")
+    assert seen["HOST"]["docker-host"] == "works" and seen["PLAINTEXT"]["compose-network"] == "works"
+
+
 # A broker whose listener values are continued over lines, with the clients' JAAS login (a password) between the
 # listener lines, one line away from each.
 CONTINUED = """node.id=1

@@ -57,9 +57,11 @@ BITNAMI_DEFAULTS = {"KAFKA_CFG_LISTENERS": "PLAINTEXT://:9092,CONTROLLER://:9093
                     "KAFKA_CFG_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
                     "KAFKA_CFG_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
                     "KAFKA_CFG_TRANSACTION_STATE_LOG_MIN_ISR": "1"}
-# Legacy names Bitnami's start script copies over their KAFKA_CFG_ twins (libkafka.sh,
-# kafka_create_alias_environment_variables): these three decide the internal topics.
-BITNAMI_ALIASES = ("OFFSETS_TOPIC_REPLICATION_FACTOR", "TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+# Legacy names Bitnami's start script copies over their KAFKA_CFG_ twins when set (libkafka.sh,
+# kafka_create_alias_environment_variables): these decide the listeners, the node and the internal topics.
+BITNAMI_ALIASES = ("ADVERTISED_LISTENERS", "LISTENERS", "LISTENER_SECURITY_PROTOCOL_MAP", "INTER_BROKER_LISTENER_NAME",
+                   "BROKER_ID", "NODE_ID", "PROCESS_ROLES", "CONTROLLER_QUORUM_VOTERS",
+                   "OFFSETS_TOPIC_REPLICATION_FACTOR", "TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
                    "TRANSACTION_STATE_LOG_MIN_ISR")
 _LISTENER_VARIABLES = ("KAFKA_LISTENERS", "KAFKA_ADVERTISED_LISTENERS", "KAFKA_CFG_LISTENERS",
                        "KAFKA_CFG_ADVERTISED_LISTENERS", "KAFKA_PROCESS_ROLES", "KAFKA_CFG_PROCESS_ROLES")
