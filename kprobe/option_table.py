@@ -172,12 +172,15 @@ _ADDRESS_FORMS = "host:port, host, [v6]:port or PROTOCOL://host:port; comma list
 # Options several commands share, each declared here once.
 BOOTSTRAP = Option("bootstrap", LIST, ("--bootstrap", "-b"), f"Bootstrap address: {_ADDRESS_FORMS}.",
                    envvar="KPROBE_BOOTSTRAP")
+# The report says -X's pairs (`properties_pairs`) and -F's files (`properties_files`) as given, and beside them
+# every property the run read (`properties`: kprobe.options.report_settings).
 PROPS = Option("props", LIST, ("-X",), "librdkafka property key=value (repeatable).", serve="properties",
-               field="props", report="properties", shown=_properties)
+               field="props", report="properties_pairs", shown=_properties)
 PROP_FILES = Option("prop_files", LIST, ("-F", "--command-config"),
                     "Client properties file: a Java client.properties (JAAS, key stores) or a librdkafka/kcat file, "
                     "told apart by its keys. Without it, kcat's own file ($KCAT_CONFIG or ~/.config/kcat.conf) is "
-                    "read when there is one.", envvar="KPROBE_CONFIG", serve="properties_files")
+                    "read when there is one.", envvar="KPROBE_CONFIG", serve="properties_files", field="prop_files",
+                    report="properties_files", shown=list)
 NAMESERVERS = Option("nameservers", LIST, ("--nameserver", "-n"),
                      "Resolve through this DNS server (IP[:PORT]) with dnspython only: what a host on that network "
                      "would see.", envvar="KPROBE_NAMESERVER", field="nameservers", check=_nameservers,

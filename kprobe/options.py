@@ -18,7 +18,7 @@ import ipaddress
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kprobe.clientprops import kcat_config_file
 from kprobe.errors import UsageError
@@ -27,6 +27,9 @@ from kprobe.kafka.security import PROTOCOLS, security_from
 from kprobe.models import BootstrapAddress, Protocol
 from kprobe.option_table import RUN, check_topic_name, defaults, parse_duration, parse_nameserver, parse_port
 from kprobe.records import field, record, replace
+
+if TYPE_CHECKING:
+    from kprobe.clientprops.load import ClientProperties
 
 __all__ = ["ListOptions", "ProbeOptions", "Schedule", "check_topic_name", "list_options", "parse_address",
            "parse_addresses", "parse_connect_to", "parse_controller_addresses", "parse_duration", "parse_nameserver",
@@ -151,6 +154,11 @@ class ProbeOptions:
     topics: Sequence[str] = ()
     # The properties as the user gave them (Java names and all), for the report; `props` are what the clients take.
     given_props: Mapping[str, str] | None = None
+    # -F's files and -X's pairs as given, for the report: the command to run the probe again names them so.
+    prop_files: Sequence[str] = ()
+    given_pairs: Mapping[str, str] | None = None
+    # sasl.username and sasl.password -> the key the user gave each under (sasl.jaas.config in a Java file).
+    credentials: Mapping[str, str] = field(default_factory=dict)
 
 
 @record(kw_only=True)
@@ -181,10 +189,10 @@ class Schedule:
 
 def _bootstraps_and_props(bootstrap: Iterable[str], props: Iterable[str], prop_files: Iterable[str], *,
                           kcat_default: bool = True, required: bool = True) -> tuple[list[BootstrapAddress],
-                                                                                       dict[str, str], dict[str, str]]:
+                                                                                       ClientProperties | None]:
     """The addresses and properties together: a bad security.protocol (from -X, -F or a
-    PROTOCOL:// prefix) is a usage error now, before any connection. Returns the addresses, the
-    clients' properties and the properties as given (for the report).
+    PROTOCOL:// prefix) is a usage error now, before any connection. Returns the addresses and the
+    client properties (the clients', and as given for the report); None when nothing was read.
 
     Without -b, the files' bootstrap.servers (or metadata.broker.list) is the bootstrap list, as
     kcat and Kafka's own tools take it; it never reaches the clients as a property, since each run
@@ -197,7 +205,7 @@ def _bootstraps_and_props(bootstrap: Iterable[str], props: Iterable[str], prop_f
         addresses = parse_addresses(values) if required or values else []
         for address in addresses:
             security_from({}, address)
-        return addresses, {}, {}
+        return addresses, None
     from kprobe.clientprops.load import load
 
     client = load(files, pairs, kcat_default=kcat_default)
@@ -208,7 +216,7 @@ def _bootstraps_and_props(bootstrap: Iterable[str], props: Iterable[str], prop_f
     addresses = parse_addresses(values) if required or values else []
     for address in addresses:
         security_from(client.props, address)
-    return addresses, client.props, client.given
+    return addresses, client
 
 
 def parse_resolve(text: str) -> tuple[str, str]:
@@ -277,9 +285,10 @@ def probe_options(*, kcat_default: bool = True, **given: Any) -> ProbeOptions:
         raise TypeError(f"probe_options() got unknown options {unknown}")
     typed = {**defaults(RUN), **given}
     controller_addresses = parse_controller_addresses(typed["controllers"])
-    addresses, properties, given_props = _bootstraps_and_props(
+    addresses, client = _bootstraps_and_props(
         typed["bootstrap"], typed["props"], typed["prop_files"], kcat_default=kcat_default,
         required=not controller_addresses)
+    properties = client.props if client is not None else {}
     for address in controller_addresses:
         security_from(properties, address)
     names, ends = _remaps(typed["resolve"], typed["connect_to"])
@@ -289,7 +298,9 @@ def probe_options(*, kcat_default: bool = True, **given: Any) -> ProbeOptions:
     _check_roundtrip(typed["roundtrip"], typed["roundtrip_create"], bootstrap=bool(addresses),
                      nameservers=typed["nameservers"], remapped=bool(names or ends))
     together: dict[str, Any] = dict(bootstraps=addresses, props=properties, resolve=names, connect_to=ends,
-                                    controllers=controller_addresses, given_props=given_props)
+                                    controllers=controller_addresses)
+    if client is not None:
+        together.update(given_props=client.given, given_pairs=client.pairs, credentials=client.credentials)
     plain = {o.field: typed[o.param] for o in RUN if o.field and o.field not in fields and o.field not in together}
     return ProbeOptions(**together, **fields, **plain)
 
@@ -298,13 +309,21 @@ def report_settings(options: ProbeOptions, resolved: object) -> dict[str, Any]:
     """The report's settings: each option that has a report key, as the run used it, so a report read later
     says what its verdict assumed. `resolved` (the run's application questions) wins where it has the field:
     a group named only by group.id in -F is the group the run asked about.
+
+    The client properties twice: `properties`, every key the run read (the files', then -X's), which is what
+    the verdict assumed; and -X's own key, the pairs alone as given, which with -F's files (`properties_files`)
+    is the command line to run the probe again (kprobe.output.markdown). Secrets are redacted in both.
     """
     given = options.props if options.given_props is None else options.given_props
     settings = {}
     for option in RUN:
         if option.report is None or option.field is None:
             continue
-        value = given if option.field == "props" else getattr(resolved, option.field, getattr(options, option.field))
+        if option.field == "props":
+            settings["properties"] = option.shown(given) if option.shown is not None else given
+            value: Any = given if options.given_pairs is None else options.given_pairs
+        else:
+            value = getattr(resolved, option.field, getattr(options, option.field))
         settings[option.report] = option.shown(value) if option.shown is not None else value
     return settings
 
@@ -362,7 +381,8 @@ def list_options(
     Reachability left unset (None) is on when stdout is a terminal and off when piped: a person
     wants the gap, a script written for kcat wants kcat's bytes and no connect timeouts.
     """
-    addresses, properties, _ = _bootstraps_and_props(bootstrap, props, prop_files)
+    addresses, client = _bootstraps_and_props(bootstrap, props, prop_files)
+    properties = client.props if client is not None else {}
     names, ends = _remaps(resolve, connect_to)
     for name in topics:
         if not name or len(name) > 249:

@@ -82,11 +82,12 @@ def show(
 
 
 def diff(
-    a: Annotated[str, typer.Argument(help="The first report (a file, a directory written by --out, or -); "
-                                     "A@VANTAGE takes only that vantage's reports.", show_default=False)],
-    b: Annotated[str, typer.Argument(help="The report to compare it with (a directory: the newest report of each "
-                                     "cluster is compared); B@VANTAGE as for A, so one --out directory of "
-                                     "several vantages reads `reports/@office reports/@vpn`.", show_default=False)],
+    # A and B, as the help and the messages name them (`Missing argument 'B'`): never a lone `b`, which reads as -b.
+    a: Annotated[str, typer.Argument(metavar="A", help="The first report (a file, a directory written by --out, "
+                                     "or -); A@VANTAGE takes only that vantage's reports.", show_default=False)],
+    b: Annotated[str, typer.Argument(metavar="B", help="The report to compare it with (a directory: the newest "
+                                     "report of each cluster is compared); B@VANTAGE as for A, so one --out directory "
+                                     "of several vantages reads `reports/@office reports/@vpn`.", show_default=False)],
     fmt: Annotated[str | None, typer.Option("--format", help="text, json or markdown.")] = None,
     json_out: Annotated[bool, typer.Option("--json", "-J", help="Same as --format json.")] = False,
     a_vantage: Annotated[str | None, typer.Option("--a-vantage", help="Only A's reports from this vantage (as "

@@ -40,6 +40,7 @@ _JAVA_FOR = {"sasl.username": "sasl.jaas.config", "sasl.password": "sasl.jaas.co
              "ssl.ca.location": "ssl.truststore.location", "ssl.certificate.location": "ssl.keystore.location",
              "ssl.key.location": "ssl.keystore.location", "metadata.broker.list": "bootstrap.servers",
              "sasl.mechanisms": "sasl.mechanism"}
+_CREDENTIALS = ("sasl.username", "sasl.password")
 _RD_FOR = {"sasl.jaas.config": "sasl.username and sasl.password", "ssl.truststore.location": "ssl.ca.location",
            "ssl.keystore.location": "ssl.certificate.location and ssl.key.location"}
 
@@ -51,6 +52,11 @@ class ClientProperties:
     props: dict[str, str] = field(default_factory=dict)
     # The keys as the user wrote them, file by file then -X, for the report (redacted by its writer).
     given: dict[str, str] = field(default_factory=dict)
+    # The -X pairs alone, as given: with the files' names, what a command to run the probe again repeats.
+    pairs: dict[str, str] = field(default_factory=dict)
+    # sasl.username and sasl.password -> the key the user gave each under: itself, or sasl.jaas.config in a
+    # Java file. An authentication failure's fix names the key the user wrote, never its value.
+    credentials: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     # Which files were read and as what: --verbose lines.
     notes: tuple[str, ...] = ()
@@ -71,6 +77,8 @@ def load(files: Sequence[str], pairs: Iterable[str] = (), *, kcat_default: bool 
     """
     props: dict[str, str] = {}
     given: dict[str, str] = {}
+    pairs_given: dict[str, str] = {}
+    credentials: dict[str, str] = {}
     warnings: list[str] = []
     notes: list[str] = []
     sources: list[tuple[str, str]] = [(name, "-F") for name in files]
@@ -101,22 +109,27 @@ def load(files: Sequence[str], pairs: Iterable[str] = (), *, kcat_default: bool 
                                                else "properties (no key tells Java from librdkafka)"))
         props.update(mine)
         given.update(raw)
+        java_login = dialect == "java" and "sasl.jaas.config" in raw
+        credentials.update({key: "sasl.jaas.config" if java_login else key for key in _CREDENTIALS if key in mine})
         warnings += said
     for pair in pairs:
         key, value = _pair(pair)
-        given[key] = value
+        given[key] = pairs_given[key] = value
         if key in JAVA_ONLY:
             warnings.append(f"-X {key} is a Java client setting, which librdkafka refuses: give it in a Java "
                             "properties file (--command-config FILE), or use librdkafka's "
                             f"{_RD_FOR.get(key, 'name for it')}")
             continue
         props[key] = value
+        if key in _CREDENTIALS:
+            credentials[key] = key
         warnings += _unused_librdkafka([key], "-X")
     for line in notes:
         _LOG.debug("%s", line)
     for line in warnings:
         _LOG.warning("%s", line)
-    return ClientProperties(props=props, given=given, warnings=tuple(warnings), notes=tuple(notes))
+    return ClientProperties(props=props, given=given, pairs=pairs_given, credentials=credentials,
+                            warnings=tuple(warnings), notes=tuple(notes))
 
 
 def _check_text(data: bytes, name: str) -> None:

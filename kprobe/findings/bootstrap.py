@@ -10,10 +10,13 @@ wants (kprobe.probe.bootstrap asks it on a second connection), the message and t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kprobe.findings.catalogue import ERROR, finding
 from kprobe.kafka.mechanisms import MSK_IAM
 from kprobe.models import BootstrapResult, Finding
 
+_JAAS = "sasl.jaas.config"
 _HEADERS = 52  # an IPv4 packet's IP and TCP headers around an answer's bytes, with TCP timestamps
 
 # Managed-service port conventions worth a hint when the protocol or mechanism is wrong
@@ -58,11 +61,12 @@ CLIENT_KEY_FIX = ("Give the client a certificate and key signed by a CA the list
                    "is encrypted).")
 
 
-_SCRAM_FIX = ("Check sasl.username and the password: a SCRAM user exists per mechanism and per cluster "
+# {credentials}: the keys the user gave the username and password under (credentials_named).
+_SCRAM_FIX = ("Check {credentials}: a SCRAM user exists per mechanism and per cluster "
               "(kafka-configs --describe --entity-type users), and the listener's protocol must match "
               "security.protocol.")
 _AUTH_FIX = {
-    "PLAIN": "Check sasl.username and the password, and that the listener's protocol matches security.protocol.",
+    "PLAIN": "Check {credentials}, and that the listener's protocol matches security.protocol.",
     "SCRAM-SHA-256": _SCRAM_FIX,
     "SCRAM-SHA-512": _SCRAM_FIX,
     "OAUTHBEARER": "The broker refused the token (its reason is in the message): check the token's audience and "
@@ -72,6 +76,24 @@ _AUTH_FIX = {
     "IAM policy of those credentials allows kafka-cluster:Connect on the cluster, that IAM authentication is on for "
     "this listener (port 9098, or 9198 for public access), and the clock.",
 }
+
+
+def credentials_named(credentials: Mapping[str, str]) -> str:
+    """The username and password by the keys the user gave them under, as a fix names them.
+
+    `credentials`: sasl.username and sasl.password -> the key each came from (itself, or sasl.jaas.config in a
+    Java client's file: kprobe.clientprops.load); a key not given keeps librdkafka's name. A Java user is sent
+    to sasl.jaas.config, which is where their password is, not to a sasl.username their file never had.
+    """
+    user = credentials.get("sasl.username", "sasl.username")
+    password = credentials.get("sasl.password", "sasl.password")
+    if user == password == _JAAS:
+        return f"the username and password in {_JAAS}"
+    if user == _JAAS:
+        return f"{password} and the username in {_JAAS}"
+    if password == _JAAS:
+        return f"{user} and the password in {_JAAS}"
+    return f"{user} and {password}"
 
 
 def an(word: str) -> str:
@@ -183,8 +205,11 @@ def path_mtu_finding(b: BootstrapResult) -> Finding:
         "the path.", bootstrap=b.address)
 
 
-def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
-    """Why one bootstrap address gave no metadata, and whether clients can still start elsewhere."""
+def bootstrap_finding(b: BootstrapResult, answered_any: bool, credentials: Mapping[str, str] | None = None) -> Finding:
+    """Why one bootstrap address gave no metadata, and whether clients can still start elsewhere.
+
+    `credentials`: where the user gave the username and password (credentials_named), for AUTH_FAILED's fix.
+    """
     consequence = (
         "The other bootstrap addresses answered, so clients that try them will still start, but "
         "this one is dead weight in bootstrap.servers."
@@ -251,7 +276,8 @@ def bootstrap_finding(b: BootstrapResult, answered_any: bool) -> Finding:
         "auth_failed": "it refused the credentials",
     }.get(b.status, "the request failed")
     fix = {
-        "auth_failed": _AUTH_FIX.get(b.sasl_mechanism or "", _AUTH_FIX["PLAIN"]),
+        "auth_failed": _AUTH_FIX.get(b.sasl_mechanism or "", _AUTH_FIX["PLAIN"]).format(
+            credentials=credentials_named(credentials or {})),
         "dns_failed": "Use a name this network resolves, or an IP address, in bootstrap.servers.",
     }.get(
         b.status,

@@ -13,7 +13,7 @@ Each gate asks only for what its rules' first check asks, so the findings are th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from kprobe.findings.advertised import advertised_findings, hosts_file_finding, working_bootstraps
 from kprobe.findings.bootstrap import bootstrap_finding, path_mtu_finding
@@ -36,6 +36,7 @@ def diagnose(
     bootstraps: Sequence[BootstrapResult], endpoints: Sequence[EndpointResult],
     controllers: Sequence[ControllerBootstrapResult] = (), controller_endpoints: Sequence[EndpointResult] = (),
     roundtrip: Roundtrip | None = None, application: Application | None = None,
+    credentials: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """All findings of one probe, errors first, in a stable order.
 
@@ -43,13 +44,15 @@ def diagnose(
     the run-level findings (incomplete, remapped, identity not checked) cover them too. `roundtrip`
     (--roundtrip) is judged last, against the verdict every other rule gave; `application` (coordinators,
     internal topics, named topics: kprobe.probe.application) after the endpoints, whose verdict it reads.
+    `credentials`: the keys the user gave the SASL username and password under, which an authentication
+    failure's fix names (kprobe.findings.bootstrap.credentials_named).
     """
     by_address = {b.address: b for b in bootstraps}
     findings: list[Finding] = []
     answered = [b for b in bootstraps if b.status == "ok"]
     for b in bootstraps:
         if b.status != "ok":
-            findings.append(bootstrap_finding(b, answered_any=bool(answered)))
+            findings.append(bootstrap_finding(b, answered_any=bool(answered), credentials=credentials))
         elif b.full_metadata_lost:
             findings.append(path_mtu_finding(b))
     findings.extend(consistency_findings(bootstraps, endpoints))

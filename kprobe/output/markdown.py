@@ -12,7 +12,7 @@ from the report's settings, never from argv.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from kprobe import __version__
 from kprobe.models import USABLE_VERDICTS, Finding, Report
@@ -70,16 +70,31 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def command_line(report: Report) -> str:
-    """An equivalent `kprobe probe` command, from the report's own settings (never argv: no secret)."""
+    """The `kprobe probe` command to run the probe again, from the report's own settings (never argv).
+
+    The one place a report's command line is rebuilt: `probe --format markdown`, `show` and `diff` print it.
+    The client properties as the user gave them: each -F file by its name (what it holds stays in the file,
+    its secrets with it) and the -X pairs, whose secrets are `[redacted]`; a report that does not keep them
+    apart (an older kprobe's) gives every property as -X. -b is left out where the properties'
+    bootstrap.servers names the same addresses, as when the user gave the file alone.
+    """
     settings = report.settings
     parts = ["kprobe", "probe"]
-    for b in report.bootstraps:
-        parts += ["-b", b.address]
-    for ns in report.vantage.nameservers:
-        parts += ["--nameserver", ns]
     props = settings.get("properties")
-    if isinstance(props, dict):
-        parts += [x for k, v in props.items() for x in ("-X", f"{k}={v}")]
+    named = props if isinstance(props, dict) else {}
+    files, pairs = settings.get("properties_files"), settings.get("properties_pairs")
+    if not isinstance(pairs, dict):  # an older kprobe's report: every property as it was read
+        files, pairs = [], named
+    if not _bootstraps_named(report, named if "properties_pairs" in settings else {}):
+        for b in report.bootstraps:
+            # The address's PROTOCOL:// prefix, where no security.protocol property gave the protocol it took.
+            prefixed = b.protocol not in (None, "PLAINTEXT") and "security.protocol" not in named
+            parts += ["-b", f"{b.protocol}://{b.address}" if prefixed else b.address]
+    for ns in report.vantage.nameservers:
+        host, _, port = ns.rpartition(":")  # the report's `ip:port`; an IPv6 address in brackets, as -n reads it
+        parts += ["--nameserver", f"[{host}]:{port}" if ":" in host and not host.startswith("[") else ns]
+    parts += [x for f in (files if isinstance(files, list) else []) for x in ("-F", str(f))]
+    parts += [x for k, v in pairs.items() for x in ("-X", f"{k}={v}")]
     for option in (TIMEOUT, DEADLINE):
         value, flag = settings.get(option.report or ""), option.flag
         if isinstance(value, (int, float)) and value != parse_duration(option.default, flag):
@@ -101,7 +116,6 @@ def command_line(report: Report) -> str:
         if settings.get("roundtrip_create"):
             parts.append("--roundtrip-create")
     # The application named: an option only where the properties above do not already name it (-F's group.id).
-    named = props if isinstance(props, dict) else {}
     for key, flag, prop in (("group", "--group", "group.id"), ("transactional_id", "--transactional-id",
                                                                "transactional.id"),
                             ("share_group", "--share-group", None), ("client_rack", "--client-rack", "client.rack")):
@@ -113,6 +127,23 @@ def command_line(report: Report) -> str:
     if report.vantage.name != report.vantage.hostname:
         parts += ["--vantage", report.vantage.name]
     return " ".join(_shell_word(safe(p)) for p in parts)
+
+
+def _bootstraps_named(report: Report, props: Mapping[str, object]) -> bool:
+    """Whether the properties' bootstrap list (bootstrap.servers, else metadata.broker.list, as the run reads
+    it) is the report's bootstrap addresses, so a run without -b starts from the same ones.
+    """
+    listed = props.get("bootstrap.servers") or props.get("metadata.broker.list")
+    if not isinstance(listed, str) or not report.bootstraps:
+        return False
+    from kprobe.errors import UsageError
+    from kprobe.options import parse_addresses
+
+    try:
+        addresses = [a.hostport for a in parse_addresses([listed])]
+    except UsageError:
+        return False
+    return addresses == [b.address for b in report.bootstraps]
 
 
 def _shell_word(word: str) -> str:

@@ -199,7 +199,8 @@ class ProbeRun:
             from kprobe.probe.application import judge_application
 
             application = judge_application(bootstraps, results, self.questions)
-        findings = diagnose(bootstraps, results, controllers or (), controller_endpoints, roundtrip, application)
+        findings = diagnose(bootstraps, results, controllers or (), controller_endpoints, roundtrip, application,
+                            opts.credentials)
         # A deadline is not an interruption: what did not answer by then is a timeout or unchecked,
         # and the verdict stands on what is known (what is unchecked is never called ok).
         status: RunStatus

@@ -250,6 +250,23 @@ def test_bootstrap_from_the_file_when_no_b(tmp_path):
     assert [b.hostport for b in probe_options(bootstrap=[], prop_files=[legacy]).bootstraps] == ["old:9092"]
 
 
+def test_credentials_are_known_by_the_key_they_were_given_under(tmp_path):
+    """Where the username and password came from, for AUTH_FAILED's fix: a Java file's sasl.jaas.config, or
+    librdkafka's own keys from a librdkafka file or -X (the later wins, as for the values)."""
+    java = write(tmp_path, f'security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={PLAIN} '
+                           'required username="app" password="Zx9-secret";\n', "java.properties")
+    librdkafka = write(tmp_path, "security.protocol=SASL_PLAINTEXT\nsasl.username=app\nsasl.password=Zx9-secret\n",
+                       "librdkafka.conf")
+    jaas = {"sasl.username": "sasl.jaas.config", "sasl.password": "sasl.jaas.config"}
+    assert load([java]).credentials == jaas
+    assert load([librdkafka]).credentials == {"sasl.username": "sasl.username", "sasl.password": "sasl.password"}
+    assert load([java], ["sasl.password=other"]).credentials == {**jaas, "sasl.password": "sasl.password"}
+    assert load([], ["sasl.username=app"]).credentials == {"sasl.username": "sasl.username"}
+    assert probe_options(bootstrap=["127.0.0.1:1"], prop_files=[java]).credentials == jaas
+    assert probe_options(bootstrap=["127.0.0.1:1"], kcat_default=False).credentials == {}
+    assert "Zx9-secret" not in repr(load([java]))
+
+
 # -- kcat's own file, and the CLI -------------------------------------------------------------------------
 
 def run_kprobe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

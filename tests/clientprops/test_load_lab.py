@@ -57,6 +57,8 @@ def test_java_file_as_it_is_and_no_secret_anywhere(scram_lab, tmp_path):
     bad = run("-F", str(wrong), *ns, "--json", "-v", "-o", str(tmp_path / "wrong.json"))
     bad_report = json.loads(bad.stdout)
     assert bad.returncode == 3 and [f["code"] for f in bad_report["findings"]] == ["AUTH_FAILED"]
+    # The fix names the key the file holds the credentials under, not librdkafka's sasl.username it never had.
+    assert bad_report["findings"][0]["fix"].startswith("Check the username and password in sasl.jaas.config: ")
     runs.append(bad)
     secrets = [password, password + "-x", good.read_text().split("sasl.jaas.config=")[1][:40]]
     for needle in secrets:

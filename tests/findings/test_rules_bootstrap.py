@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from observations import KAFKA0_DOCKER_IP, Case, boot, case, check, dead_boot, endpoint, params
 
+from kprobe.findings.diagnose import diagnose
 from kprobe.records import replace
 
 BOB = "kafka0:29092"  # LISTENER_BOB, for clients inside the Docker network
@@ -284,7 +285,7 @@ CASES: list[Case] = [
         [],
         [("AUTH_FAILED", "error", None, None)],
         says=[("AUTH_FAILED", None, "message", "it refused the credentials"),
-              ("AUTH_FAILED", None, "fix", "sasl.username and the password")],
+              ("AUTH_FAILED", None, "fix", "Check sasl.username and sasl.password, and")],
     ),
     case(
         "bob-from-inside-the-docker-network-is-healthy",
@@ -302,3 +303,28 @@ def test_a_dead_bootstrap_names_itself():
     """The finding's `bootstrap` is what a user edits (bootstrap.servers), so it must be the dead address."""
     [found] = check(CASES[1])
     assert found.bootstrap == "localhost:9093"
+
+
+JAAS = {"sasl.username": "sasl.jaas.config", "sasl.password": "sasl.jaas.config"}
+
+
+@pytest.mark.parametrize(("mechanism", "credentials", "fix"), [
+    # A Java client's file: its credentials are in sasl.jaas.config, and it has no sasl.username to check.
+    ("PLAIN", JAAS, "Check the username and password in sasl.jaas.config, and that the listener's protocol"),
+    ("SCRAM-SHA-512", JAAS, "Check the username and password in sasl.jaas.config: a SCRAM user exists"),
+    # librdkafka's names, from -X or a librdkafka file, and by default.
+    ("SCRAM-SHA-256", {"sasl.username": "sasl.username", "sasl.password": "sasl.password"},
+     "Check sasl.username and sasl.password: a SCRAM user exists"),
+    ("PLAIN", None, "Check sasl.username and sasl.password, and"),
+    # -X sasl.password over a Java file's login: each key where it was given.
+    ("PLAIN", {"sasl.username": "sasl.jaas.config", "sasl.password": "sasl.password"},
+     "Check sasl.password and the username in sasl.jaas.config, and"),
+])
+def test_auth_failed_names_the_keys_the_credentials_were_given_under(mechanism, credentials, fix):
+    """AUTH_FAILED's fix sends the user to the key they wrote their credentials under, never its value."""
+    refused = dead_boot("kafka-sasl:9094", "auth_failed", "SASL authentication failed: Invalid username or password",
+                        protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism)
+    [found] = diagnose([refused], [], credentials=credentials)
+    assert found.code == "AUTH_FAILED" and found.fix.startswith(fix), found.fix
+    if credentials == JAAS:
+        assert "sasl.username" not in found.fix and "sasl.password" not in found.fix
