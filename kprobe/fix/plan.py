@@ -127,13 +127,20 @@ def plan(reports: Sequence[tuple[str, Report]], deployments: Sequence[Deployment
 
 
 def _use(source: str, report: Report, deployments: Sequence[Deployment]) -> Use:
-    """The listener the report's bootstrap reached: the one whose advertised endpoints it saw, most of them."""
+    """The listener the report's bootstrap reached: the one whose advertised endpoints it saw, most of them.
+
+    Of the client's security protocol, where the report and the files say both: two listeners may advertise
+    one endpoint (an SSL entry copied from the PLAINTEXT one, its port kept), and a bootstrap that answered
+    in TLS was an SSL listener's, whatever endpoint it was handed.
+    """
     seen = {(r.endpoint.node_id, r.endpoint.host.lower(), r.endpoint.port) for r in report.endpoints}
     for boot in report.bootstraps:
         seen.update((b.node_id, b.host.lower(), b.port) for b in boot.brokers)
-    best: tuple[int, Deployment, str] | None = None
+    spoken = next((b.protocol for b in report.bootstraps if b.status == "ok" and b.protocol), None)
+    best: tuple[bool, int, Deployment, str] | None = None
     for dep in deployments:
         counts: dict[str, int] = {}
+        speaks: dict[str, bool] = {}
         for broker in dep.brokers:
             for lst in broker.listeners:
                 if lst.controller or lst.advertised is None or broker.node_id is None:
@@ -141,16 +148,18 @@ def _use(source: str, report: Report, deployments: Sequence[Deployment]) -> Use:
                 host = lst.advertised.host.lower()
                 if (broker.node_id, host, lst.advertised.port) in seen and host and host != OWN_HOSTNAME:
                     counts[lst.name] = counts.get(lst.name, 0) + 1
+                    speaks[lst.name] = speaks.get(lst.name, True) and (
+                        spoken is None or lst.protocol is None or lst.protocol == spoken)
         for name, count in counts.items():
-            if best is None or count > best[0]:
-                best = (count, dep, name)
+            if best is None or (speaks[name], count) > best[:2]:
+                best = (speaks[name], count, dep, name)
     if best is None:
         if not report.endpoints and not any(b.brokers for b in report.bootstraps):
             raise UsageError(f"{source}: no bootstrap answered with brokers, so nothing in it can be matched to the "
                              "files: probe from that vantage until the bootstrap answers")
         raise UsageError(f"{source}: none of its advertised endpoints is a listener of the files given: reports and "
                          "configuration of different clusters?")
-    _, dep, name = best
+    _, _, dep, name = best
     bootstrap = next((b.address for b in report.bootstraps if b.status == "ok"), report.bootstraps[0].address
                      if report.bootstraps else "")
     return Use(source=source, report=report, vantage=report.vantage.name, deployment=dep.source, listener=name,
@@ -339,10 +348,12 @@ def _steps(edits: Sequence[ListenerEdit], by_source: dict[str, Deployment]) -> l
                 f"listener); the address used today, {edit.via}, still answers with the old listener's endpoints")))
         if edit.action == "add" and edit.beside is not None and edit.protocol != "PLAINTEXT":
             steps.append(Step(kind="listener-settings", text=_listener_settings(dep, edit, edit.beside)))
-        if edit.protocol in ("SSL", "SASL_SSL"):
+        host = _host(edit.new)
+        if edit.protocol in ("SSL", "SASL_SSL") and host.lower() not in _tls_names(broker_named(dep, edit.broker)):
             steps.append(Step(kind="certificate", text=(
-                f"{edit.broker}: its certificate must name {_host(edit.new)} (a subjectAltName) for clients that "
-                "verify the broker's name; reissue it before the restart")))
+                f"{edit.broker} (broker {edit.node_id}): its certificate must name {host} (a subjectAltName), which "
+                f"its {edit.listener} listener will advertise, for clients that verify the broker's name (the "
+                f"default); reissue it with {host} before the restart")))
         if edit.action == "replace":
             lst = broker_named(dep, edit.broker).listener(edit.listener)
             if lst is not None and lst.inter_broker:
@@ -370,6 +381,14 @@ def _listener_settings(dep: Deployment, edit: ListenerEdit, beside: str) -> str:
                 "that listener its own key store (broker-wide ssl.* settings serve the new listener already)")
     return (f"{edit.broker}: the new {edit.listener} listener is {edit.protocol}: give it {what}; kprobe does not "
             "write them, as they hold passwords")
+
+
+def _tls_names(broker: Broker) -> set[str]:
+    """The hosts the broker's TLS listeners advertise today: its certificate names them already (clients that
+    verify the name reach those listeners), so a change that keeps one needs no new certificate.
+    """
+    return {lst.advertised.host.lower() for lst in broker.listeners
+            if lst.protocol in ("SSL", "SASL_SSL") and lst.advertised is not None and not lst.controller}
 
 
 def broker_named(dep: Deployment, name: str) -> Broker:

@@ -10,6 +10,8 @@ from fix_reports import COMPOSE, report
 from kprobe.check.deployments import read_files
 from kprobe.errors import UsageError
 from kprobe.fix.plan import plan, reached_by_name
+from kprobe.models import Finding, Report
+from kprobe.records import replace
 
 
 def properties(tmp_path: Path, brokers: dict[int, str]) -> list[str]:
@@ -163,3 +165,52 @@ def test_a_sasl_listener_added_beside_another_names_the_settings_it_needs_withou
     assert f"listener.name.{edit.listener.lower()}.sasl.enabled.mechanisms" in step.text
     assert "listener.name.vpc.*" in step.text and "secret-line" not in step.text
     assert any(s.kind == "certificate" and "broker.example.com" in s.text for s in done.steps)
+
+
+def tls(report_: Report, *, mismatch: tuple[int, str] | None = None) -> Report:
+    """The report as an SSL client's (its bootstraps answered in TLS), with TLS_HANDSHAKE_FAILED at `mismatch`."""
+    boots = tuple(replace(b, protocol="SSL") for b in report_.bootstraps)
+    found = () if mismatch is None else (Finding(
+        code="TLS_HANDSHAKE_FAILED", severity="error", message="the TLS handshake there fails", fix="a TLS port",
+        node_id=mismatch[0], endpoint=mismatch[1]),)
+    return replace(report_, bootstraps=boots, findings=found)
+
+
+def broker_with_tls(tmp_path: Path, advertised: str, name: str = "kafka1.properties") -> list[str]:
+    """A broker with a PLAINTEXT listener on 9092 (inter-broker) and an SSL one on 9093, advertised as given."""
+    path = tmp_path / name
+    path.write_text("node.id=1\nprocess.roles=broker\n"
+                    "listeners=PLAINTEXT://0.0.0.0:9092,SSL://0.0.0.0:9093\n"
+                    f"advertised.listeners={advertised}\n"
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT\n"
+                    "inter.broker.listener.name=PLAINTEXT\ncontroller.listener.names=CONTROLLER\n")
+    return [str(path)]
+
+
+def test_an_ssl_entry_advertising_the_plaintext_port_is_the_tls_clients_listener_and_gets_its_own_port(tmp_path):
+    # Both listeners advertise k1.example:9092: the TLS client's bootstrap answered in TLS, so it reached SSL.
+    paths = broker_with_tls(tmp_path, "PLAINTEXT://k1.example:9092,SSL://k1.example:9092")
+    plain = report("apps", boots={"k1.example:9092": 1}, seen={(1, "k1.example", 9092): "reachable"})
+    secure = tls(report("tls", boots={"k1.example:9093": 1}, seen={(1, "k1.example", 9092): "reachable"}),
+                 mismatch=(1, "k1.example:9092"))
+    result = plan([("apps.json", plain), ("tls.json", secure)], read_files(paths))
+    assert {u.vantage: u.listener for u in result.uses} == {"apps": "PLAINTEXT", "tls": "SSL"}
+    [edit] = result.edits
+    assert (edit.listener, edit.action, edit.old, edit.new, edit.protocol) == (
+        "SSL", "replace", "k1.example:9092", "k1.example:9093", "SSL")
+    assert not result.unresolved
+    # the certificate names k1.example already (the TLS bootstrap verified it there): no step asks for it
+    assert [s.kind for s in result.steps if s.kind == "certificate"] == []
+
+
+def test_a_tls_listener_added_under_a_new_name_asks_for_that_name_in_the_brokers_certificate(tmp_path):
+    private, public = "ip-10-0-0-5.ec2.internal", "ec2-203-0-113-5.compute.amazonaws.com"
+    paths = broker_with_tls(tmp_path, f"PLAINTEXT://{private}:9092,SSL://{private}:9093")
+    vpc = tls(report("vpc", boots={f"{private}:9093": 1}, seen={(1, private, 9093): "reachable"}))
+    outside = tls(report("internet", boots={f"{public}:9093": 1}, seen={(1, private, 9093): "unresolvable"}))
+    result = plan([("vpc.json", vpc), ("internet.json", outside)], read_files(paths))
+    [edit] = result.edits
+    assert (edit.action, edit.listener, edit.new, edit.protocol) == ("add", "EXTERNAL", f"{public}:9094", "SSL")
+    [step] = [s for s in result.steps if s.kind == "certificate"]
+    assert step.text.startswith(f"kafka1.properties (broker 1): its certificate must name {public} ")
+    assert f"reissue it with {public} before the restart" in step.text

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from kprobe.errors import LabError
-from kprobe.lab.base import render
+from kprobe.lab.base import render, server_properties
+from kprobe.lab.certs import CertFiles
 from kprobe.lab.from_config import CONTAINER_LOOPBACK
 from kprobe.lab.from_properties import read_cluster, scenario_from_properties
 
@@ -82,9 +83,48 @@ def test_pinned_addresses_keep_a_restaged_node_where_it_was(tmp_path):
     assert [(n.node_id, n.address) for n in scenario.nodes] == [(0, "127.0.0.240"), (1, "127.0.0.233")]
 
 
+TLS = ("listeners=PLAINTEXT://:9092,SSL://:9093,CONTROLLER://:9094\n"
+       "advertised.listeners=PLAINTEXT://kafka{node}.lan:9092,SSL://kafka{node}.example.com:9093\n"
+       "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT\n"
+       "inter.broker.listener.name=PLAINTEXT\n"
+       "ssl.keystore.location=/etc/kafka/secrets/kafka.keystore.p12\nssl.keystore.password=not-staged\n")
+
+
+def test_an_ssl_listener_presents_a_lab_certificate_naming_what_its_file_advertises(tmp_path):
+    dep = cluster(tmp_path, TLS.format(node=0), TLS.format(node=1))
+    scenario = scenario_from_properties(dep, {}, first_address=246)
+    assert [[(s.name, s.protocol, s.certificate, s.advertise) for s in n.listeners] for n in scenario.nodes] == [
+        [("PLAINTEXT", "PLAINTEXT", None, "kafka0.lan:{port}"), ("SSL", "SSL", "node0", "kafka0.example.com:{port}")],
+        [("PLAINTEXT", "PLAINTEXT", None, "kafka1.lan:{port}"), ("SSL", "SSL", "node1", "kafka1.example.com:{port}")],
+    ]
+    # every name the node's file advertises, signed by the lab's CA; the file's key store is not staged
+    assert {name: (c.names, c.ca) for name, c in scenario.certificates.items()} == {
+        "node0": (("kafka0.lan", "kafka0.example.com"), "lab-ca"), "node1": (("kafka1.lan", "kafka1.example.com"), "lab-ca")}
+    lines = server_properties(scenario, render(scenario, {}), 0, "/data", certs={
+        name: CertFiles(tmp_path / f"{name}.keystore.pem", tmp_path / f"{name}.pem", tmp_path / "lab-ca.pem")
+        for name in scenario.certificates})
+    assert f"listener.name.ssl.ssl.keystore.location={tmp_path / 'node0.keystore.pem'}" in lines.splitlines()
+    assert "/etc/kafka/secrets" not in lines and "not-staged" not in lines
+
+
+def test_the_certificates_names_are_the_operators_to_give_per_node(tmp_path):
+    dep = cluster(tmp_path, TLS.format(node=0), TLS.format(node=1))
+    scenario = scenario_from_properties(dep, {}, certificates={1: ["kafka1.example.com", "kafka.example.com"]})
+    assert {name: c.names for name, c in scenario.certificates.items()} == {
+        "node0": ("kafka0.lan", "kafka0.example.com"), "node1": ("kafka1.example.com", "kafka.example.com")}
+    with pytest.raises(LabError, match=r"certificates for nodes \[7\], which no file is \(nodes \[0, 1\]\)"):
+        scenario_from_properties(dep, {}, certificates={7: ["kafka7"]})
+    plain = cluster(tmp_path, "listeners=PLAINTEXT://:9092,CONTROLLER://:9093\n"
+                              "advertised.listeners=PLAINTEXT://kafka0:9092\n")
+    assert scenario_from_properties(plain, {}).certificates == {}  # no TLS listener, no certificate
+
+
 @pytest.mark.parametrize(("lines", "views", "said"), [
     ("listeners=SSL://:9092,CONTROLLER://:9093\nsecurity.inter.broker.protocol=SSL\n", {},
-     "listener SSL is SSL: the lab stages PLAINTEXT listeners only"),
+     "listener SSL is the inter-broker listener, and SSL: the lab's brokers talk to each other in PLAINTEXT only"),
+    ("listeners=PLAINTEXT://:9092,SASL_SSL://:9094,CONTROLLER://:9093\n"
+     "advertised.listeners=PLAINTEXT://kafka0:9092,SASL_SSL://kafka0:9094\n", {},
+     "listener SASL_SSL is SASL_SSL: the lab stages PLAINTEXT and SSL listeners only"),
     ("listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://:9093\n", {}, "listener PLAINTEXT binds 127.0.0.1"),
     ("listeners=PLAINTEXT://:9092,CONTROLLER://:9093\nadvertised.listeners=PLAINTEXT://10.0.0.5:9092\n", {},
      "advertises the address 10.0.0.5, which loopback cannot stand for"),
@@ -110,3 +150,15 @@ def test_a_file_without_a_node_id_and_a_compose_file_are_refused(tmp_path):
     compose = Path(__file__).resolve().parents[1] / "data" / "configs" / "rmoff-kafka-listeners" / "docker-compose.yml"
     with pytest.raises(LabError, match=r"the lab stages a cluster's server\.properties files; these are compose"):
         read_cluster([compose])
+
+
+def test_a_staged_cluster_knows_its_certificates_and_keeps_a_bootstraps_protocol(tmp_path):
+    from kprobe.lab.from_properties import StagedCluster
+
+    cluster(tmp_path, TLS.format(node=0), TLS.format(node=1))
+    paths = sorted(tmp_path.glob("kafka*.properties"))
+    staged = StagedCluster(paths, {"net": {"kafka0.example.com": 0}}, first_address=246,
+                           certificates={0: ["kafka0.example.com"]})  # not started: no broker runs here
+    assert staged.certificates == {0: ("kafka0.example.com",), 1: ("kafka1.lan", "kafka1.example.com")}
+    assert staged.endpoint("net", "SSL://kafka0.example.com:9093") == "SSL://kafka0.example.com:9093"
+    assert staged.ca_file == ""  # made when the lab starts

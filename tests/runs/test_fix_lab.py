@@ -20,20 +20,16 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-from cli_runner import run_cli
+from seeded_lab import SEEDED, bootstrap_after, failing, files_of, kprobe, probe
 
-from kprobe.check.listeners import Deployment
 from kprobe.errors import LabError
 from kprobe.lab.from_properties import StagedCluster, Views
 from kprobe.lab.native import running_jvms
 
 pytestmark = pytest.mark.lab  # every case starts real brokers
 
-ROOT = Path(__file__).resolve().parents[2]
-SEEDED = ROOT / "tests" / "data" / "seeded"
 INTERNAL = "ip-172-31-18-160.us-west-2.compute.internal"
 PUBLIC = "ec2-34-211-52-10.us-west-2.compute.amazonaws.com"
 
@@ -68,48 +64,6 @@ FIRST_ADDRESS = {case: 210 + 5 * i for i, case in enumerate(CASES)}
 # published port: right for these fixes, which add or change a listener for the host. kprobe fix's proof judges
 # it from the reports' own networks instead.
 CHECK_LOOPBACK = {"docker-name-to-host", "two-networks-one-listener"}
-
-
-def kprobe(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """`kprobe ARGS`, run by kprobe.cli.main in this process (tests/support/cli_runner.py)."""
-    return run_cli(args, cwd=cwd)
-
-
-def files_of(case: str, fixed: bool = False) -> list[Path]:
-    return sorted((SEEDED / case / ("fixed" if fixed else "")).glob("*.properties"))
-
-
-def probe(cluster: StagedCluster, view: str, bootstrap: str, out: Path | None = None) -> dict[str, Any]:
-    """`kprobe probe` as a client of that view: its nameserver, the bootstrap on the lab's port."""
-    boot = ",".join(cluster.endpoint(view, one) for one in bootstrap.split(","))
-    args = ["probe", "-b", boot, "--nameserver", cluster.nameserver(view),
-            "--vantage", view, "--timeout", "3s", "--json"]
-    done = kprobe(*args, *(["-o", str(out)] if out is not None else []))
-    assert done.returncode in (0, 1), done.stderr
-    return json.loads(out.read_text() if out is not None else done.stdout)
-
-
-def failing(report: dict[str, Any]) -> dict[int, str]:
-    """The endpoints a probe could not use: node id -> status."""
-    return {e["node_id"]: e["status"] for e in report["endpoints"] if e["status"] != "reachable"}
-
-
-def bootstrap_after(dep: Deployment, views: Views, view: str, before: str) -> str:
-    """Where a client of the view bootstraps once the files are patched (see the module's docstring)."""
-    if "," in before:
-        return ",".join(bootstrap_after(dep, views, view, one) for one in before.split(","))
-    host, _, port = before.rpartition(":")
-    node_id = views[view][host]
-    [broker] = [b for b in dep.brokers if b.node_id == node_id]
-    ok = [lst for lst in broker.listeners if not lst.controller and lst.advertised is not None
-          and lst.bind is not None and views[view].get(lst.advertised.host) == node_id]
-    assert ok, f"no listener of broker {broker.name} advertises a name the {view} view resolves to it"
-    same = [lst for lst in ok if lst.bind is not None and lst.bind.port == int(port)]
-    if same:
-        return before
-    lst = ok[0]
-    assert lst.advertised is not None and lst.bind is not None
-    return f"{lst.advertised.host}:{lst.bind.port}"
 
 
 def assert_every_view_works(cluster: StagedCluster, case: str) -> dict[str, str]:
