@@ -120,7 +120,8 @@ def seeded(request, tmp_path_factory):
         shutil.copytree(SEEDED / case, work, ignore=shutil.ignore_patterns("fixed"), dirs_exist_ok=True)
         config = [arg for path in sorted(work.glob("*.properties")) for arg in ("--config", path.name)]
         [view] = seed.gaps  # each case has one network with a gap
-        done = kprobe("fix", *map(str, sorted(reports.glob("report-*.json"))), *config, "--json",
+        # --verify's what-if is a TLS client as the report's was: the settings the report recorded (its CA)
+        done = kprobe("fix", *map(str, sorted(reports.glob("report-*.json"))), *config, "--json", "--verify",
                       "--vantage", view, "--nameserver", cluster.nameserver(view), cwd=work)
         doc = json.loads(done.stdout) if done.stdout.strip() else {}
         applied = subprocess.run(["patch", "-p0", "--forward", "--batch"], input=doc.get("patch", ""), text=True,
@@ -164,6 +165,10 @@ def test_kprobe_fix_patch_applies_to_the_files_fixed_touches_and_is_proven_by_ch
     assert verdicts[view] == ("gap", "closed"), doc["vantages"]
     assert all(after != "gap" for _, after in verdicts.values()), verdicts
     assert doc["unresolved"] == []
+    # the what-if ran from the gapped network as a TLS client, the gap endpoint dialled where it answers today
+    [proof] = [v for v in doc["vantages"] if v["vantage"] == view]
+    assert f"the what-if probed from here ({view}): " in proof["how"] and " reachable, ok" in proof["how"], proof
+    assert " -b SSL://" in proof["command"] and " -X ssl.ca.location=" in proof["command"], proof
     for path in files_of(case):
         if path.name not in changed:
             assert (work / path.name).read_text() == path.read_text(), path.name
