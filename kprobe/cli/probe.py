@@ -86,7 +86,11 @@ def watch_command(**given: Any) -> int:
     """Probe on a schedule in one long-lived process, one run at a time.
 
     A late run skips slots instead of piling up; each report goes to --out / --publish / --prom-file,
-    one summary line (or JSON line) per run on stdout. SIGTERM ends it cleanly (exit 0).
+    one summary line per run on stdout (its number, start, vantage and verdict; --json: a JSON line).
+
+    Exit with --count: the worst verdict of its runs, as `kprobe probe` exits for it (0 no gap, 1 gap, 3 no
+    bootstrap answered), also when SIGTERM stops it early. Without --count: 0 when SIGTERM ends it.
+    Either way: 2 bad input, 3 an internal error, 130 interrupted (Ctrl-C).
     """
     from kprobe.delivery.watch import run_watch
     from kprobe.options import probe_options, watch_options
