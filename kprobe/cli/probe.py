@@ -127,13 +127,17 @@ def list_command(**given: Any) -> int:
         LISTING["json"](listing, sys.stdout)
     elif listing.answered:
         LISTING["text"](listing, sys.stdout)
-        from kprobe.runs.listing import unchecked_gap
+        from kprobe.runs.listing import unchecked_gap, unresolved_gap
         from kprobe.sanitize import safe
 
-        gap = unchecked_gap(listing, resolve=options.resolve, connect_to=options.connect_to)
-        if gap is not None:  # after kcat's lines, on stderr: a script reading stdout gets kcat's bytes
-            sys.stdout.flush()
-            sys.stderr.write(f"kprobe: {safe(gap, limit=2000)}\n")
+        sys.stdout.flush()  # kcat's lines are read while the names are looked up
+        gaps = [unchecked_gap(listing, resolve=options.resolve, connect_to=options.connect_to)]
+        if not typed["no_lookup"]:
+            gaps.append(unresolved_gap(listing, nameservers=options.nameservers, timeout=options.timeout,
+                                       resolve=options.resolve, connect_to=options.connect_to))
+        for gap in gaps:  # after kcat's lines, on stderr: a script reading stdout gets kcat's bytes
+            if gap is not None:
+                sys.stderr.write(f"kprobe: {safe(gap, limit=2000)}\n")
     elif listing.status != "interrupted":
         from kprobe.sanitize import safe
 
