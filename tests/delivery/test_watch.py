@@ -241,7 +241,7 @@ def test_memory_stays_flat_over_thousands_of_complete_runs(listeners_lab, capsys
     assert code == 0
     summaries = capsys.readouterr().out.splitlines()
     assert len(summaries) == runs
-    statuses = [re.match(r"run \d+ \S+ (\w+): 1/1 bootstraps answered, (\d+)/(\d+) advertised endpoints usable", s)
+    statuses = [re.match(r"run \d+ \S+ mem (\w+): 1/1 bootstraps answered, (\d+)/(\d+) advertised endpoints usable", s)
                 for s in summaries]
     assert all(m and m.group(1) == "OK" and m.group(2) == m.group(3) == "1" for m in statuses), \
         [s for s, m in zip(summaries, statuses, strict=True) if not (m and m.group(1) == "OK")][:3]
