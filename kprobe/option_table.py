@@ -297,6 +297,10 @@ LIST_OPTIONS: tuple[Option, ...] = (
            "Resolve and connect to every advertised broker and mark what is unreachable from here. Default: on when "
            "stdout is a terminal, off when piped (kcat's exact output for scripts)."),
     Option("no_internal", FLAG, ("--no-internal",), "Hide internal topics (__consumer_offsets, ...).", default=False),
+    Option("no_lookup", FLAG, ("--no-lookup",),
+           "Do not look up the advertised host names. Without --reachability or -J, each is looked up once (all at "
+           "once, within --timeout) and one that does not resolve here is named on stderr; stdout and the exit code "
+           "stay kcat's either way.", default=False),
     NO_COLOR, VERBOSE, RESOLVE, CONNECT_TO,
 )
 

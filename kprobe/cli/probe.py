@@ -86,7 +86,11 @@ def watch_command(**given: Any) -> int:
     """Probe on a schedule in one long-lived process, one run at a time.
 
     A late run skips slots instead of piling up; each report goes to --out / --publish / --prom-file,
-    one summary line (or JSON line) per run on stdout. SIGTERM ends it cleanly (exit 0).
+    one summary line per run on stdout (its number, start, vantage and verdict; --json: a JSON line).
+
+    Exit with --count: the worst verdict of its runs, as `kprobe probe` exits for it (0 no gap, 1 gap, 3 no
+    bootstrap answered), also when SIGTERM stops it early. Without --count: 0 when SIGTERM ends it.
+    Either way: 2 bad input, 3 an internal error, 130 interrupted (Ctrl-C).
     """
     from kprobe.delivery.watch import run_watch
     from kprobe.options import probe_options, watch_options
@@ -123,13 +127,17 @@ def list_command(**given: Any) -> int:
         LISTING["json"](listing, sys.stdout)
     elif listing.answered:
         LISTING["text"](listing, sys.stdout)
-        from kprobe.runs.listing import unchecked_gap
+        from kprobe.runs.listing import unchecked_gap, unresolved_gap
         from kprobe.sanitize import safe
 
-        gap = unchecked_gap(listing, resolve=options.resolve, connect_to=options.connect_to)
-        if gap is not None:  # after kcat's lines, on stderr: a script reading stdout gets kcat's bytes
-            sys.stdout.flush()
-            sys.stderr.write(f"kprobe: {safe(gap, limit=2000)}\n")
+        sys.stdout.flush()  # kcat's lines are read while the names are looked up
+        gaps = [unchecked_gap(listing, resolve=options.resolve, connect_to=options.connect_to)]
+        if not typed["no_lookup"]:
+            gaps.append(unresolved_gap(listing, nameservers=options.nameservers, timeout=options.timeout,
+                                       resolve=options.resolve, connect_to=options.connect_to))
+        for gap in gaps:  # after kcat's lines, on stderr: a script reading stdout gets kcat's bytes
+            if gap is not None:
+                sys.stderr.write(f"kprobe: {safe(gap, limit=2000)}\n")
     elif listing.status != "interrupted":
         from kprobe.sanitize import safe
 

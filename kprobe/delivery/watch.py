@@ -4,6 +4,10 @@ One run at a time: each run's deadline is at most the interval, and a run that s
 skips the slots it overran instead of starting runs back to back. SIGTERM (or Ctrl-C) lets the
 current run finish within a short grace, delivers it, and ends; an abandoned run writes
 nothing, and every file is written atomically, so nothing is ever half-written.
+
+A watch bounded by --count is a question with an answer, as `kprobe probe` is: it exits with the
+worst verdict of its runs, by `kprobe probe`'s exit codes. An unbounded one is a service: stopped
+by SIGTERM it exits 0 (a service manager's clean stop), by Ctrl-C 130.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ import sys
 import threading
 import time
 from types import FrameType
-from typing import Protocol
+from typing import Protocol, get_args
 
 from kprobe.delivery.deliver import Outputs, deliver
-from kprobe.errors import EXIT_INTERRUPTED, KprobeError, UsageError
+from kprobe.errors import EXIT_INTERRUPTED, EXIT_OK, KprobeError, UsageError
+from kprobe.exits import STATUS_EXIT
 from kprobe.logs import logger
-from kprobe.models import Report
+from kprobe.models import Report, RunStatus
 from kprobe.options import ProbeOptions, Schedule
 from kprobe.runs.probe import ProbeRun, RunThread
 
@@ -71,18 +76,31 @@ def next_slot(slot: float, every: float, now: float) -> tuple[float, int]:
     return slot + skipped * every, skipped
 
 
+# The verdicts best first, as kprobe.models declares them: the order in which kprobe.runs.probe lets one
+# override another (interrupted over failed over gap over ok), and the order of their exit codes.
+_VERDICTS: tuple[RunStatus, ...] = get_args(RunStatus)
+
+
+def worst(statuses: list[RunStatus]) -> RunStatus | None:
+    """The worst of some runs' verdicts, by the probe's own order of them; None for no run."""
+    return max(statuses, key=_VERDICTS.index, default=None)
+
+
 def _summary(report: Report, number: int) -> str:
-    """One run in one line: the text report's summary line (as `show --summary` prints it), then the first problem.
+    """One run in one line: its number, start and vantage, the text report's summary line (as `show --summary`
+    prints it), then the first problem.
 
     The words are `text.summary_line`'s, never this module's own, so that a run's line and a
-    saved report's line never word one thing two ways.
+    saved report's line never word one thing two ways. The vantage is there as `show --summary` has it,
+    so that the lines of two watches on one terminal (or in one log) tell their vantages apart.
     """
     from kprobe.output.text import problem_glance, summary_line
+    from kprobe.sanitize import safe
 
     # Findings are sorted errors first; the first error or warning is what `show --summary` names too.
     first = next((f for f in report.findings if f.severity in ("error", "warning")), None)
     problem = problem_glance(first.code, first.message, first.endpoints) if first is not None else ""
-    return f"run {number} {report.started_at} {summary_line(report)}{problem}"
+    return f"run {number} {report.started_at} {safe(report.vantage.name, limit=64)} {summary_line(report)}{problem}"
 
 
 def _stdout_text(report: Report, number: int, fmt: str) -> str:
@@ -101,7 +119,10 @@ def _rss_mb() -> float:
 def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule, clock: Clock | None = None) -> int:
     """Run until --count runs are done or a signal arrives; returns the exit code.
 
-    `clock` (default the system's) is what the schedule reads and waits on: tests give a fake one.
+    Ctrl-C: 130, as `kprobe probe` interrupted. Otherwise a watch with --count exits as `kprobe probe`
+    would with the worst verdict of the runs it delivered (SIGTERM before the count included: what was
+    seen stands), and one without it 0. `clock` (default the system's) is what the schedule reads and
+    waits on: tests give a fake one.
     """
     clock = clock or SystemClock()
     stop = threading.Event()
@@ -115,6 +136,7 @@ def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule, clock
     signal.signal(signal.SIGINT, on_signal)
     next_start = clock.monotonic()
     done = 0
+    verdicts: list[RunStatus] = []
     while not stop.is_set() and (schedule.count is None or done < schedule.count):
         jitter = random.uniform(0, schedule.jitter) if schedule.jitter else 0.0
         delay = next_start + jitter - clock.monotonic()
@@ -132,6 +154,7 @@ def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule, clock
             # (the topic deleted under a running watch) each run reports it, and the watch goes on.
             raise UsageError(f"--roundtrip: {report.roundtrip.error}")
         done += 1
+        verdicts.append(report.status)
         _deliver_run(report, outputs, done, options.timeout)
         _LOG.debug("run %d took %.2fs, peak RSS %.1f MB", done, clock.monotonic() - started, _rss_mb())
         next_start, skipped = next_slot(next_start, schedule.every, clock.monotonic())
@@ -140,7 +163,10 @@ def run_watch(options: ProbeOptions, outputs: Outputs, schedule: Schedule, clock
                          clock.monotonic() - started, schedule.every, skipped)
     if received and received[0] == signal.SIGINT:
         return EXIT_INTERRUPTED
-    return 0
+    seen = worst(verdicts)
+    if schedule.count is None or seen is None:
+        return EXIT_OK
+    return STATUS_EXIT[seen]
 
 
 def _deliver_run(report: Report, outputs: Outputs, number: int, timeout: float) -> None:

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 from itertools import count, repeat
 from typing import NamedTuple
 
 from kprobe.findings.common import maybe_cluster_name
 from kprobe.findings.consistency import LISTENER_NOT_FOUND
-from kprobe.hostport import format_hostport, host_problem, is_loopback_ip, is_loopback_name
+from kprobe.hostport import format_hostport, host_problem, is_ip_literal, is_loopback_ip, is_loopback_name
 from kprobe.models import (
     CLIENTS_CONNECT,
+    AdvertisedBroker,
     BootstrapResult,
+    DnsStatus,
     EndpointResult,
     PartitionRun,
     PartitionTable,
@@ -31,6 +34,7 @@ from kprobe.probe.bootstrap import fetch_all
 from kprobe.probe.context import RunContext
 from kprobe.probe.endpoints import collect
 from kprobe.probe.reach import probe_endpoints
+from kprobe.probe.resolve import Resolver, resolve_all
 from kprobe.records import record, replace
 
 
@@ -234,6 +238,33 @@ def _known_problem(host: str, bootstrap_host: str, connected_to: str | None, in_
     return None
 
 
+def _unmapped(listing: Listing, resolve: Mapping[str, str] | None,
+              connect_to: Mapping[tuple[str, int], tuple[str, int]] | None) -> Iterator[AdvertisedBroker]:
+    """The bootstrap's brokers but those the user remapped (--resolve, --connect-to): those are the mapping's."""
+    names, ends = resolve or {}, connect_to or {}
+    for broker in listing.bootstrap.brokers:
+        if broker.host.lower().rstrip(".") not in names and (broker.host.lower(), broker.port) not in ends:
+            yield broker
+
+
+def _in_cluster(in_cluster: bool | None) -> bool:
+    """Whether this process runs in a Kubernetes pod, where the cluster's DNS answers its internal names."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) if in_cluster is None else in_cluster
+
+
+def _bootstrap_host(listing: Listing) -> str:
+    return listing.bootstrap.address.rpartition(":")[0].strip("[]")
+
+
+def _advertise(hits: Sequence[tuple[int, str]]) -> tuple[str, str]:
+    """`broker 1 advertises` / `brokers 0, 1 and 2 advertise`, and the endpoints (the first three, then a count)."""
+    ids = [str(node) for node, _ in hits]
+    who = (f"broker {ids[0]} advertises" if len(ids) == 1 else
+           f"brokers {', '.join(ids[:-1])} and {ids[-1]} advertise")
+    shown = ", ".join(e for _, e in hits[:3]) + (f" and {len(hits) - 3} more" if len(hits) > 3 else "")
+    return who, shown
+
+
 def unchecked_gap(listing: Listing, *, resolve: Mapping[str, str] | None = None,
                   connect_to: Mapping[tuple[str, int], tuple[str, int]] | None = None,
                   in_cluster: bool | None = None) -> str | None:
@@ -248,27 +279,71 @@ def unchecked_gap(listing: Listing, *, resolve: Mapping[str, str] | None = None,
     """
     if listing.reachability is not None or not listing.answered:
         return None
-    if in_cluster is None:
-        in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    inside = _in_cluster(in_cluster)
     b = listing.bootstrap
-    bootstrap_host = b.address.rpartition(":")[0].strip("[]")
-    names, ends = resolve or {}, connect_to or {}
+    bootstrap_host = _bootstrap_host(listing)
     hits: list[tuple[int, str, str]] = []
-    for broker in b.brokers:
-        if broker.host.lower().rstrip(".") in names or (broker.host.lower(), broker.port) in ends:
-            continue
-        why = _known_problem(broker.host, bootstrap_host, b.connected_to, in_cluster)
+    for broker in _unmapped(listing, resolve, connect_to):
+        why = _known_problem(broker.host, bootstrap_host, b.connected_to, inside)
         if why is not None:
             hits.append((broker.node_id, format_hostport(broker.host, broker.port), why))
     if not hits:
         return None
     reasons = {why for _, _, why in hits}
-    ids = [str(node) for node, _, _ in hits]
-    who = (f"broker {ids[0]} advertises" if len(ids) == 1 else
-           f"brokers {', '.join(ids[:-1])} and {ids[-1]} advertise")
-    shown = ", ".join(e for _, e, _ in hits[:3]) + (f" and {len(hits) - 3} more" if len(hits) > 3 else "")
+    who, shown = _advertise([(node, end) for node, end, _ in hits])
     many = len(hits) > 1
     why = (("each " if many else "") + reasons.pop() if len(reasons) == 1
            else "names or addresses this machine cannot use as advertised")
     return (f"{who} {shown}, {why}: clients here will bootstrap and then fail. This listing did not check "
             f"{'them' if many else 'it'} from here: add --reachability, or run `kprobe probe -b {b.address}`")
+
+
+# What a failed lookup is called in the line, by the resolver's status.
+_NOT_RESOLVED: dict[DnsStatus, str] = {"nxdomain": "no such name", "no_answer": "no address for it",
+                                       "servfail": "the DNS server failed", "error": "not resolvable"}
+
+
+def unresolved_gap(listing: Listing, *, nameservers: Sequence[tuple[str, int]] = (), timeout: float,
+                   resolve: Mapping[str, str] | None = None,
+                   connect_to: Mapping[tuple[str, int], tuple[str, int]] | None = None,
+                   in_cluster: bool | None = None) -> str | None:
+    """One line for a listing made without --reachability whose advertised names do not resolve here; else None.
+
+    The Docker case: the bootstrap is an address (a published port), the broker advertises its
+    container's name, and kcat's lines show nothing wrong. Only a lookup can tell, so each advertised
+    host is looked up once, all at once, through the resolver a probe would use (--nameserver
+    honoured), and the whole of it ends within one --timeout. Names the user remapped, IP literals,
+    the bootstrap's own host (it resolved: the listing came through it) and names whose shape
+    `unchecked_gap` already names are not looked up.
+    """
+    if listing.reachability is not None or not listing.answered:
+        return None
+    inside = _in_cluster(in_cluster)
+    b = listing.bootstrap
+    bootstrap_host = _bootstrap_host(listing)
+    brokers = [broker for broker in _unmapped(listing, resolve, connect_to)
+               if not is_ip_literal(broker.host.strip("[]"))
+               and broker.host.lower().rstrip(".") != bootstrap_host.lower().rstrip(".")
+               and _known_problem(broker.host, bootstrap_host, b.connected_to, inside) is None]
+    if not brokers:
+        return None
+    looked_up = resolve_all((broker.host for broker in brokers), Resolver(nameservers, timeout=timeout),
+                            deadline=time.monotonic() + timeout)
+    hits: list[tuple[int, str]] = []
+    reasons: dict[str, None] = {}
+    for broker in brokers:
+        dns = looked_up[broker.host]
+        if dns.status == "ok":
+            continue
+        hits.append((broker.node_id, format_hostport(broker.host, broker.port)))
+        reasons[_NOT_RESOLVED.get(dns.status, f"no answer within --timeout {timeout:g}s")] = None
+    if not hits:
+        return None
+    who, shown = _advertise(hits)
+    many = len(hits) > 1
+    where = "through --nameserver" if nameservers else "here"
+    return (f"{who} {shown}, {'names that do' if many else 'a name that does'} not resolve {where} "
+            f"({'; '.join(reasons)}): clients here will bootstrap and then fail. Have the broker advertise a name "
+            f"or address this network resolves (advertised.listeners, or a listener of its own for this network), "
+            f"or add {'them' if many else 'it'} to this machine's DNS or hosts file; "
+            f"`kprobe probe -b {b.address}` says which, and checks the rest")

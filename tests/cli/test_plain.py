@@ -99,6 +99,7 @@ LIST_LINES = [
     [],
     ["-b", "h:1", "-t", "x", "--topic", "y", "-J", "--reachability"],
     ["--no-reachability", "--no-internal", "--reachability", "-v", "--no-color", "-X", "a=b", "-F", "f"],
+    ["--no-lookup", "-b", "h:1"],
     ["--resolve", "a=1.2.3.4", "--connect-to", "a:1=b:2", "-n", "127.0.0.1", "--timeout", "1s", "--deadline=4s"],
 ]
 ENVIRONMENTS = [

@@ -111,16 +111,53 @@ def test_the_summary_line_names_the_first_finding_as_show_summary_does(cloud_lab
     endpoint = cloud_lab.listener("INTERNAL").advertised
     done = kprobe("watch", "-b", cloud_lab.bootstrap("INTERNAL"), "-n", cloud_lab.nameserver("internet"), "--count",
                   "1", "--timeout", "2", "--out", str(tmp_path), "--vantage", "internet")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # its one run found a gap
     [line] = done.stdout.splitlines()
     head, _, glance = line.partition(")  ADVERTISED_UNRESOLVABLE")
-    assert re.fullmatch(r"run 1 \S+ GAP: 1/1 bootstraps answered, 0/1 advertised endpoints usable from here, 1 errors, "
+    assert re.fullmatch(r"run 1 \S+ internet GAP: 1/1 bootstraps answered, 0/1 advertised endpoints usable from here, 1 errors, "
                         r"\d+ warnings \([\d.]+m?s", head), line
     assert glance.startswith(f" ({endpoint}): You reached the cluster at {cloud_lab.bootstrap('INTERNAL')}, but")
     assert glance.endswith("...") and len(glance.split(": ", 1)[1]) == 100
     shown = kprobe("show", "--summary", str(tmp_path))
-    # One summary line: show's, after its vantage and cluster, is watch's, after its run number.
-    assert shown.stdout.endswith(line.split(" ", 3)[3] + "\n"), (shown.stdout, line)
+    # One summary line: show's, after its vantage and cluster, is watch's, after its run number and vantage.
+    assert shown.stdout.endswith(line.split(" ", 4)[4] + "\n"), (shown.stdout, line)
+
+
+def test_a_bounded_watch_exits_with_the_worst_verdict_and_each_line_names_its_vantage(listeners_lab, fake_clock):
+    """LISTENER_BOB advertises kafka0: seen from the host's DNS it does not resolve (every run a gap, exit 1, as
+    `kprobe probe` exits), from the Docker network's it does (exit 0). Two watches of one broker, their lines
+    printed together, each saying which vantage it is."""
+    bootstrap = listeners_lab.real_endpoint("LISTENER_BOB")
+    done = {view: watch_in_process("-b", bootstrap, "--nameserver", listeners_lab.nameserver(view), "--vantage",
+                                   f"{view}-view", "--every", "1s", "--count", "3", "--timeout", "2")
+            for view in ("host", "docker")}
+    assert (done["host"].returncode, done["docker"].returncode) == (1, 0), (done["host"].stderr, done["docker"].stderr)
+    probe = kprobe("probe", "-b", bootstrap, "--nameserver", listeners_lab.nameserver("host"), "--timeout", "2")
+    assert probe.returncode == done["host"].returncode  # one exit code table for both commands
+    for view, verdict in (("host", "GAP"), ("docker", "OK")):
+        lines = done[view].stdout.splitlines()
+        assert [line.split(" ")[:2] for line in lines] == [["run", "1"], ["run", "2"], ["run", "3"]]
+        assert all(re.match(rf"run \d \S+Z {view}-view {verdict}: 1/1 bootstraps answered", line) for line in lines), lines
+    assert all("  ADVERTISED_UNRESOLVABLE" in line for line in done["host"].stdout.splitlines())
+
+
+def test_a_bounded_watch_where_no_bootstrap_answers_exits_3(tmp_path):
+    """The worst verdict is `failed`: the code `kprobe probe` gives when no bootstrap answered."""
+    closed = _refusing_address()
+    done = kprobe("watch", "-b", closed, "--every", "0.1s", "--count", "2", "--timeout", "0.5", "--vantage", "ci")
+    assert done.returncode == 3, done.stderr
+    assert [line.split(" ")[3:5] for line in done.stdout.splitlines()] == [["ci", "FAILED:"], ["ci", "FAILED:"]]
+
+
+@pytest.mark.parametrize(("verdicts", "expected"), [
+    ([], None),
+    (["ok", "ok"], "ok"),
+    (["ok", "gap", "ok"], "gap"),
+    (["gap", "failed", "ok"], "failed"),
+    (["failed", "interrupted"], "interrupted"),
+])
+def test_the_worst_verdict_is_by_the_probe_s_own_order(verdicts, expected):
+    assert watch_module.worst(verdicts) == expected
 
 
 def test_two_vantages_differ_exactly_where_their_views_differ(listeners_lab, tmp_path, fake_clock):
@@ -128,7 +165,7 @@ def test_two_vantages_differ_exactly_where_their_views_differ(listeners_lab, tmp
     for view in ("docker", "host"):
         done = watch_in_process("-b", bootstrap, "--nameserver", listeners_lab.nameserver(view), "--vantage", view,
                                 "--every", "1s", "--count", "2", "--out", str(tmp_path / view), "--json")
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == {"docker": 0, "host": 1}[view], done.stderr  # the worst verdict of its runs
         assert len(done.stdout.splitlines()) == 2  # JSON Lines
     assert fake_clock.waits == [1.0, 1.0]  # each watch waited once, a whole --every (its runs took no clock time)
     docker, host = reports_in(tmp_path / "docker"), reports_in(tmp_path / "host")
@@ -142,11 +179,15 @@ def test_two_vantages_differ_exactly_where_their_views_differ(listeners_lab, tmp
         assert [f["code"] for f in b["findings"]] == ["ADVERTISED_UNRESOLVABLE"]
 
 
-def test_sigterm_during_a_run_exits_cleanly(three_lab, tmp_path):
+@pytest.mark.parametrize(("bound", "code"), [
+    ((), 0),  # a service stopped by its manager: a clean stop, whatever its runs found
+    (("--count", "5"), 1),  # a bounded watch stopped early: the worst verdict of the runs it delivered
+])
+def test_sigterm_during_a_run_exits_cleanly(three_lab, tmp_path, bound, code):
     done, _ = signal_when(["watch", "-b", three_lab.real_endpoint("DARK", 0), "--timeout", "2", "--every", "30s",
-                           "--out", str(tmp_path)], "distinct advertised endpoints after", signal.SIGTERM)
+                           *bound, "--out", str(tmp_path)], "distinct advertised endpoints after", signal.SIGTERM)
     out, err = done.stdout, done.stderr  # the signal came inside the run: waiting on the blackholed endpoints
-    assert done.returncode == 0, err
+    assert done.returncode == code, err
     assert "Traceback" not in err
     reports = reports_in(tmp_path)  # the run finished within the grace, whole
     assert len(reports) == 1 and reports[0]["summary"]["status"] == "gap"
@@ -156,7 +197,7 @@ def test_sigterm_during_a_run_exits_cleanly(three_lab, tmp_path):
 def test_a_late_run_skips_slots(three_lab, tmp_path):
     done = kprobe_process("watch", "-b", three_lab.real_endpoint("DARK", 0), "--timeout", "1", "--every", "0.4s",
                           "--count", "2", "--out", str(tmp_path))
-    assert done.returncode == 0
+    assert done.returncode == 1, done.stderr  # the blackholed endpoints: both runs found a gap
     assert re.search(r"run 1 took \d+\.\ds, longer than --every 0\.4s: skipping \d+ slot", done.stderr)
     assert len(reports_in(tmp_path)) == 2
 
@@ -200,7 +241,7 @@ def test_memory_stays_flat_over_thousands_of_complete_runs(listeners_lab, capsys
     assert code == 0
     summaries = capsys.readouterr().out.splitlines()
     assert len(summaries) == runs
-    statuses = [re.match(r"run \d+ \S+ (\w+): 1/1 bootstraps answered, (\d+)/(\d+) advertised endpoints usable", s)
+    statuses = [re.match(r"run \d+ \S+ mem (\w+): 1/1 bootstraps answered, (\d+)/(\d+) advertised endpoints usable", s)
                 for s in summaries]
     assert all(m and m.group(1) == "OK" and m.group(2) == m.group(3) == "1" for m in statuses), \
         [s for s, m in zip(summaries, statuses, strict=True) if not (m and m.group(1) == "OK")][:3]
@@ -362,7 +403,7 @@ def test_hostile_host_names_in_prometheus_output_are_escaped(tmp_path):
         watch = subprocess.run([sys.executable, "-m", "kprobe", "watch", "-b", broker.address, "--timeout", "2",
                                 "--every", "1s", "--count", "2", "--format", "prometheus", "--prom-file",
                                 str(watch_prom)], capture_output=True, timeout=60, check=False)
-    for done, codes in ((probe, {1}), (watch, {0})):
+    for done, codes in ((probe, {1}), (watch, {1})):
         assert done.returncode in codes, done.stderr[-500:]
         assert b"Traceback" not in done.stderr and b"internal error" not in done.stderr, done.stderr[-500:]
         assert b"kprobe: run" not in done.stderr  # no delivery failed

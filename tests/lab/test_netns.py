@@ -391,7 +391,8 @@ def test_three_vantages_watch_publish_through_a_cut_and_aggregate_each_report_on
             while len(reports[vantage]) < WATCH_RUNS:
                 reports[vantage].append(_read_run(proc, vantage))
             _, stderr = proc.communicate(timeout=60)
-            assert proc.returncode == 0, (vantage, stderr)
+            # --count: the worst verdict of its runs (the laptop has no route to broker 2: a gap each run).
+            assert proc.returncode == (1 if vantage == "laptop" else 0), (vantage, stderr)
             assert ("1 report stays spooled" in stderr) == (vantage == "branch"), (vantage, stderr)
     finally:
         for proc in watches.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -427,3 +428,94 @@ def test_what_the_names_alone_show():
     assert mixed is not None and mixed.startswith(f"brokers 0 and 1 advertise {aws}:9092, bad host:9092, names or "
                                                   "addresses this machine cannot use as advertised")
     assert unchecked_gap(listing("198.51.100.7:9092", "198.51.100.7", "kafka.example.com"), in_cluster=False) is None
+
+
+# -- without --reachability: one line on stderr where an advertised name does not resolve here --
+
+def test_an_advertised_name_that_does_not_resolve_here_gets_one_line_after_kcats_listing(listeners_lab):
+    """The seeds' Docker case: bootstrapped at the broker's address, which advertises its container's name
+    kafka0. The host's DNS view does not resolve it, so clients here bootstrap and then fail: kcat's lines
+    on stdout, byte for byte with and without the lookup; the line on stderr; the exit code kcat's."""
+    bootstrap = listeners_lab.real_endpoint("LISTENER_BOB")
+    advertised = listeners_lab.listener("LISTENER_BOB").advertised
+    assert advertised.startswith("kafka0:")
+    host = ["-b", bootstrap, "-n", listeners_lab.nameserver("host")]
+    looked_up, skipped = cli("list", *host), cli("list", *host, "--no-lookup")
+    assert (looked_up.returncode, skipped.returncode) == (0, 0), (looked_up.stderr, skipped.stderr)
+    assert looked_up.stdout == skipped.stdout and f"  broker 0 at {advertised} (controller)\n" in looked_up.stdout
+    assert skipped.stderr == ""
+    assert looked_up.stderr == (
+        f"kprobe: broker 0 advertises {advertised}, a name that does not resolve through --nameserver (no such "
+        "name): clients here will bootstrap and then fail. Have the broker advertise a name or address this network "
+        "resolves (advertised.listeners, or a listener of its own for this network), or add it to this machine's DNS "
+        f"or hosts file; `kprobe probe -b {bootstrap}` says which, and checks the rest\n")
+    # -J: the document as it was, nothing on stderr.
+    documents = cli("list", *host, "-J"), cli("list", *host, "-J", "--no-lookup")
+    assert documents[0].stdout == documents[1].stdout and json.loads(documents[0].stdout)["brokers"][0]["name"] == advertised
+    assert [(d.returncode, d.stderr) for d in documents] == [(0, ""), (0, "")]
+    # Inside the Docker network kafka0 resolves: nothing to say.
+    docker = cli("list", "-b", bootstrap, "-n", listeners_lab.nameserver("docker"))
+    assert (docker.returncode, docker.stdout, docker.stderr) == (0, looked_up.stdout, "")
+
+
+def _listing_of(bootstrap: str, connected_to: str, *hosts: str):
+    from kprobe.models import AdvertisedBroker, BootstrapResult, ClusterMetadata
+    from kprobe.runs.listing import Listing
+
+    meta = ClusterMetadata(brokers=tuple(AdvertisedBroker(i, h, 9092) for i, h in enumerate(hosts)),
+                           cluster_id="c", controller_id=0)
+    b = BootstrapResult(address=bootstrap, status="ok", connected_to=connected_to, metadata=meta)
+    return Listing(b, (b,), (), (), None)
+
+
+def test_the_names_are_looked_up_at_once_within_one_timeout():
+    """24 names, a DNS server that answers none of them: one --timeout in all, not one per name."""
+    import socket
+
+    import dns.message
+    import dns.resolver  # loaded before the clock starts: its import is not the lookups' time
+
+    from kprobe.runs.listing import unresolved_gap
+
+    names = [f"broker-{i}.kafka.example.test" for i in range(24)]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:  # takes every query, answers none
+        silent.bind(("127.0.0.1", 0))
+        started = time.monotonic()
+        line = unresolved_gap(_listing_of("127.0.0.2:9092", "127.0.0.2", *names), nameservers=[silent.getsockname()],
+                              timeout=1.0)
+        took = time.monotonic() - started
+        silent.setblocking(False)
+        asked = set()
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                asked.add(dns.message.from_wire(silent.recv(4096)).question[0].name.to_text().rstrip("."))
+    assert took < 2.5, took  # one after another: 24 s
+    assert asked == set(names)  # every name was asked within that one timeout: side by side
+    assert line is not None and line.startswith(
+        f"brokers {', '.join(map(str, range(23)))} and 23 advertise {names[0]}:9092, {names[1]}:9092, {names[2]}:9092 "
+        "and 21 more, names that do not resolve through --nameserver (no answer within --timeout 1s): clients here "
+        "will bootstrap and then fail.")
+    assert line.endswith("`kprobe probe -b 127.0.0.2:9092` says which, and checks the rest")
+
+
+def test_what_is_looked_up_and_what_is_not():
+    """A name that resolves is not named; remapped names, addresses, the bootstrap's own host and names whose
+    shape the other line names are not even looked up."""
+    from kprobe.lab.dns_server import DnsServer
+    from kprobe.runs.listing import unchecked_gap, unresolved_gap
+
+    with DnsServer({"kafka0": ("127.0.0.11",), "kafka1": ("127.0.0.12",)}, name="lookups") as server:
+        ns = [server.address]
+        assert unresolved_gap(_listing_of("127.0.0.2:9092", "127.0.0.2", "kafka0", "kafka1"), nameservers=ns,
+                              timeout=2) is None
+        line = unresolved_gap(_listing_of("127.0.0.2:9092", "127.0.0.2", "kafka0", "kafka2"), nameservers=ns,
+                              timeout=2)
+        assert line is not None and line.startswith(
+            "broker 1 advertises kafka2:9092, a name that does not resolve through --nameserver (no such name): ")
+        asked = server.queries
+        pod = "my-cluster-kafka-0.my-cluster-kafka-brokers.kafka.svc"
+        listing = _listing_of("kafka9:9092", "127.0.0.2", "kafka9", "127.0.0.3", "kafka7", pod)
+        assert unresolved_gap(listing, nameservers=ns, timeout=2, resolve={"kafka7": "127.0.0.4"},
+                              in_cluster=False) is None
+        assert server.queries == asked  # nothing was asked
+        assert unchecked_gap(listing, in_cluster=False, resolve={"kafka7": "127.0.0.4"}) is not None  # the pod's name
