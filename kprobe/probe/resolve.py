@@ -52,7 +52,12 @@ class Resolver:
         timeout: float = 5.0,
         hosts_file: str = HOSTS_FILE,
         resolv_conf: str | None = None,
+        detail: bool = True,
     ) -> None:
+        """`detail` False: the system path asks getaddrinfo alone, without DNS's reasons, CNAMEs and TTLs
+        beside it, for a caller that only needs whether a name resolves (and not dnspython's import).
+        """
+        self.detail = detail
         self.nameservers = tuple(nameservers)
         self.timeout = timeout
         self.hosts_names = hosts_file_names(hosts_file) if not self.nameservers else frozenset()
@@ -134,7 +139,7 @@ class Resolver:
         in_hosts = host.lower().rstrip(".") in self.hosts_names
         detail_box: list[DnsResult] = []
         detail_thread = None
-        if not is_loopback_name(host):
+        if self.detail and not is_loopback_name(host):
             detail_thread = threading.Thread(
                 target=lambda: detail_box.append(self._resolve_dns(host, source="dns")), daemon=True
             )

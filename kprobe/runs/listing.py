@@ -327,7 +327,8 @@ def unresolved_gap(listing: Listing, *, nameservers: Sequence[tuple[str, int]] =
                and _known_problem(broker.host, bootstrap_host, b.connected_to, inside) is None]
     if not brokers:
         return None
-    looked_up = resolve_all((broker.host for broker in brokers), Resolver(nameservers, timeout=timeout),
+    # whether each name resolves is all the hint says: getaddrinfo alone, no DNS detail (nor its import)
+    looked_up = resolve_all((broker.host for broker in brokers), Resolver(nameservers, timeout=timeout, detail=False),
                             deadline=time.monotonic() + timeout)
     hits: list[tuple[int, str]] = []
     reasons: dict[str, None] = {}

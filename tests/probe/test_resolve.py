@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -64,3 +66,12 @@ def test_an_unknown_name_is_nxdomain(server):
     result = resolver(server, 1.0).resolve("nowhere.lab")
     assert result.status == "nxdomain"
     assert "NXDOMAIN" in (result.error or "")
+
+
+def test_without_detail_the_system_path_asks_getaddrinfo_alone_and_never_imports_dnspython():
+    """`kprobe list`'s hint only needs whether a name resolves: no DNS query beside getaddrinfo, no dnspython."""
+    code = ("import sys\nfrom kprobe.probe.resolve import Resolver\n"
+            "r = Resolver(timeout=2, detail=False).resolve('never-gonna-give-you-up')\n"
+            "print(r.status, r.detail is None, 'dns' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True)
+    assert done.stdout.split() == ["nxdomain", "True", "False"], done.stdout + done.stderr
