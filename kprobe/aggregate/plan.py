@@ -295,7 +295,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
 
 
 def succeeded(rate: float, probes: int) -> str:
-    """A gap's figure in report.html's words (its `succeeded` column, a cell's "N/M probes succeeded"):
+    """A gap's figure in report.html's words (a cell's "N/M probes succeeded", its `success` column):
     `  0.0% of 5 probes succeeded`, so the number says what it counts.
 
     A rate strictly between 0 and 1 shows as 0.1 % to 99.9 %, as on the page: 999 of 1,000 probes is a gap,

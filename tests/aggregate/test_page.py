@@ -613,7 +613,7 @@ def test_every_colour_on_the_page_says_what_it_means(tmp_path):
     for where, rate in rates.items():
         assert meaning(drawn[where][1]) == says(rate), (where, rate, drawn[where])
     # The worst gaps: every one below 100 %, so never green; red under half.
-    assert dom["header"] == "succeeded" and len(dom["gaps"]) == sum(r < 1 for r in rates.values())
+    assert dom["header"] == "success" and len(dom["gaps"]) == sum(r < 1 for r in rates.values())
     assert all(meaning(bg) == says(float(text.rstrip("%")) / 100) != "good" for text, bg in dom["gaps"]), dom["gaps"]
     # Findings: an error's code red, a warning's amber.
     severity = {code: sev for code, sev, *_ in data["clusters"][0]["findings"]}
