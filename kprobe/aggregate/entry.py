@@ -7,7 +7,10 @@ goes one way, entry -> plan, entry -> job -> plan, and Spark is imported only pa
 
 from __future__ import annotations
 
+import time
+
 from kprobe.aggregate.plan import JobOptions, new_input_bytes, summary_lines, survey
+from kprobe.aggregate.startup import Phases, note
 from kprobe.aggregate.state import StateBusy
 
 # New input up to this size starts a light JVM (jvm.LIGHT_JVM: C1 alone, the serial collector): up to here a
@@ -37,7 +40,10 @@ def command(options: JobOptions, verbose: bool = False, where: bool = False, kee
 
     `where`: the summary ends with the line naming the output (the line of `current` names it already).
     `keep_warm`: seconds a warm driver (kprobe.aggregate.warm) waits for the next run; it runs the job.
+    A run in this process that went mostly to starting Spark's JVM ends with a note saying so, and how a
+    schedule keeps one warm (kprobe.aggregate.startup), unless a warm driver was asked for already.
     """
+    began = time.monotonic()
     warm_driver = False
     if keep_warm > 0:
         from kprobe.aggregate import warm
@@ -62,14 +68,21 @@ def command(options: JobOptions, verbose: bool = False, where: bool = False, kee
         if answer is not None:
             lines, current = answer  # current: the driver found nothing new (`busy`), its line names the output
             return lines if current else lines + where_lines
+    starting = time.monotonic()
     from kprobe.aggregate.job import run, session
     from kprobe.aggregate.jvm import keep_archive
 
     # Authenticated as the warm driver is: for the minutes a cold run lasts its ports are as open to local users.
     spark = session(options.master, kafka=bool(options.kafka), verbose=verbose, light=light, authenticate=True)
+    up = time.monotonic()
     try:
         result = run(spark, options)
     finally:
+        done = time.monotonic()
         spark.stop()
-        keep_archive()
-    return summary_lines(result) + where_lines
+        archive = keep_archive()
+    ended = time.monotonic()
+    phases = Phases(total=ended - began, start=up - starting, stop=ended - done, archive=archive)
+    from kprobe.aggregate.warm import can_serve
+
+    return summary_lines(result) + where_lines + note(phases, keep_warm <= 0 and can_serve(options, verbose))

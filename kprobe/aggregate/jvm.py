@@ -154,15 +154,16 @@ def archive_option() -> str:
     return f"-XX:ArchiveClassesAtExit={written}"
 
 
-def keep_archive(timeout: float = 60) -> None:
-    """After `spark.stop()`: let the driver exit, and put the archive it wrote in place, if it was to write one.
+def keep_archive(timeout: float = 60) -> bool:
+    """After `spark.stop()`: let the driver exit, and put the archive it wrote in place, if it was to write one;
+    whether it was (the run's time then includes writing it: kprobe.aggregate.startup).
 
     PySpark's driver JVM exits when its standard input closes (the Python process ending); it writes
     the archive as it exits, so this closes that input and waits, bounded, then renames the file.
     """
     global _dump
     if _dump is None:
-        return
+        return False
     (written, archive), _dump = _dump, None
     try:
         if let_driver_exit(timeout) and written.is_file() and written.stat().st_size:
@@ -171,6 +172,7 @@ def keep_archive(timeout: float = 60) -> None:
         pass  # no archive this time; the next run writes one
     finally:
         written.unlink(missing_ok=True)
+    return True
 
 
 def let_driver_exit(timeout: float) -> bool:

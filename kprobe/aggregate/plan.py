@@ -288,7 +288,18 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     for w in gaps:
         # Names come from reports, i.e. from brokers and hosts: escaped, never raw terminal input.
         who = "bootstrap" if w["node_id"] == BOOTSTRAP_NODE else f"broker {w['node_id']}"
-        lines.append(f"  {w['success_rate']:6.1%}  cluster {safe(w['cluster_id'], 80)} {who} "
-                     f"{safe(w['host'], 120)}:{w['port']} from {safe(w['vantage'], 80)} ({w['probes']} probes, "
-                     f"last {safe(w['last_status'], 40)})")
+        lines.append(f"  {succeeded(w['success_rate'], w['probes'])}  cluster {safe(w['cluster_id'], 80)} {who} "
+                     f"{safe(w['host'], 120)}:{w['port']} from {safe(w['vantage'], 80)} "
+                     f"(last {safe(w['last_status'], 40)})")
     return lines
+
+
+def succeeded(rate: float, probes: int) -> str:
+    """A gap's figure in report.html's words (a cell's "N/M probes succeeded", its `success` column):
+    `  0.0% of 5 probes succeeded`, so the number says what it counts.
+
+    A rate strictly between 0 and 1 shows as 0.1 % to 99.9 %, as on the page: 999 of 1,000 probes is a gap,
+    never "100.0%".
+    """
+    shown = rate * 100 if rate in (0, 1) else min(99.9, max(0.1, rate * 100))
+    return f"{shown:5.1f}% of {probes} probe{'' if probes == 1 else 's'} succeeded"

@@ -515,3 +515,119 @@ def test_each_gap_carries_its_endpoint_s_own_finding(spark, tmp_path):
                               f"named by {e['n']} report{'s' if e['n'] > 1 else ''}, the last at {e['last']}"]
     assert dom["note"].endswith("the one the reports named for that endpoint from that vantage "
                                 "(the most severe, then the latest).")
+
+
+# -- colours say what they mean, everywhere on the page ---------------------------------------
+
+# Appended to a copy of the page: the colours Chromium computed for every coloured element, with what each shows.
+COLOUR_PROBE = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const all = (root, sel) => [...root.querySelectorAll(sel)];
+  const css = (e, prop) => getComputedStyle(e)[prop];
+  const out = {drawn: document.body.dataset.drawn === "1",
+    cells: all(document, ".matrix td[data-e]").map(td => [td.title, td.textContent, css(td, "backgroundColor")]),
+    gaps: all(document, "#gaps tbody tr[data-i]").map(tr => [tr.cells[0].textContent, css(tr.cells[0], "backgroundColor")]),
+    header: document.querySelector("#gaps thead th").textContent,
+    key: all(document, "#key span").map(s => [s.textContent, css(s.querySelector("i"), "backgroundColor")]),
+    codes: all(document, "#gaps tbody td.code").map(td => [td.textContent, css(td, "color")]),
+    plots: all(document, "#timelines details").map(d => ({
+      strokes: all(d, "path").map(p => css(p, "stroke")),
+      markers: all(d, "circle").map(c => [c.textContent.split(": ")[0], css(c, "fill")]),
+      legend: all(d, ".legend li").filter(li => li.querySelector("i")).map(li =>
+        [li.textContent, css(li.querySelector("i"), "borderTopColor"), css(li.querySelector("i"), "borderTopStyle")])}))};
+  const pre = document.createElement("pre"); pre.id = "colour-result";
+  pre.textContent = JSON.stringify(out).replace(/[<>&]/g, c => "\\\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  document.body.appendChild(pre);
+}, 200));
+</script>"""
+
+
+def meaning(css_colour: str) -> str:
+    """What a colour says to a reader: `good` (green), `warning` (amber to yellow), `bad` (red to pink), or
+    `neutral` (greys, and the blues to purples, which say nothing about health)."""
+    import colorsys
+
+    red, green, blue = (int(c) / 255 for c in re.findall(r"\d+", css_colour)[:3])
+    hue, saturation, _ = colorsys.rgb_to_hsv(red, green, blue)
+    degrees = hue * 360
+    if saturation < 0.1:
+        return "neutral"
+    if degrees >= 320 or degrees < 20:
+        return "bad"
+    return "warning" if degrees < 70 else "good" if degrees < 170 else "neutral"
+
+
+def colour_data() -> dict:
+    """Two clusters. `pair`: the newcomer's case, a healthy vantage (every probe succeeded) beside a failing one
+    (none did), at rates next to them too (999 and 1 of 1,000). `twelve`: twelve vantages from 0 to 100 %, every
+    line the timeline draws. Findings of both severities on the gaps."""
+    t0 = 1_794_898_800
+    findings = [["ADVERTISED_UNREACHABLE", "error", "cannot be reached", "open the port"],
+                ["ADVERTISED_NAME_DIFFERS", "warning", "the name differs", "advertise the name"]]
+
+    def cluster(name: str, vantages: list[str], successes: list[list[int]]) -> dict:
+        """`successes[e][v]` of 1,000 probes, per endpoint and vantage; three hours at the vantage's overall rate."""
+        cells = [[e, v, 1000, ok, 0 if ok == 1000 else 1, t0 + 7200, t0, {} if ok == 1000 else {"timeout": 1000 - ok},
+                  None if ok == 1000 else [v % 2, 3, t0 + 7200, 0]]
+                 for e, row in enumerate(successes) for v, ok in enumerate(row)]
+        points = [(vantage, t0 + h * HOUR, sum(row[v] for row in successes), 1000 * len(successes))
+                  for v, vantage in enumerate(vantages) for h in range(3)]
+        return {"id": name, "name": "", "endpoints": [[n, f"b{n}.{name}.example:9092"] for n in range(len(successes))],
+                "vantages": vantages, "cells": cells, "findings": findings, "timeline": timeline(points)}
+
+    rates = [0, 100, 300, 499, 500, 700, 899, 900, 950, 990, 999, 1000]
+    return {"clusters": [cluster("pair", ["healthy", "failing"], [[1000, 0], [999, 1]]),
+                         cluster("twelve", [f"v{ok:04d}" for ok in rates], [rates])],
+            "statuses": ["ok", "timeout"], "bootstrap_node": -1}
+
+
+@pytest.mark.lab  # a browser
+def test_every_colour_on_the_page_says_what_it_means(tmp_path):
+    """Green is every probe succeeded, red under half, amber between, the same in the matrices, the worst gaps and
+    the key; a timeline's line colours tell vantages apart and say nothing about health (the healthy vantage's
+    line is not red, the failing one's not green); each legend swatch is its line's colour; an error's code is
+    red, a warning's amber."""
+    data = colour_data()
+    page = tmp_path / "report.html"
+    page.write_text(render_page(data, {"reports": 14, "observations": 42, "input_records": 14, "duplicates": 0,
+                                       "quarantined": 0}))
+    dom, stderr = in_chromium(page, tmp_path, COLOUR_PROBE, "colour-result", budget_ms=3000, timeout=60)
+    assert dom["drawn"] and "Uncaught" not in stderr, stderr[-2000:]
+
+    def says(rate: float) -> str:
+        return "good" if rate == 1 else "bad" if rate < 0.5 else "warning"
+
+    # The key: one swatch per class, in the words the cells are read in.
+    assert [(words, meaning(bg)) for words, bg in dom["key"]] == [
+        ("100%", "good"), ("90 to 99.9%", "warning"), ("50 to 89.9%", "warning"), ("under 50%", "bad")]
+    key = {bg for _, bg in dom["key"]}
+    # Every matrix cell: its colour one of the key's, saying what its rate is; a gap never reads 100% or 0%.
+    assert len(dom["cells"]) == 4 + 12 and all(bg in key for _, _, bg in dom["cells"]), dom["cells"]
+    by_text = {text: bg for _, text, bg in dom["cells"]}
+    assert meaning(by_text["100%"]) == "good" and meaning(by_text["0%"]) == "bad"
+    assert meaning(by_text["99.9%"]) == "warning" and meaning(by_text["0.1%"]) == "bad"  # 999 and 1 of 1,000
+    rates = {(f"b{x[0]}.{cl['id']}.example:9092 from {cl['vantages'][x[1]]}"): x[3] / x[2]
+             for cl in data["clusters"] for x in cl["cells"]}
+    drawn = {title.split(": ")[0].split(" ", 2)[2]: (text, bg) for title, text, bg in dom["cells"]}
+    assert set(drawn) == set(rates)
+    for where, rate in rates.items():
+        assert meaning(drawn[where][1]) == says(rate), (where, rate, drawn[where])
+    # The worst gaps: every one below 100 %, so never green; red under half.
+    assert dom["header"] == "success" and len(dom["gaps"]) == sum(r < 1 for r in rates.values())
+    assert all(meaning(bg) == says(float(text.rstrip("%")) / 100) != "good" for text, bg in dom["gaps"]), dom["gaps"]
+    # Findings: an error's code red, a warning's amber.
+    severity = {code: sev for code, sev, *_ in data["clusters"][0]["findings"]}
+    assert {code for code, _ in dom["codes"]} == set(severity)
+    assert all(meaning(colour) == {"error": "bad", "warning": "warning"}[severity[code]] for code, colour in dom["codes"])
+    # The timelines: every line, marker and swatch in a colour that says nothing of health; each vantage's
+    # legend swatch is its markers' colour; twelve vantages are twelve different pens (colour and dash).
+    plots = {plot["legend"][0][0]: plot for plot in dom["plots"]}  # the clusters with more gaps come first
+    pair, twelve = plots["all 2 vantages"], plots["all 12 vantages"]
+    assert [name for name, _, _ in pair["legend"]] == ["all 2 vantages", "failing", "healthy"]
+    for plot in (pair, twelve):
+        colours = plot["strokes"] + [fill for _, fill in plot["markers"]] + [c for _, c, _ in plot["legend"]]
+        assert colours and all(meaning(c) == "neutral" for c in colours), colours
+        marker = dict(plot["markers"])
+        assert all(marker[name] == colour for name, colour, _ in plot["legend"]), (plot["legend"], marker)
+        assert {c for c in plot["strokes"]} <= {c for _, c, _ in plot["legend"]}
+    assert len({(colour, style) for _, colour, style in twelve["legend"]}) == 13  # twelve vantages and the average
