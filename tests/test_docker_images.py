@@ -96,6 +96,7 @@ def playground(env) -> Iterator[tuple[dict[str, str], str]]:
         yield env, f"{project}_default"
     finally:
         compose("down", check=False)
+        podman_env.podman(env, "network", "rm", "-f", f"{project}_default", check=False)  # podman-compose 1.0.3 keeps it
 
 
 def host_probe(env, bootstrap: str) -> subprocess.CompletedProcess[str]:
