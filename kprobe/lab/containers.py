@@ -104,14 +104,19 @@ def docker_available(timeout: float = 2.0) -> bool:
 
     def ping() -> None:
         try:
-            kwargs: dict[str, Any] = {"timeout": max(1, math.ceil(timeout))}
+            # A stated API version, so that making the client asks the engine nothing: left to "auto",
+            # docker-py first fetches /version, which Podman 4 answers only after querying the package
+            # manager for its components (seconds). The ping itself is unversioned, which every engine
+            # answers whatever API versions it supports.
+            kwargs: dict[str, Any] = {"timeout": max(1, math.ceil(timeout)), "version": "1.41"}
             if host:
                 kwargs["environment"] = {**os.environ, "DOCKER_HOST": host}
                 if host.startswith("ssh://"):
                     kwargs["use_ssh_client"] = True
             client = docker.from_env(**kwargs)
             try:
-                answer.append(bool(client.ping()))
+                api = client.api
+                answer.append(api._result(api._get(api._url("/_ping", versioned_api=False))) == "OK")
             finally:
                 client.close()
         except Exception:  # no socket, no engine, refused, timed out: all mean "not available"

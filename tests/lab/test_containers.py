@@ -1,4 +1,8 @@
-"""The testcontainers backend: its configuration here, the real thing where a Docker engine answers."""
+"""The testcontainers backend: its configuration here, the real thing where a Docker engine answers.
+
+The engine is the machine's Docker where one answers, else the project's podman (.ci/podman.sh) with the
+broker image it builds: tests/support/podman_env.py says why the real tests skip where neither is there.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from podman_env import podman_engine  # noqa: F401  (a fixture)
 
 from kprobe.errors import LabError
 from kprobe.lab.base import render
@@ -30,7 +35,15 @@ from kprobe.lab.decoys import Blackhole, Impostor
 from kprobe.lab.scenarios import SCENARIOS, get_scenario
 
 DOCKER = docker_available()
-needs_docker = pytest.mark.skipif(not DOCKER, reason="no Docker engine answers (testcontainers backend needs one)")
+
+
+@pytest.fixture
+def engine(request):
+    """The machine's Docker engine where one answers, else podman's (which skips, saying why, where it is not set up)."""
+    if DOCKER:
+        yield None
+    else:
+        yield request.getfixturevalue("podman_engine")
 
 
 def rendered(name: str):
@@ -234,8 +247,7 @@ def _refused(endpoint: str, within: float = 10.0) -> bool:
 
 
 @pytest.mark.docker
-@needs_docker
-def test_listeners_scenario_on_docker():
+def test_listeners_scenario_on_docker(engine):
     from confluent_kafka.admin import AdminClient
 
     with ContainerLab(get_scenario("listeners")).start() as lab:
@@ -252,8 +264,7 @@ def test_listeners_scenario_on_docker():
 
 
 @pytest.mark.docker
-@needs_docker
-def test_three_brokers_on_docker_stop_and_start_a_node():
+def test_three_brokers_on_docker_stop_and_start_a_node(engine):
     from confluent_kafka.admin import AdminClient
 
     with ContainerLab(get_scenario("three-brokers")).start() as lab:
@@ -271,8 +282,7 @@ def test_three_brokers_on_docker_stop_and_start_a_node():
 
 
 @pytest.mark.docker
-@needs_docker
-def test_failed_start_leaves_nothing(monkeypatch):
+def test_failed_start_leaves_nothing(engine, monkeypatch):
     monkeypatch.setenv("KPROBE_KAFKA_IMAGE", "kprobe-test/no-such-image:0")
     lab = ContainerLab(get_scenario("listeners"))
     with pytest.raises(LabError, match="no-such-image"):
