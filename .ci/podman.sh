@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Podman for the container tests (tests/test_containers_podman.py, tests/lab/test_containers.py), set up by
+# Podman for the container tests (tests/test_docker_images.py, tests/lab/test_containers.py), set up by
 # the project alone and kept apart from the machine's own configuration:
 # - packages from Debian: podman, runc, netavark with aardvark-dns, podman-compose, debootstrap, iptables;
 # - a containers.conf of the project's own (CONTAINERS_CONF, under kprobe's cache, never the user's):
@@ -14,7 +14,7 @@
 #   no network at all: apt reads the package lists and .debs fetched beside debootstrap, pip the wheels
 #   built on this host (`pip install --no-index --find-links`).
 # Everything is skipped when already there. `env` prints the variables the tests read (also in $DIR/env);
-# `stop` stops the service. Timings of each step go to $DIR/timings.log.
+# `stop` stops the service and removes the containers and the namespace. Timings of each step go to $DIR/timings.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -103,11 +103,23 @@ make_netns() {
 
 service_answers() { curl -sf --max-time 2 --unix-socket "$SOCKET" http://podman/_ping >/dev/null 2>&1; }
 
+# A service whose working directory is gone (started from a checkout since removed) still answers /_ping, but
+# conmon, which it starts in that directory, fails every container start: such a service is replaced.
+service_usable() {
+  service_answers || return 1
+  [[ -f $DIR/service.pid ]] || return 0
+  local cwd
+  cwd=$(readlink "/proc/$(cat "$DIR/service.pid")/cwd" 2>/dev/null) || return 0
+  [[ $cwd != *" (deleted)" ]]
+}
+
 start_service() {
-  service_answers && return 0
+  service_usable && return 0
+  stop_service
   rm -f "$SOCKET"
-  setsid nsenter --net="/run/netns/$NETNS" podman system service --time=0 "unix://$SOCKET" \
-    >"$DIR/service.log" 2>&1 </dev/null &
+  # started in the cache, which outlives any checkout the setup ran from
+  (cd "$DIR" && exec setsid nsenter --net="/run/netns/$NETNS" podman system service --time=0 "unix://$SOCKET" \
+    >"$DIR/service.log" 2>&1 </dev/null) &
   echo $! > "$DIR/service.pid"
   for _ in $(seq 50); do
     service_answers && return 0
@@ -122,6 +134,19 @@ stop_service() {
     kill "$(cat "$DIR/service.pid")"
   fi
   rm -f "$DIR/service.pid" "$SOCKET"
+}
+
+# `stop` after a run: the service stopped, the containers the tests left removed, and the namespace deleted, so
+# nothing of the run stays on the machine but the image store and this cache (setup makes them again in seconds).
+stop_all() {
+  if [[ -e /run/netns/$NETNS ]]; then
+    pod rm --all --force >/dev/null 2>&1 || true
+    pod network prune --force >/dev/null 2>&1 || true
+  fi
+  stop_service
+  if [[ -e /run/netns/$NETNS ]]; then
+    ip netns delete "$NETNS"
+  fi
 }
 
 # debian:bookworm-slim from Debian's packages: minbase, slimmed as Docker Hub's slim images are, with apt's
@@ -226,6 +251,6 @@ case ${1:-setup} in
     write_env
     ;;
   env) write_env; cat "$DIR/env" ;;
-  stop) stop_service ;;
+  stop) stop_all ;;
   *) say "usage: $0 [setup|env|stop]"; exit 2 ;;
 esac
