@@ -341,6 +341,9 @@ for target in sys.argv[1:]:
 print(json.dumps(reach))
 """
 WATCH_RUNS = 3
+# A watch run's deadline is its interval, and a run's probe plus its publishing to the collector took up to 2.6 s
+# beside the suite's other labs: the interval leaves them room, the test being about the cut, not the pace.
+EVERY = "4s"
 
 
 def _read_run(proc: subprocess.Popen[str], vantage: str) -> dict:
@@ -373,7 +376,7 @@ def test_three_vantages_watch_publish_through_a_cut_and_aggregate_each_report_on
 
     spools = {v: tmp_path / f"spool-{v}" for v in names}
     watches = {v.name: subprocess.Popen(
-        [*lab.exec_argv(v.name, []), *KPROBE, "watch", "-b", v.bootstrap, "--vantage", v.name, "--every", "2s",
+        [*lab.exec_argv(v.name, []), *KPROBE, "watch", "-b", v.bootstrap, "--vantage", v.name, "--every", EVERY,
          "--count", str(WATCH_RUNS), "-m", TIMEOUT, "--json", "--publish", f"{COLLECTOR_NAME}:{PORT}/{REPORTS_TOPIC}",
          "--spool", str(spools[v.name])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for v in lab.scenario.vantages}
