@@ -2,12 +2,13 @@
 
 Built for speed without losing a guarantee: the in-session tests share one Spark session and a
 few module-wide runs; the separate processes are the ones that prove something of a process (the
-entry points, verbose output, kill -9, a run with nothing new that starts no JVM).
+entry points, verbose output, kill -9, a run with nothing new that starts no JVM). The incremental
+state's runs are test_state.py's and the warm driver's test_warm.py's, so that the suite's workers
+share the Spark work.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import gzip
 import json
@@ -17,7 +18,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -27,11 +27,21 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
+from aggregate_runs import (  # noqa: E402
+    HIDDEN,
+    OUTPUTS,
+    T0,
+    V1,
+    command_line,
+    crafted,
+    descendants,
+    endpoint,
+    state_json,
+)
 from conftest import new_topic  # noqa: E402
 
 from kprobe.aggregate.checks import MARKER, validate  # noqa: E402
 from kprobe.aggregate.entry import LIGHT_BELOW  # noqa: E402
-from kprobe.aggregate.flatten import KEYS  # noqa: E402
 from kprobe.aggregate.job import (  # noqa: E402
     JobOptions,
     accounting_error,
@@ -46,8 +56,6 @@ from kprobe.models import CLIENTS_CONNECT  # noqa: E402
 
 UTC = dt.timezone.utc
 RECORDED = sorted((Path(__file__).parents[1] / "data" / "reports").glob("*.json"))
-OUTPUTS = ("endpoint_vantage", "cluster_summary", "findings", "findings_by_endpoint", "advertised_changes", "hourly",
-           "quarantine")
 
 
 def parse_time(text: str) -> dt.datetime:
@@ -256,36 +264,6 @@ STARTUP_LINES = ("Using incubator modules", "Using Spark's default log4j profile
                  "WARN NativeCodeLoader")
 
 
-def descendants(pid: int) -> dict[int, str]:
-    """The processes below `pid` now, by pid, with their command names (from /proc)."""
-    parents: dict[int, int] = {}
-    names: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
-        parents[int(entry.name)], names[int(entry.name)] = int(rest[1]), name
-    found, todo = {}, [pid]
-    while todo:
-        parent = todo.pop()
-        for child, ppid in parents.items():
-            if ppid == parent and child not in found:
-                found[child] = names[child]
-                todo.append(child)
-    return found
-
-
-def command_line(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:  # gone meanwhile
-        return []
-
-
 def nothing_new_run(argv: list[str]) -> tuple[str, set[str], float]:
     """A run expected to find nothing new, watched from outside: its output, every child process seen, its CPU s.
 
@@ -316,8 +294,7 @@ def cpu_seconds_of_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def state_json(out: Path) -> dict:
-    return json.loads((out / ".state" / "state.json").read_text())
+
 
 
 def test_kill_9_then_rerun_counts_once_then_nothing_new_starts_no_jvm(spark, tmp_path, capsys):
@@ -533,59 +510,8 @@ def test_spark_schema_is_derived_from_the_json_schema():
 
 # --- Crafted reports: small, exact inputs whose expected rows are worked out by hand below. ---
 
-T0 = dt.datetime(2026, 11, 1, tzinfo=UTC)
-HIDDEN = "v2\x1b[2J\x1b]0;pwned\x07"  # a vantage name that would clear the screen and retitle the terminal
-
-
-def stamp(hours: float) -> str:
-    return (T0 + dt.timedelta(hours=hours)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def endpoint(node: int, outcome: str, dns_ms: float, tcp_ms: float = 1.0) -> dict:
-    """An advertised endpoint b<node>.c1:9092 as a probe writes it: ok, refused, timeout, nxdomain or unchecked."""
-    host, ip = f"b{node}.c1", f"10.0.0.{node + 1}"
-    dns = {"status": "ok", "addresses": [ip], "ms": dns_ms, "source": "system", "error": None}
-    if outcome == "unchecked":  # the run's deadline came first: nothing is known of it
-        dns = {**dns, "status": "timeout", "addresses": [], "ms": None, "error": f"{host}: not resolved before the run's deadline"}
-        tcp, status = [], "unchecked"
-    elif outcome == "nxdomain":
-        dns = {**dns, "status": "nxdomain", "addresses": [], "error": f"{host}: no such name (NXDOMAIN)"}
-        tcp, status = [], "unresolvable"
-    elif outcome == "ok":
-        tcp, status = [{"address": ip, "status": "ok", "ms": tcp_ms, "error": None}], "reachable"
-    else:
-        tcp, status = [{"address": ip, "status": outcome, "ms": 5.0, "error": outcome}], "unreachable"
-    return {"node_id": node, "host": host, "port": 9092, "rack": None, "advertised_by": ["boot.c1:9092"],
-            "dns": dns, "tcp": tcp, "status": status, "identity": None, "tls": None}
-
-
-def crafted(vantage: str, hours: float, endpoints: list[dict], boot_status: str = "ok") -> dict:
-    ok = boot_status == "ok"
-    return {
-        "schema": "kprobe.report/v1", "id": str(uuid.uuid4()), "started_at": stamp(hours),
-        "finished_at": stamp(hours), "duration_ms": 10.0, "tool": {"name": "kprobe", "version": "0.1.0"},
-        "vantage": {"name": vantage, "hostname": vantage, "resolver": {"kind": "system", "nameservers": []}},
-        "bootstraps": [{"address": "boot.c1:9092", "status": boot_status, "error": None if ok else boot_status,
-                        "answered_by": {"node_id": -1, "name": "boot.c1:9092/bootstrap"} if ok else None,
-                        "cluster_id": "cluster-1" if ok else None, "controller_id": 0 if ok else None,
-                        "brokers": [{"node_id": e["node_id"], "host": e["host"], "port": 9092, "rack": None}
-                                    for e in endpoints], "ms": 2.0}],
-        "endpoints": endpoints, "findings": [],
-        "summary": {"status": "ok" if ok and all(e["status"] == "reachable" for e in endpoints) else "gap",
-                    "bootstraps": 1, "endpoints": len(endpoints),
-                    "reachable": sum(e["status"] == "reachable" for e in endpoints)},
-    }
-
-
 # The window is [2026-11-01, 2026-11-01T04:00Z): the reports at -1 h and +5 h are outside it.
 SINCE, UNTIL = "2026-11-01", "2026-11-01T04:00:00Z"
-V1 = [
-    crafted("v1", -1, [endpoint(0, "refused", 50.0), endpoint(1, "refused", 50.0)]),  # before --since
-    crafted("v1", 1, [endpoint(0, "ok", 5.0), endpoint(1, "timeout", 2.0)]),
-    crafted("v1", 2, [endpoint(0, "refused", 1.0), endpoint(1, "timeout", 2.0), endpoint(2, "unchecked", 0.0)]),
-    crafted("v1", 3, [endpoint(0, "ok", 3.0), endpoint(1, "ok", 2.0)]),
-    crafted("v1", 5, [endpoint(0, "refused", 90.0), endpoint(1, "refused", 90.0)]),  # at/after --until
-]
 V2 = [crafted(HIDDEN, 1.5, [endpoint(0, "nxdomain", 1.0)])]
 NO_BOOTSTRAP = [crafted("v3", 2.5, [], boot_status="timeout")]  # no cluster id, no endpoints
 
@@ -833,278 +759,6 @@ def test_generated_reports_follow_the_shipped_schema():
     assert all(len(f["message"]) > 40 and f["fix"] != "..." for r in sample for f in r["findings"])
 
 
-# --- Incremental runs: state kept under --out, only new records read, outputs equal to a full run. ---
-
-def day_reports(day: int, vantage: str, outcomes: list[str], at: float = 1.0) -> dict:
-    """A crafted report on day `day` (1 = 2026-11-01) at hour `at`, with b0, b1... seeing `outcomes`.
-
-    Each failed endpoint has its finding, in words that differ per report (findings_by_endpoint keeps the latest's).
-    """
-    report = crafted(vantage, 24 * (day - 1) + at, [endpoint(n, o, 1.0 + n + at) for n, o in enumerate(outcomes)])
-    report["findings"] = [{"code": f"ADVERTISED_{o.upper()}", "severity": "error", "node_id": n, "endpoint": f"b{n}.c1:9092",
-                           "bootstrap": "boot.c1:9092", "message": f"b{n} {o} at {report['started_at']}", "fix": "open it"}
-                          for n, o in enumerate(outcomes) if o != "ok"]
-    return report
-
-
-def outputs_of(out: Path) -> dict[str, list]:
-    """Every output, row by row, in an order that does not depend on Spark's partitioning.
-
-    Read from its JSON Lines, which the job writes from the Parquet it read back: every row and value, without
-    a Spark job per table.
-    """
-    return {name: sorted((line for part in sorted((out / "json" / name).glob("part-*"))
-                          for line in part.read_text(encoding="utf-8").splitlines() if line), key=repr)
-            for name in OUTPUTS}
-
-
-COMPARED = ("input_records", "reports", "duplicates", "quarantined", "quarantine_reasons", "observations",
-            "reports_in_window")
-
-
-def test_incremental_run_equals_a_full_run(spark, tmp_path, monkeypatch):
-    """Days 1-2, then day 3 added (with a re-delivered day-1 report, an earlier copy of a day-2 report, and
-    lines appended to a file already read), then a re-delivered copy alone: each rerun reads only the new records,
-    and its outputs equal a full run's over the same files, row by row; the counts count every record once."""
-    from kprobe.aggregate import ingest
-
-    inputs, out = tmp_path / "in", tmp_path / "out"
-    inputs.mkdir()
-    day1 = [day_reports(1, "v1", ["ok", "refused"], at=h) for h in (1, 2, 3)] + [day_reports(1, "v2", ["nxdomain"])]
-    day2 = [day_reports(2, "v1", ["timeout", "ok"], at=h) for h in (1, 2)]
-    (inputs / "day1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in day1))
-    (inputs / "day2.json").write_text(json.dumps(day2[0], indent=2))
-    (inputs / "day2b.jsonl").write_text(json.dumps(day2[1]) + "\n")
-    first = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
-    assert (first["input_records"], first["reports"], first["duplicates"]) == (6, 6, 0)
-
-    day3 = [day_reports(3, "v1", ["ok", "ok"], at=h) for h in (1, 2)]
-    earlier = {**day2[1], "started_at": stamp(5), "vantage": {**day2[1]["vantage"], "name": "v3"}}  # same id, day 1
-    (inputs / "sub").mkdir()
-    (inputs / "sub" / "day3.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*day3, day1[0], earlier]))
-    with (inputs / "day1.jsonl").open("a") as grown:  # a JSON Lines file that grew: only its new lines are new
-        grown.write(json.dumps(day_reports(3, "v2", ["ok"], at=4)) + "\n{truncated\n")
-    # This small increment's rollup is made beside its ids (ingest._ids_and_rollups); the ids find reports that
-    # came again, so it is made again with the copies they chose.
-    rolled: list[tuple[str, set[str]]] = []
-    roll_up = ingest._roll_up
-    monkeypatch.setattr(ingest, "_roll_up",
-                        lambda *a: rolled.append((threading.current_thread().name, set(a[4]))) or roll_up(*a))
-    again = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
-    monkeypatch.undo()
-    (beside, first_days), (after, days) = rolled  # the second with day 2 too: the kept copy moved from it
-    assert beside.startswith("kprobe-ingest") and after == threading.current_thread().name and first_days < days
-    # Day 1 is not rolled up again whole for the re-delivered copy of its report (the first copy stays the kept
-    # one, so no rollup of day 1 changes): this run's one new report of it (`earlier`) is a segment.
-    from kprobe.aggregate import state as st
-
-    assert st.load(out / st.STATE_NAME).rollups["2026-11-01"] == [1, 2]
-    full = run(spark, JobOptions((str(inputs),), str(tmp_path / "full"), html=False, full=True))["counts"]
-    assert again["new_records"] == 6 and full["new_records"] == 12
-    assert {k: again[k] for k in COMPARED} == {k: full[k] for k in COMPARED}
-    # 12 records: 8 reports kept, the re-delivered day-1 report and the later copy of day2[1] are duplicates.
-    assert (again["input_records"], again["reports"], again["duplicates"], again["quarantined"]) == (12, 9, 2, 1)
-    assert outputs_of(out) == outputs_of(tmp_path / "full")
-    # A run that reads only a copy of a report already rolled up (a spool re-delivering it): the copy counts as
-    # a duplicate and day 3's rollup stands as it was, neither made again nor dropped.
-    (inputs / "redelivered.jsonl").write_text(json.dumps(day3[0]) + "\n")
-    third = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
-    assert (third["new_records"], third["duplicates"]) == (1, 3)
-    assert st.load(out / st.STATE_NAME).rollups["2026-11-03"] == [2]
-    # The full run to compare with is spread over the shuffle partitions, as larger inputs are (these small ones
-    # are rolled up and merged in one task, ingest.ONE_TASK_BELOW): the same rows come out either way.
-    monkeypatch.setattr(ingest, "ONE_TASK_BELOW", 0)
-    full = run(spark, JobOptions((str(inputs),), str(tmp_path / "full"), html=False, full=True))["counts"]
-    assert {k: third[k] for k in COMPARED} == {k: full[k] for k in COMPARED}
-    assert outputs_of(out) == outputs_of(tmp_path / "full")
-    # The aggregations the spread rollup cached, to compute each once (rollups.day_rollups' `held`), are released.
-    assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
-    monkeypatch.undo()
-    rows = {(r.vantage, r.node_id): r for r in spark.read.parquet(str(out / "parquet" / "endpoint_vantage")).collect()}
-    assert rows[("v3", 1)].probes == 1  # the earlier copy is the one kept, under its own vantage
-    assert rows[("v1", 1)].probes == 3 + 1 + 2  # day 2's b1 lost the report that moved to v3
-    assert rows[("v1", 0)].status_changes == 2  # ok on day 1, timeout on day 2, ok on day 3: across midnight
-    # The state's records as ingest.RECORDS_WRITE has them written (option names Parquet would ignore silently if
-    # wrong): no dictionary for values that rarely repeat, one for those that repeat (Parquet's choice, here
-    # the clusters and vantages); no column statistics.
-    written = sorted((out / st.STATE_NAME / "records").glob("run=1/kind=r/*/*.parquet"))  # a file per day
-    part = written[0]
-    jvm = spark._jvm
-    reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(jvm.org.apache.parquet.hadoop.util.HadoopInputFile
-                                                                   .fromPath(jvm.org.apache.hadoop.fs.Path(str(part)),
-                                                                             spark._jsc.hadoopConfiguration()))
-    try:
-        chunks = {c.getPath().toDotString(): c for c in reader.getFooter().getBlocks().get(0).getColumns()}
-    finally:
-        reader.close()
-    dictionary = {name for name, c in chunks.items() if c.getEncodingStats().hasDictionaryEncodedPages()}
-    assert not dictionary & set(ingest.PLAIN_COLUMNS) and {"cluster_id", "vantage"} <= dictionary
-    assert all(c.getStatistics().isEmpty() for c in chunks.values())
-    # And in each file an endpoint's rows together (flatten.clustered), where the reports came interleaved (day 1:
-    # a report of nodes 0 and 1 each hour).
-    for part in written:
-        keys = [tuple(r) for r in spark.read.parquet(str(part)).select(*KEYS).collect()]
-        runs = [k for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k]
-        assert len(runs) == len(set(runs)), keys
-    # Nothing new: nothing read, the same outputs.
-    unchanged = run(spark, JobOptions((str(inputs),), str(out), html=False))["counts"]
-    assert unchanged["new_records"] == 0 and {k: unchanged[k] for k in COMPARED} == {k: full[k] for k in COMPARED}
-    assert outputs_of(out) == outputs_of(tmp_path / "full")
-
-
-def test_a_failure_beside_the_other_thread_is_the_one_reported_and_leaves_the_state(spark, tmp_path, monkeypatch):
-    """A small increment's ids and rollup run at once (ingest._ids_and_rollups): when either fails, its error is
-    the run's, the other's Spark job is stopped or done before the run ends, and the state, the output and the
-    state's directories are as the previous run left them."""
-    from pyspark.sql import functions as F
-
-    from kprobe.aggregate import ingest
-
-    inputs, out = tmp_path / "in", tmp_path / "out"
-    inputs.mkdir()
-    (inputs / "day1.jsonl").write_text("".join(json.dumps(day_reports(1, "v1", ["ok", "refused"], at=h)) + "\n"
-                                               for h in (1, 2)))
-    run(spark, JobOptions((str(inputs),), str(out), html=False))
-    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    (inputs / "day1b.jsonl").write_text(json.dumps(day_reports(1, "v1", ["ok", "ok"], at=3)) + "\n")
-
-    def dedupe(*args: object) -> set[str]:
-        raise KprobeError("boom in the ids")
-
-    day_rollups = ingest.day_rollups
-    failing = {"ids": (ingest, "_dedupe", dedupe),
-               "rollup": (ingest, "day_rollups", lambda rows, **kw: day_rollups(rows, **kw).withColumn(
-                   "t", F.when(F.col("t").isNotNull(), F.raise_error(F.lit("boom in the rollup"))).otherwise(F.col("t"))))}
-    for side, (module, name, broken) in failing.items():
-        monkeypatch.setattr(module, name, broken)
-        with pytest.raises(KprobeError, match=f"boom in the {side}"):
-            run(spark, JobOptions((str(inputs),), str(out), html=False))
-        monkeypatch.undo()
-        assert spark.sparkContext.statusTracker().getActiveJobsIds() == [], side
-        assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before, side
-        assert not list((out / ".state").rglob("run=2")) and sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]
-
-
-def at_hour(vantage: str, hour: float, outcomes: list[str], n: int, moved: str | None = None) -> dict:
-    """A day-1 report with a fixed id (so a run orders ties the same way each time); `moved`: node 1 advertises it."""
-    report = {**day_reports(1, vantage, outcomes, at=hour), "id": f"00000000-0000-4000-8000-{n:012d}"}
-    if moved:
-        report["bootstraps"][0]["brokers"][1]["host"] = moved
-    return report
-
-
-def test_a_day_rolled_up_in_segments_equals_a_full_run(spark, tmp_path, monkeypatch):
-    """Scheduled reruns add the latest reports of today: each adds a segment of its own reports to the day's
-    rollups instead of rolling the whole day up again, and the outputs stay equal to a full run's, row by
-    row. A late report (not after those rolled up), and a day at its segment limit, re-roll the whole day.
-
-    The reports of each increment end with a tie (two reports of one vantage at one time, different
-    outcomes and advertised addresses): segments must meet where the whole day's order puts them."""
-    from kprobe.aggregate import ingest
-
-    monkeypatch.setattr(ingest, "MAX_SEGMENTS", 2)
-    inputs, out = tmp_path / "in", tmp_path / "out"
-    inputs.mkdir()
-    made = iter(range(1, 1000))
-
-    def add(name: str, reports: list[dict], compare: bool = True) -> list:
-        (inputs / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reports))
-        run(spark, JobOptions((str(inputs),), str(out), html=False))
-        if compare:
-            full = tmp_path / f"full-{name}"
-            run(spark, JobOptions((str(inputs),), str(full), html=False, full=True))
-            assert outputs_of(out) == outputs_of(full), name
-            shutil.rmtree(full)
-        return state_json(out)["rollups"]["2026-11-01"]
-
-    def hours(start: float, vantage: str = "v1") -> list[dict]:
-        return [at_hour(vantage, start, ["ok", "ok"], next(made)),
-                at_hour(vantage, start + 0.5, ["ok", "refused"], next(made)),
-                at_hour(vantage, start + 0.5, ["refused", "ok"], next(made), moved="b1.moved"),
-                at_hour("v2", start + 0.25, ["timeout"], next(made))]
-
-    assert add("a", hours(1.0), compare=False) == [1]  # a first run is a full run
-    # Two segments meeting at a tie; v3 is new to the day (nothing of it rolled up): not late.
-    assert add("b", [*hours(2.0), at_hour("v3", 1.5, ["ok"], next(made))]) == [1, 2]
-    # A third segment at MAX_SEGMENTS=2, a report at the time of the last v2 report, one before it: the whole
-    # day rolled up again each time, by the code of a full run (so not compared with one again).
-    assert add("c", hours(3.0), compare=False) == [3]
-    assert add("d", [*hours(4.0), at_hour("v2", 3.25, ["ok"], next(made))], compare=False) == [4]
-    assert add("e", [*hours(5.0), at_hour("v1", 2.25, ["ok", "ok"], next(made))], compare=False) == [5]
-    ev = {(r.vantage, r.node_id): r for r in spark.read.parquet(str(out / "parquet" / "endpoint_vantage")).collect()}
-    assert ev[("v1", 0)].probes == 3 * 5 + 1 and ev[("v1", 0)].status_changes > 5
-    changes = spark.read.parquet(str(out / "parquet" / "advertised_changes")).collect()
-    assert {(c.previous, c.current) for c in changes} == {("b1.c1:9092", "b1.moved:9092"), ("b1.moved:9092", "b1.c1:9092")}
-    # A small increment's rows are rolled up in one task without the broadcast lookups (`one_task`): over this
-    # day's rows (ties, mixed outcomes, moved addresses) every kind of rollup row is the same as spread.
-    from kprobe.aggregate import state as st
-    from kprobe.aggregate.rollups import day_rollups
-
-    root = out / st.STATE_NAME
-    rows = ingest.read_kept(spark, root, st.load(root), {"2026-11-01"})
-    held: list = []
-    one, spread = day_rollups(rows.coalesce(1), one_task=True), day_rollups(rows)
-    cached = day_rollups(rows, held=held)  # spread, its lookups' aggregations each computed once
-    try:  # released even if a collect fails: a later test checks that nothing stays cached
-        one_rows, spread_rows, cached_rows = (sorted((tuple(r) for r in df.collect()), key=repr)
-                                              for df in (one, spread, cached))
-    finally:
-        for df in held:
-            df.unpersist()
-    assert one.schema == spread.schema == cached.schema and one_rows == spread_rows == cached_rows and len(held) == 4
-    kind = one.schema.names.index("t")
-    assert {row[kind] for row in one_rows} == {"ev", "h", "hr", "cs", "f", "fe", "adv", "chg"}
-
-
-@pytest.mark.parametrize("case", ["foreign", "corrupt", "missing", "other format"])
-def test_foreign_or_corrupt_state_is_one_line_and_exit_2(tmp_path, case):
-    """Before Spark starts: never written into (foreign), never replaced by a silent full or partial result."""
-    from kprobe.aggregate import state as st
-
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "r.json").write_text(json.dumps(V1[1]))
-    out, state = tmp_path / "out", tmp_path / "state"
-    state.mkdir()
-    if case == "foreign":
-        (state / "notes.txt").write_text("mine\n")
-    else:
-        (state / st.MARK).write_text("")
-        manifest = st.Manifest(run=1, records=[[1, "r", "2026-11-01"]])
-        text = {"corrupt": "{not json", "missing": manifest.to_json(),
-                "other format": manifest.to_json().replace(st.FORMAT, "kprobe.aggregate.state/9")}[case]
-        (state / st.MANIFEST).write_text(text)
-    before = sorted(p.name for p in state.iterdir())
-    for extra in ([], ["--full"]):
-        if extra and case != "foreign":  # --full rebuilds a damaged state of kprobe's: it passes the checks
-            validate([str(tmp_path / "in")], str(out), [], None, None, str(state), True)
-            continue
-        done = subprocess.run([sys.executable, "-m", "kprobe", "aggregate", str(tmp_path / "in"), "--out", str(out),
-                               "--state", str(state), *extra], capture_output=True, text=True, timeout=60, check=False)
-        assert done.returncode == 2, done.stderr
-        assert done.stderr.count("\n") == 1 and done.stderr.startswith("kprobe: error: "), done.stderr
-        assert ("bad --state" if case == "foreign" else "is unreadable") in done.stderr
-        assert "--full" in done.stderr or case == "foreign"
-    assert sorted(p.name for p in state.iterdir()) == before and not out.exists()
-
-
-@pytest.mark.parametrize(("stored", "expected"), [(1, [1]), ([1, 2], [1, 2]), ("1", None), ([], None), ([True], None)])
-def test_a_days_rollups_in_the_manifest_read_or_refused(tmp_path, stored, expected):
-    """A day's rollups are a list of runs (segments); a bare run, as states written before segments have it,
-    is read as a list of one; anything else is a damaged state: one line, never a guess."""
-    from kprobe.aggregate import state as st
-
-    (tmp_path / st.MARK).write_text("")
-    for r in (1, 2):
-        (tmp_path / "rollups" / f"run={r}" / "d=2026-11-01").mkdir(parents=True)
-    text = st.Manifest(run=2).to_json().replace('"rollups": {}', f'"rollups": {{"2026-11-01": {json.dumps(stored)}}}')
-    (tmp_path / st.MANIFEST).write_text(text)
-    if expected is None:
-        with pytest.raises(UsageError, match=r"is unreadable .*not a list of runs"):
-            st.load(tmp_path)
-    else:
-        assert st.load(tmp_path).rollups == {"2026-11-01": expected}
-
-
 def test_what_a_run_will_read_is_known_before_spark_starts(tmp_path):
     """The size of the new input (kprobe.aggregate.plan.new_input_bytes) chooses the JVM: the files no run has
     read, or read at another size or time (a topic's new messages: the topic test); nothing for inputs the
@@ -1259,374 +913,3 @@ def test_a_light_driver_without_an_archive_writes_one_and_it_is_put_in_place_who
     assert driver.returncode == 0 and archive.read_bytes() == b"classes" and not written.exists()
     assert jvm.archive_option() == f"-XX:SharedArchiveFile={archive}"
     jvm.keep_archive()  # nothing asked for: nothing to do
-
-
-# --- A warm driver (--keep-warm): the runs of a schedule handed to one driver process. ---
-
-def warm_drivers(runtime: Path) -> list[int]:
-    """The warm drivers whose sockets are under `runtime`, by pid."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            args = command_line(int(entry.name))
-            if "kprobe.aggregate.warm" in args and any(a.startswith(str(runtime)) for a in args):
-                found.append(int(entry.name))
-    return found
-
-
-def listening_ports(pid: int) -> list[int]:
-    """The TCP ports process `pid` listens on: its sockets (/proc/PID/fd) found listening in /proc/PID/net/tcp*."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        with contextlib.suppress(OSError):
-            link = os.readlink(fd)
-            if link.startswith("socket:["):
-                inodes.add(link[len("socket:["):-1])
-    ports = []
-    for table in ("tcp", "tcp6"):
-        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
-                ports.append(int(fields[1].rsplit(":", 1)[1], 16))
-    return sorted(ports)
-
-
-def spark_request(port: int, body: bytes) -> tuple[int, bytes] | None:
-    """What a Spark transport server on 127.0.0.1:`port` answers one RpcRequest carrying `body`, sent as any
-    local user could, with no authentication: (message type, message), or None when no Spark frame answers
-    (another protocol's port: Py4J's)."""
-    import socket
-    import struct
-
-    frame = struct.pack(">qbqi", 8 + 1 + 8 + 4 + len(body), 3, 42, len(body)) + body  # 3: RpcRequest, id 42
-    data = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=2) as conn:
-        conn.sendall(frame)
-        with contextlib.suppress(OSError):
-            while len(data) < 8 or len(data) < struct.unpack(">q", data[:8])[0]:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-    if len(data) < 9 or len(data) != struct.unpack(">q", data[:8])[0]:
-        return None
-    return data[8], data[9:]
-
-
-def unauthenticated_spark_answers(pid: int) -> dict[int, list[tuple[int, bytes]]]:
-    """What each Spark port of the JVM `pid` answers to two requests of a local user without the secret.
-
-    To the driver's RPC: a message to its `endpoint-verifier` whose content is a Java-serialized string
-    (Spark deserializes a message's content, and answers in a Java-serialized RpcResponse). To the block
-    manager: OpenBlocks of a block that does not exist (Spark looks it up, and answers it is not found).
-    """
-    import struct
-
-    def utf(text: str) -> bytes:
-        return struct.pack(">H", len(text)) + text.encode()
-
-    def string(text: str) -> bytes:
-        return struct.pack(">i", len(text)) + text.encode()
-
-    answers = {}
-    for port in listening_ports(pid):
-        rpc = (b"\x00" + b"\x01" + utf("127.0.0.1") + struct.pack(">i", port) + utf("endpoint-verifier")
-               + b"\xac\xed\x00\x05\x74" + utf("kprobe-probe"))
-        open_blocks = b"\x00" + string("app") + string("driver") + struct.pack(">i", 1) + string("rdd_999_0")
-        replies = [spark_request(port, rpc), spark_request(port, open_blocks)]
-        if any(replies):
-            answers[port] = [r for r in replies if r is not None]
-    return answers
-
-
-def watched(argv: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, set[str], int]:
-    """A run as its own process, the names of every process seen below it while it ran, and its pid."""
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen: set[str] = set()
-    while proc.poll() is None:
-        seen |= set(descendants(proc.pid).values())
-        time.sleep(0.01)
-    stdout, stderr = proc.communicate(timeout=60)
-    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), seen, proc.pid
-
-
-@pytest.mark.lab  # a JVM of its own
-def test_a_warm_driver_takes_the_next_runs_and_cancels_a_killed_one(tmp_path):
-    """`kprobe aggregate --keep-warm`, as a schedule runs it: every run a process of its own.
-
-    1. The first run starts a driver (a process of its own session, its socket 0600 in a 0700 directory)
-       and prints what a run prints. A caller that sends garbage is closed and the driver goes on. Its
-       JVM's ports on loopback refuse a peer that does not authenticate (spark.authenticate).
-    2. The next run, interrupted (Ctrl-C) after its records are written, says so in one line, and the
-       driver cancels its job, which leaves nothing committed, and goes on.
-    3. The rerun counts every record once (that a driver's runs equal a full run is the job's own: the same
-       `job.run`, test_incremental_run_equals_a_full_run). A run started while the rerun's job holds the
-       state waits its turn in the driver (no process of its own below it: no JVM; PySpark not imported),
-       which then finds nothing new (its log says so, by the run's pid). It asks for 1 s of idle time: the
-       driver stops after it, its socket and its JVM gone.
-    """
-    import fcntl
-    import signal
-    import socket
-    import tempfile
-
-    from kprobe.aggregate.generate import reports, write_jsonl
-    from kprobe.aggregate.jvm import LIGHT_JVM
-    from kprobe.aggregate.warm import LINE_MAX
-
-    runtime = Path(tempfile.mkdtemp(prefix="kw-"))  # short: a Unix socket's path has at most 107 bytes
-    # The driver runs as the suite's own session does (interpreted, two shuffle partitions: a few dozen
-    # reports), since what is proved here is how runs reach it, not Spark's generated code.
-    submit = (f"--driver-java-options '{LIGHT_JVM}' --conf spark.sql.codegen.wholeStage=false "
-              "--conf spark.sql.codegen.factoryMode=NO_CODEGEN pyspark-shell")
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "KPROBE_CACHE_DIR": str(tmp_path / "cache"),
-           "PYSPARK_SUBMIT_ARGS": submit, "KPROBE_SHUFFLE_PARTITIONS": "2"}
-    inputs, out = tmp_path / "in", tmp_path / "out"
-    items = list(reports(vantages=2, clusters=2, hours=2, every_s=600))
-    third = len(items) // 3
-    argv = [sys.executable, "-m", "kprobe", "aggregate", str(inputs), "--out", str(out), "--no-html",
-            "--keep-warm", "2m"]
-    try:
-        write_jsonl(inputs / "a", iter(items[:third]), per_file=10)
-        first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
-        assert first.returncode == 0, first.stderr[-3000:]
-        assert first.stdout.startswith(f"{third} records: {third} reports aggregated"), first.stdout
-        assert first.stdout.rstrip().endswith(f"outputs in {out}")
-        [driver] = warm_drivers(runtime)
-        folder = runtime / f"kprobe-{os.getuid()}"
-        [sock] = folder.glob("*.sock")
-        assert (folder.stat().st_mode & 0o777, sock.stat().st_mode & 0o777) == (0o700, 0o600)
-        assert os.getsid(driver) == driver  # its own session: the caller's end does not end it
-        jvms = [pid for pid, name in descendants(driver).items() if name == "java"]
-        assert jvms, descendants(driver)
-        with socket.socket(socket.AF_UNIX) as hostile:
-            hostile.connect(str(sock))
-            hostile.sendall(b"not json\n")
-            hostile.settimeout(10)
-            assert hostile.recv(100) == b""  # closed on it
-        with socket.socket(socket.AF_UNIX) as endless:  # a line past warm.LINE_MAX is not read to its end:
-            endless.connect(str(sock))  # closed at once, not when the driver's 10 s for a request run out
-            endless.settimeout(5)
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                endless.sendall(b"x" * (LINE_MAX + 1000))
-            with contextlib.suppress(ConnectionResetError):
-                assert endless.recv(100) == b""
-        # Spark's ports on loopback (the driver's RPC, its block manager) answer a local user without the
-        # session's secret with a refusal only (RpcFailure, "Expected SaslMessage"): without
-        # authentication the driver deserialized the first request's content and answered it, the block
-        # manager looked the block up.
-        spark_ports = unauthenticated_spark_answers(jvms[0])
-        assert len(spark_ports) >= 2, spark_ports
-        for port, replies in spark_ports.items():
-            assert len(replies) == 2, (port, replies)
-            for kind, message in replies:
-                assert kind == 5 and b"Expected SaslMessage" in message, (port, kind, message[:300])
-        assert warm_drivers(runtime) == [driver]
-
-        write_jsonl(inputs / "b", iter(items[third:2 * third]), per_file=10)
-        victim = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        written = out / ".state" / "records" / "run=2" / "_SUCCESS"
-        deadline = time.monotonic() + 120
-        while not written.exists() and victim.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        victim.send_signal(signal.SIGINT)  # Ctrl-C; a SIGKILL closes its end of the socket alike
-        assert (victim.wait(timeout=60), victim.communicate()[1]) == (130, "\nkprobe: interrupted\n")
-        assert written.exists(), "the run ended before its records were written"
-        lock = os.open(out / ".state" / ".lock", os.O_RDWR)
-        try:  # the driver lets go of the state once the cancelled job has unwound
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline, "the killed run's job still holds the state"
-                    time.sleep(0.05)
-        finally:
-            os.close(lock)
-        assert state_json(out)["run"] == 1, "the killed run's job was not cancelled: it committed"
-        assert not (out / ".state" / "records" / "run=2").exists()  # removed as the job failed
-        assert warm_drivers(runtime) == [driver]
-
-        write_jsonl(inputs / "c", iter(items[2 * third:]), per_file=10)
-        rerun = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        running = out / ".state" / "records" / "run=2"  # its job holds the state from before it writes here
-        deadline = time.monotonic() + 120
-        while not running.exists() and rerun.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert running.exists(), "the rerun ended before its job was seen running"
-        # Started now, a run finds the state held by that job: it waits its turn in the driver, which then
-        # finds nothing new (the rerun read it all). It is the one that asks for 1 s of idle time.
-        last, children, pid = watched([sys.executable, "-X", "importtime", *argv[1:-1], "1s"], env)
-        stdout, stderr = rerun.communicate(timeout=120)
-        assert rerun.returncode == 0, stderr[-3000:]
-        assert stdout.startswith(f"{len(items)} records: {len(items)} reports aggregated"), stdout
-        assert last.returncode == 0, last.stderr[-3000:]
-        assert last.stdout == (f"nothing new: {len(list(inputs.rglob('*.jsonl')))} input files as run 2 left them; "
-                               f"the outputs in {out} are current\n")
-        [log] = (tmp_path / "cache" / "aggregate").glob("warm-*.log")
-        assert f"job of pid {pid} on {out}: nothing new" in log.read_text(), log.read_text()[-2000:]
-        assert not children, children  # no JVM, nothing: the driver ran it
-        imported = [line.rsplit("|", 1)[-1].strip() for line in last.stderr.splitlines() if line.startswith("import time:")]
-        assert not [m for m in imported if m.startswith(("pyspark", "py4j"))], "PySpark imported by the caller"
-        counts = json.loads((out / "counts.json").read_text())
-        assert (counts["input_records"], counts["reports"], counts["duplicates"], counts["quarantined"]) == (
-            len(items), len(items), 0, 0)
-        assert counts["observations"] == sum(len(r["endpoints"]) for r in items)
-        assert state_json(out)["run"] == 2
-
-        deadline = time.monotonic() + 60
-        while warm_drivers(runtime) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not warm_drivers(runtime), "the driver outlived its idle time"
-        assert not list(folder.glob("*.sock"))
-        assert not [pid for pid in jvms if Path(f"/proc/{pid}").exists()], "its JVM outlived it"
-    finally:
-        for pid in warm_drivers(runtime):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-        shutil.rmtree(runtime, ignore_errors=True)
-
-
-def test_only_local_runs_without_verbose_go_to_a_warm_driver(monkeypatch):
-    """A warm driver takes runs on a local master and local paths, Spark's lines not wanted on the terminal;
-    the others (a cluster, s3a or hdfs paths whose credentials come from the environment, -v, spark-submit)
-    run in their own process."""
-    from kprobe.aggregate.warm import can_serve
-
-    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
-    local = JobOptions(("/data/in", "file:///data/more"), "/data/out", state="/data/state")
-    assert can_serve(local, verbose=False)
-    assert not can_serve(local, verbose=True)
-    assert not can_serve(JobOptions(("/data/in",), "/data/out", master="spark://127.0.0.1:7077"), verbose=False)
-    assert not can_serve(JobOptions(("s3a://bucket/in",), "/data/out"), verbose=False)
-    assert not can_serve(JobOptions(("/data/in",), "/data/out", state="hdfs://nn/state"), verbose=False)
-    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")
-    assert not can_serve(local, verbose=False)
-
-
-def test_a_socket_directory_others_could_write_is_not_used(tmp_path, monkeypatch, capsys):
-    """The warm driver's socket lives in a directory of the user's alone: one that others could write (or a
-    link) is refused, in one line, and the run goes on in its own process. A runtime directory too long for
-    a socket's path gives way to the cache's, and that, too long as well, to the temp directory."""
-    import tempfile
-
-    from kprobe.aggregate import warm
-
-    short = Path(tempfile.mkdtemp(prefix="kw-"))  # a Unix socket's path has at most 107 bytes
-    monkeypatch.setattr(tempfile, "tempdir", str(short))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 80)))
-    monkeypatch.setenv("KPROBE_CACHE_DIR", str(short / "cache"))
-    assert warm._socket_dir() == short / "cache" / f"warm-{os.getuid()}"
-    monkeypatch.setenv("KPROBE_CACHE_DIR", str(tmp_path / ("c" * 80)))
-    assert warm._socket_dir() == short / f"kprobe-{os.getuid()}"
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short))
-    folder = short / f"kprobe-{os.getuid()}"
-    folder.rmdir()
-    folder.mkdir(mode=0o777)
-    folder.chmod(0o777)
-    options = JobOptions((str(tmp_path / "in"),), str(tmp_path / "out"))
-    assert warm.run(options, light=True, keep_warm=60) is None
-    assert capsys.readouterr().err == (f"kprobe: no warm driver ({folder} is open to other users (mode 777): remove "
-                                       "it, or chmod 700 it, and try again); running the job in this process\n")
-    folder.rmdir()
-    (tmp_path / "elsewhere").mkdir(mode=0o700)
-    folder.symlink_to(tmp_path / "elsewhere")
-    assert warm.run(options, light=True, keep_warm=60) is None
-    assert capsys.readouterr().err == (f"kprobe: no warm driver ({folder} is not a directory of its own (a link or a "
-                                       "file): remove it and try again); running the job in this process\n")
-    shutil.rmtree(short)
-
-
-def test_without_a_runtime_directory_the_sockets_go_under_the_cache(tmp_path, monkeypatch):
-    """Without XDG_RUNTIME_DIR (cron sets none) the driver's sockets are under kprobe's cache, not the temp
-    directory, where another user (uid 65534 here) can make `kprobe-UID` first and send every warm run to a
-    cold one. The cache's directory is checked as the others are: made 0700, refused when it is another
-    user's, open to others, or a link."""
-    import tempfile
-
-    from kprobe.aggregate import warm
-    from kprobe.private import UnsafePath
-
-    short = Path(tempfile.mkdtemp(prefix="kw-"))  # a Unix socket's path has at most 107 bytes
-    try:
-        monkeypatch.setattr(tempfile, "tempdir", str(short))
-        monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-        monkeypatch.setenv("KPROBE_CACHE_DIR", str(short / "cache"))
-        taken = short / f"kprobe-{os.getuid()}"
-        taken.mkdir(mode=0o755)
-        os.chown(taken, 65534, 65534)  # another user's, made before any run of ours
-        folder = warm._socket_dir()
-        info = folder.lstat()
-        assert (folder, info.st_mode & 0o777, info.st_uid) == (short / "cache" / f"warm-{os.getuid()}", 0o700,
-                                                               os.getuid())
-        assert warm._socket_dir() == folder  # every run the same: the next run finds the driver
-        assert not list(taken.iterdir())
-        os.chown(folder, 65534, 65534)
-        with pytest.raises(UnsafePath, match=f"^{re.escape(str(folder))} belongs to uid 65534, not to this user"):
-            warm._socket_dir()
-        os.chown(folder, os.getuid(), os.getgid())
-        folder.chmod(0o770)
-        with pytest.raises(UnsafePath, match=r"is open to other users \(mode 770\): remove it, or chmod 700 it"):
-            warm._socket_dir()
-        folder.rmdir()
-        folder.symlink_to(tmp_path)
-        with pytest.raises(UnsafePath, match=r"is not a directory of its own \(a link or a file\)"):
-            warm._socket_dir()
-    finally:
-        shutil.rmtree(short)
-
-
-def test_a_request_nested_thousands_deep_or_with_no_real_idle_time_is_closed(monkeypatch):
-    """A line nested 100,000 deep (RecursionError in the JSON parser), or with an idle time of NaN, Infinity
-    or a negative number (JSON parses them all), is closed at once, not queued, and the driver goes on: the
-    next good request is queued."""
-    import socket
-
-    from kprobe.aggregate import warm
-
-    driver = warm._Driver()
-    good = {"options": warm._portable(JobOptions(("/data/in",), "/data/out")), "light": True, "keep_warm": 60}
-    bad = [b"[" * 100_000 + b"\n", b'{"options": ' + b"[" * 100_000 + b"\n",
-           *(json.dumps({**good, "keep_warm": value}).encode() + b"\n"
-             for value in (float("nan"), float("inf"), -1, 0))]
-    for line in bad:
-        ours, theirs = socket.socketpair()
-        with ours:
-            ours.sendall(line)
-            warm._receive(theirs, driver)  # returns: nothing queued, nothing to watch
-            ours.settimeout(5)
-            assert ours.recv(100) == b"", line[:40]
-            assert driver.jobs.empty(), line[:40]
-    ours, theirs = socket.socketpair()
-    with ours:
-        ours.sendall(json.dumps(good).encode() + b"\n")
-        watching = threading.Thread(target=warm._receive, args=(theirs, driver), daemon=True)
-        watching.start()
-        caller = driver.jobs.get(timeout=5)
-        assert (caller.options.out, caller.keep_warm) == ("/data/out", 60.0)
-        caller.close()
-        watching.join(5)
-        assert not watching.is_alive()
-
-
-@pytest.mark.parametrize(("keep_warm", "max_age"), [("nan", None), ("-5", None), ("inf", None), ("3600", "1")])
-def test_the_driver_stops_on_an_idle_time_that_is_no_time_and_at_its_age(keep_warm, max_age):
-    """The driver's own guard, past the flag's parser: an idle time of NaN (which had it wait forever) or a
-    negative one (which stopped it with a ValueError) means no wait, and no idle wait reaches past MAX_AGE
-    (one second here, instead of 12 hours)."""
-    import tempfile
-
-    runtime = Path(tempfile.mkdtemp(prefix="kw-"))  # a Unix socket's path has at most 107 bytes
-    sock = runtime / "k.sock"
-    setup = f"w.MAX_AGE = {max_age}; " if max_age else ""
-    code = f"import sys; import kprobe.aggregate.warm as w; {setup}sys.exit(w.main(sys.argv[1:]))"
-    started = time.monotonic()
-    try:
-        done = subprocess.run([sys.executable, "-c", code, str(sock), keep_warm], capture_output=True, text=True,
-                              timeout=30, cwd=runtime, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
-    finally:
-        shutil.rmtree(runtime)
-    took = time.monotonic() - started
-    assert (done.returncode, done.stderr) == (0, "")
-    assert took < (10 if max_age else 5), took
