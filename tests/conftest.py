@@ -226,6 +226,10 @@ def pytest_collection_modifyitems_lab_mark(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.lab)
 
 
+_LONG_FIRST = {path: i for i, path in enumerate((
+    "tests/lab/test_netns.py", "tests/lab/test_containers.py", "tests/test_docker_images.py"))}
+
+
 @pytest.hookimpl(tryfirst=True, specname="pytest_collection_modifyitems")
 def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytest.Item]) -> None:
     """xdist's units: tests that share a module-scoped fixture, a fixed-port lab or a `serial` mark go together.
@@ -235,6 +239,9 @@ def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytes
     which is what lets it tell, after any test, which of its labs no later test of its own can
     need (pytest_runtest_teardown).
     """
+    # Units go out in collection order: the modules whose units run longest and need no Spark (namespaces,
+    # containers) are collected first, so the suite's last minutes are not one worker finishing them alone.
+    items.sort(key=lambda item: _LONG_FIRST.get(item.nodeid.split("::", 1)[0], len(_LONG_FIRST)))
     parent: dict[str, str] = {}
 
     def root(key: str) -> str:
