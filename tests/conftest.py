@@ -274,15 +274,9 @@ def pytest_collection_modifyitems_units(config: pytest.Config, items: list[pytes
         part.replace(folder / part.name[1:])
 
 
-# The Spark tests of these modules count as needing a Spark session of their own: one worker running every Spark
-# test was the suite's longest path, and a second session (some 15 s of CPU) lets another worker share them.
-_SPARK_SHARDS = {"tests/aggregate/test_state.py": "spark:state"}
-
-
 def _holds(item: pytest.Item) -> set[str]:
     """What a test needs running in its process that costs seconds of CPU to start: its labs, the Spark session."""
-    spark = _SPARK_SHARDS.get(item.nodeid.split("::", 1)[0], "spark")
-    return {f"lab:{name}" for name in _labs_of(item)} | ({spark} if "spark" in getattr(item, "fixturenames", ()) else set())
+    return {f"lab:{name}" for name in _labs_of(item)} | ({"spark"} if "spark" in getattr(item, "fixturenames", ()) else set())
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
