@@ -16,7 +16,7 @@ keeps the addresses, the client properties and the rules between options.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from kprobe.errors import UsageError
@@ -181,6 +181,20 @@ PROP_FILES = Option("prop_files", LIST, ("-F", "--command-config"),
                     "told apart by its keys. Without it, kcat's own file ($KCAT_CONFIG or ~/.config/kcat.conf) is "
                     "read when there is one.", envvar="KPROBE_CONFIG", serve="properties_files", field="prop_files",
                     report="properties_files", shown=list)
+
+
+def given_client_settings(settings: Mapping[str, object]) -> tuple[list[str], dict[str, object]]:
+    """A report's client settings as the user gave them: the -F files and the -X pairs (secrets redacted), for
+    a command that runs the probe again; a report that does not keep them apart (an older kprobe's) gives every
+    property it read as a pair.
+    """
+    props = settings.get("properties")
+    files, pairs = settings.get(PROP_FILES.report or ""), settings.get(PROPS.report or "")
+    if not isinstance(pairs, dict):
+        return [], dict(props) if isinstance(props, dict) else {}
+    return [str(f) for f in files] if isinstance(files, list) else [], dict(pairs)
+
+
 NAMESERVERS = Option("nameservers", LIST, ("--nameserver", "-n"),
                      "Resolve through this DNS server (IP[:PORT]) with dnspython only: what a host on that network "
                      "would see.", envvar="KPROBE_NAMESERVER", field="nameservers", check=_nameservers,

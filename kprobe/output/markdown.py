@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from kprobe import __version__
 from kprobe.models import USABLE_VERDICTS, Finding, Report
-from kprobe.option_table import DEADLINE, TIMEOUT, parse_duration
+from kprobe.option_table import DEADLINE, PROPS, TIMEOUT, given_client_settings, parse_duration
 from kprobe.output.text import ApplicationRow, application_rows, endpoint_rows, summary_line
 from kprobe.sanitize import safe
 
@@ -82,10 +82,8 @@ def command_line(report: Report) -> str:
     parts = ["kprobe", "probe"]
     props = settings.get("properties")
     named = props if isinstance(props, dict) else {}
-    files, pairs = settings.get("properties_files"), settings.get("properties_pairs")
-    if not isinstance(pairs, dict):  # an older kprobe's report: every property as it was read
-        files, pairs = [], named
-    if not _bootstraps_named(report, named if "properties_pairs" in settings else {}):
+    files, pairs = given_client_settings(settings)
+    if not _bootstraps_named(report, named if PROPS.report in settings else {}):
         for b in report.bootstraps:
             # The address's PROTOCOL:// prefix, where no security.protocol property gave the protocol it took.
             prefixed = b.protocol not in (None, "PLAINTEXT") and "security.protocol" not in named
@@ -93,7 +91,7 @@ def command_line(report: Report) -> str:
     for ns in report.vantage.nameservers:
         host, _, port = ns.rpartition(":")  # the report's `ip:port`; an IPv6 address in brackets, as -n reads it
         parts += ["--nameserver", f"[{host}]:{port}" if ":" in host and not host.startswith("[") else ns]
-    parts += [x for f in (files if isinstance(files, list) else []) for x in ("-F", str(f))]
+    parts += [x for f in files for x in ("-F", f)]
     parts += [x for k, v in pairs.items() for x in ("-X", f"{k}={v}")]
     for option in (TIMEOUT, DEADLINE):
         value, flag = settings.get(option.report or ""), option.flag

@@ -10,6 +10,7 @@ vantage elsewhere gets the command to run there.
 
 from __future__ import annotations
 
+import os
 import shlex
 import socket
 import time
@@ -25,7 +26,7 @@ from kprobe.fix.plan import plan as make_plan
 from kprobe.fix.plan import reached_by_name
 from kprobe.fix.texts import read_texts
 from kprobe.models import Report
-from kprobe.option_table import DEADLINE, TIMEOUT
+from kprobe.option_table import DEADLINE, TIMEOUT, given_client_settings
 from kprobe.options import ProbeOptions, parse_duration, parse_nameserver, probe_options
 from kprobe.probe.resolve import Resolver, resolve_all
 from kprobe.records import record, replace
@@ -160,12 +161,14 @@ def _in_its_network(use: Use, check: ListenerCheck, node_id: int, reach: Reach) 
 @record(kw_only=True)
 class ClientSettings:
     """The what-if's client settings: -X values and -F files, given to kprobe fix or recorded in the report;
-    `secrets` are keys the report was probed with but holds redacted, so the what-if cannot use them.
+    `secrets` are keys the report was probed with but holds redacted, and `absent` its -F files not found
+    here, so the what-if cannot use them.
     """
 
     props: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
 
     @property
     def args(self) -> list[str]:
@@ -175,25 +178,28 @@ class ClientSettings:
     @property
     def missing(self) -> str:
         """Why the what-if cannot run with the report's settings ('' when it can)."""
-        if not self.secrets:
-            return ""
-        return (f"the report was probed with {', '.join(self.secrets)}, a secret a report never holds: give kprobe "
-                "fix the client settings the report was probed with (-F FILE)")
+        if self.secrets:
+            return (f"the report was probed with {', '.join(self.secrets)}, a secret a report never holds: give "
+                    "kprobe fix the client settings the report was probed with (-F FILE)")
+        if self.absent:
+            return (f"the report was probed with -F {', '.join(self.absent)}, not found here: give kprobe fix the "
+                    "client settings the report was probed with (-F FILE)")
+        return ""
 
 
 def _client_settings(use: Use, props: Sequence[str], prop_files: Sequence[str]) -> ClientSettings:
-    """The -F/-X given to kprobe fix, else the report's recorded client properties (a SASL or TLS bootstrap
-    needs them: the what-if is a client like the report's).
+    """The -F/-X given to kprobe fix, else the report's client settings as they were given (a SASL or TLS
+    bootstrap needs them: the what-if is a client like the report's), its -F files read again where they are.
     """
     if props or prop_files:
         return ClientSettings(props=tuple(props), files=tuple(prop_files))
-    recorded = use.report.settings.get("properties")
-    if not isinstance(recorded, dict):
-        return ClientSettings()
+    files, pairs = given_client_settings(use.report.settings)
     # -b gives the bootstraps: a recorded bootstrap.servers would only repeat them
-    kept = {str(k): str(v) for k, v in recorded.items() if k != "bootstrap.servers"}
+    kept = {str(k): str(v) for k, v in pairs.items() if k != "bootstrap.servers"}
     return ClientSettings(props=tuple(f"{k}={v}" for k, v in kept.items() if v != REDACTED),
-                          secrets=tuple(sorted(k for k, v in kept.items() if v == REDACTED)))
+                          files=tuple(f for f in files if os.path.isfile(f)),
+                          secrets=tuple(sorted(k for k, v in kept.items() if v == REDACTED)),
+                          absent=tuple(f for f in files if not os.path.isfile(f)))
 
 
 def _mappings(use: Use, plan: Plan) -> list[str]:

@@ -140,3 +140,26 @@ def test_the_what_if_of_a_report_probed_with_a_secret_needs_the_client_file(tmp_
     given = fix_run(sasl_reports(), [str(compose)], verify=True, vantage="laptop", prop_files=["client.properties"])
     command = {p.vantage: p.command for p in given.proofs}["host"]
     assert command == "kprobe probe -b localhost:29092 -F client.properties --connect-to kafka0:29092=localhost:29092"
+
+
+def test_the_what_if_takes_the_reports_client_file_as_given_and_says_when_it_is_not_here(tmp_path, monkeypatch):
+    """A report keeps its -F files and -X pairs as given: the what-if reads the same file again where it is (its
+    secrets stay in it), and says to give -F where it is not."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docker-compose.yml").write_text(COMPOSE)
+    (tmp_path / "client.properties").write_text("security.protocol=SASL_PLAINTEXT\nsasl.password=s3cret\n")
+    [host, inside] = sasl_reports()
+    given = {"properties": {"security.protocol": "SASL_PLAINTEXT", "sasl.password": "[redacted]",
+                            "client.id": "app"},
+             "properties_files": ["client.properties"], "properties_pairs": {"client.id": "app"}}
+    reports = [(host[0], replace(host[1], settings=given)), inside]
+    done = fix_run(reports, ["docker-compose.yml"], verify=True, vantage="laptop")
+    command = {p.vantage: p.command for p in done.proofs}["host"]
+    assert command == ("kprobe probe -b localhost:29092 -F client.properties -X client.id=app "
+                       "--connect-to kafka0:29092=localhost:29092")
+    (tmp_path / "client.properties").unlink()
+    probed = []
+    gone = fix_run(reports, ["docker-compose.yml"], verify=True, vantage="host", probe=probed.append)
+    proof = {p.vantage: p for p in gone.proofs}["host"]
+    assert probed == [] and proof.after == "not proven"
+    assert "probed with -F client.properties, not found here" in proof.how
