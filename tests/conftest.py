@@ -295,7 +295,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     each with its format, and a Spark session per worker. Here the first worker to take a unit
     that needs a lab or Spark owns it; the others take the next unit they can run without starting
     a copy, and the owner runs the ones it skipped. A worker left with nothing it can run without a
-    copy takes the first unit left rather than idle, starting the copy, as before.
+    copy takes the first unit left rather than idle, starting the copy, unless the copy would be
+    a second Spark session: that worker idles, and the session's owner runs the rest.
 
     A worker still takes its units in increasing collection order, what its labs' stops rely on
     (pytest_runtest_teardown), but for two cases: a unit that needs labs owned by two workers, and
@@ -341,8 +342,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
                         self.last[name] = index
             return self.furthest.get(node, -1) > self.last.get(held, -1)
 
-        def _choose(self, node: object) -> str:
+        def _choose(self, node: object) -> str | None:
             """The first unit `node` can run without a copy of what another worker holds, else the first left.
+
+            None when all that is left needs another worker's Spark session (`_spark_elsewhere`).
 
             Of the units left, one whose copies this worker already made comes first (a copy serves
             every unit after it).
@@ -350,14 +353,29 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             for scope in self.workqueue:
                 held = self.holds.get(scope, ())
                 owners = {self.owners[h] for h in held if h in self.owners and not self._stopped(self.owners[h], h)}
+                if self._spark_elsewhere(node, scope):
+                    continue
                 # Held by two workers already: no worker can run it without a copy, so whoever comes first.
                 if (owners <= {node} and not any(self._stopped(node, h) for h in held)) or len(owners) > 1:
                     return scope
             mine = {h for h in self.started.get(node, set()) if not self._stopped(node, h)}
-            return next((s for s in self.workqueue if mine.issuperset(self.holds.get(s, ()))), next(iter(self.workqueue)))
+            copyable = [s for s in self.workqueue if not self._spark_elsewhere(node, s)]
+            return next((s for s in copyable if mine.issuperset(self.holds.get(s, ()))), next(iter(copyable), None))
+
+        def _spark_elsewhere(self, node: object, scope: str) -> bool:
+            """Whether the unit needs the Spark session of another worker that still runs tests.
+
+            A second session costs some 25 s of CPU, for Spark tests that take a second or two each on the
+            owner's session: a worker with nothing else left waits for the suite's end instead, leaving the
+            CPU to the workers still running (a lab's copy, a few seconds of CPU, is made as before).
+            """
+            owner = self.owners.get("spark")
+            return "spark" in self.holds.get(scope, ()) and owner not in (None, node) and owner in self.assigned_work
 
         def _assign_work_unit(self, node: object) -> None:
             scope = self._choose(node)
+            if scope is None:
+                return  # idle to the end: xdist ends the session once every unit is done
             work_unit = self.workqueue.pop(scope)
             for held in self.holds.get(scope, ()):
                 if held not in self.owners or self._stopped(self.owners[held], held):
