@@ -136,14 +136,39 @@ stop_service() {
   rm -f "$DIR/service.pid" "$SOCKET"
 }
 
+# aardvark-dns, which netavark starts once and leaves running on its own, answers container names in the network
+# namespace it started in. One left behind in a namespace since deleted (a container whose teardown failed, a run
+# stopped before its trap) still owns aardvark.pid: netavark signals it instead of starting one in the new
+# namespace, and no container name resolves (a broker cannot find its voters, a client its bootstrap). Stopped
+# here: every aardvark-dns outside this shell's namespace and the named ones that remain ("ours" too: ours
+# is about to go).
+stop_stray_aardvark() {
+  local live=() file pid ns
+  live+=("$(readlink "/proc/$$/ns/net")")  # this machine's own, where the setup runs (pid 1's may not be readable)
+  for file in /run/netns/*; do
+    [[ ${1:-} == ours && $file == "/run/netns/$NETNS" ]] && continue
+    mountpoint -q "$file" 2>/dev/null && live+=("net:[$(stat -L -c %i "$file")]")
+  done
+  for pid in $(pgrep -x aardvark-dns); do
+    ns=$(readlink "/proc/$pid/ns/net") || continue
+    [[ " ${live[*]} " == *" $ns "* ]] || kill "$pid" 2>/dev/null || true
+  done
+  # a container's namespace file whose mount is gone is an empty file no one can enter: litter
+  for file in /run/netns/netns-*; do
+    [[ -e $file ]] && ! mountpoint -q "$file" && rm -f "$file"
+  done
+  return 0
+}
+
 # `stop` after a run: the service stopped, the containers the tests left removed, and the namespace deleted, so
 # nothing of the run stays on the machine but the image store and this cache (setup makes them again in seconds).
 stop_all() {
   if [[ -e /run/netns/$NETNS ]]; then
-    pod rm --all --force >/dev/null 2>&1 || true
+    pod rm --all --force --time 0 >/dev/null 2>&1 || true
     pod network prune --force >/dev/null 2>&1 || true
   fi
   stop_service
+  stop_stray_aardvark ours
   if [[ -e /run/netns/$NETNS ]]; then
     ip netns delete "$NETNS"
   fi
@@ -243,6 +268,7 @@ case ${1:-setup} in
     timed "install packages" install_packages
     write_conf
     make_netns
+    stop_stray_aardvark
     timed "start service" start_service
     timed "base image (debootstrap)" make_base
     timed "broker image" make_broker
