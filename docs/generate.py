@@ -681,11 +681,23 @@ def findings_examples(labs: Mapping[str, Any]) -> str:
     return page
 
 
+def remove_secret_files() -> None:
+    """The password files of `secret_file` gone with their folders: a run of the generator leaves nothing in /tmp."""
+    import shutil
+
+    for path in _SECRET_FILES.values():
+        shutil.rmtree(path.parent, ignore_errors=True)
+    _SECRET_FILES.clear()
+
+
 def generate_all(labs: Mapping[str, Any]) -> dict[str, str]:
     """Page name -> content, from the running labs of DOC_LABS (scenario name -> lab)."""
-    return {"cli.md": cli_reference(), "why.md": why_page(labs["listeners"], labs["cloud"]),
-            "report-schema.md": report_reference(sample_report(labs["listeners"])),
-            "findings-examples.md": findings_examples(labs)}
+    try:
+        return {"cli.md": cli_reference(), "why.md": why_page(labs["listeners"], labs["cloud"]),
+                "report-schema.md": report_reference(sample_report(labs["listeners"])),
+                "findings-examples.md": findings_examples(labs)}
+    finally:
+        remove_secret_files()
 
 
 def main() -> None:

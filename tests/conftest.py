@@ -88,6 +88,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "serial(name): tests of that name run as one unit: one at a time, on one worker")
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """What the session made in the temporary folder goes with it: the units file, the fence's log, the DNS stub's."""
+    import shutil
+
+    if _role(config) == "controller":
+        if os.environ.get(UNITS_ENV):
+            shutil.rmtree(os.environ[UNITS_ENV], ignore_errors=True)
+        return
+    hermetic_dns.teardown()
+    if os.environ.get(FENCE_ENV):
+        Path(os.environ[FENCE_ENV]).unlink(missing_ok=True)
+
+
 def _sigint_as_at_a_terminal() -> None:
     """SIGINT handled, as in a shell at a terminal, so that every process the session starts gets it by default.
 

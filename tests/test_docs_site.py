@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,11 @@ from conftest import start_once  # noqa: E402
 def test_generated_pages_are_fresh(lab_factory):
     """The labs are the session's own (conftest.start_once): a lab another test started is not started again."""
     labs = {name: start_once(lab_factory, name) for name in generate.DOC_LABS}
-    for name, text in generate.generate_all(labs).items():
+    temp = Path(tempfile.gettempdir())
+    before = set(temp.glob("kprobe-docs-*"))
+    pages = generate.generate_all(labs)
+    assert set(temp.glob("kprobe-docs-*")) == before, "the generator left its password files behind"
+    for name, text in pages.items():
         committed = (ROOT / "docs" / name).read_text()
         if committed != text:
             import difflib

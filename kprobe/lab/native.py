@@ -100,8 +100,11 @@ class NativeLab(RunningLab):
     def __init__(self, scenario: Scenario, workdir: Path | None = None, *, die_with_parent: bool = True) -> None:
         super().__init__(scenario)
         self.lab_id = uuid.uuid4().hex[:12]
-        self.workdir = workdir or Path(tempfile.mkdtemp(prefix=f"kprobe-lab-{scenario.name}-"))
+        # An own folder is made at start, not here: a lab built and never started (a file refused, a test of its
+        # plan) leaves no empty folder behind. Until then the name is a placeholder no stop removes.
+        self.workdir = workdir or Path(tempfile.gettempdir()) / f"kprobe-lab-{scenario.name}-unstarted"
         self.owns_workdir = workdir is None
+        self._made_workdir = False
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
         self.die_with_parent = die_with_parent
         self.classpath = ""
@@ -114,6 +117,9 @@ class NativeLab(RunningLab):
     def start(self) -> NativeLab:
         """Resolve jars, format storage, start every JVM and wait until each serves clients."""
         try:
+            if self.owns_workdir and not self._made_workdir:
+                self.workdir = Path(tempfile.mkdtemp(prefix=f"kprobe-lab-{self.scenario.name}-"))
+                self._made_workdir = True
             self.java = jars.require_java()
             self.classpath = jars.kafka_classpath()
             self._start_network()
@@ -326,8 +332,9 @@ class NativeLab(RunningLab):
         for proc in self.processes.values():
             if proc.poll() is None:
                 _kill_group(proc)
-        if self.owns_workdir and not os.environ.get("KPROBE_LAB_KEEP"):
+        if self.owns_workdir and self._made_workdir and not os.environ.get("KPROBE_LAB_KEEP"):
             shutil.rmtree(self.workdir, ignore_errors=True)
+            self._made_workdir = False  # a later start makes a folder of its own
 
     def _keep_broker_archive(self, node_id: int, written: Path) -> None:
         """Shut the writing broker down while the others still run (its controlled shutdown needs the

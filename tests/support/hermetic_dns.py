@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -41,6 +42,7 @@ _WORKER = worker_number()
 STUB = ("127.0.0.1", 53) if _WORKER is None else (f"127.0.54.{_WORKER + 1}", 53)
 
 _server: DnsServer | None = None
+_folder: Path | None = None  # the session's resolv.conf lives here
 
 
 def _warm_jar_caches() -> None:
@@ -78,7 +80,9 @@ def enter() -> str | None:
         return f"unshare(CLONE_NEWNS) failed: {os.strerror(ctypes.get_errno())}"
     try:
         _mount(libc, b"none", b"/", MS_REC | MS_PRIVATE)  # nothing mounted here leaks to the host
-        resolv = Path(tempfile.mkdtemp(prefix="kprobe-tests-dns-")) / "resolv.conf"
+        global _folder
+        _folder = Path(tempfile.mkdtemp(prefix="kprobe-tests-dns-"))
+        resolv = _folder / "resolv.conf"
         resolv.write_text(f"nameserver {STUB[0]}\noptions timeout:1 attempts:1\n")
         _mount(libc, str(resolv).encode(), b"/etc/resolv.conf", MS_BIND)
     except OSError as exc:
@@ -95,6 +99,17 @@ def setup() -> None:
     reason = enter()
     if reason is not None:
         warnings.warn(f"DNS queries of this test session may leave loopback: {reason}", stacklevel=2)
+
+
+def teardown() -> None:
+    """At the session's end: the stub stopped and its resolv.conf's folder removed (the mount goes with the process)."""
+    global _server, _folder
+    if _server is not None:
+        _server.stop()
+        _server = None
+    if _folder is not None:
+        shutil.rmtree(_folder, ignore_errors=True)
+        _folder = None
 
 
 def stub_queries() -> int:
