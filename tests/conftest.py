@@ -364,10 +364,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             every unit after it).
             """
             for scope in self.workqueue:
-                held = self.holds.get(scope, ())
-                owners = {self.owners[h] for h in held if h in self.owners and not self._stopped(self.owners[h], h)}
                 if self._spark_elsewhere(node, scope):
                     continue
+                held = self.holds.get(scope, ())
+                owners = {self.owners[h] for h in held if h in self.owners and not self._stopped(self.owners[h], h)}
                 # Held by two workers already: no worker can run it without a copy, so whoever comes first.
                 if (owners <= {node} and not any(self._stopped(node, h) for h in held)) or len(owners) > 1:
                     return scope

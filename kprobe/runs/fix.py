@@ -179,12 +179,13 @@ class ClientSettings:
     def missing(self) -> str:
         """Why the what-if cannot run with the report's settings ('' when it can)."""
         if self.secrets:
-            return (f"the report was probed with {', '.join(self.secrets)}, a secret a report never holds: give "
-                    "kprobe fix the client settings the report was probed with (-F FILE)")
-        if self.absent:
-            return (f"the report was probed with -F {', '.join(self.absent)}, not found here: give kprobe fix the "
-                    "client settings the report was probed with (-F FILE)")
-        return ""
+            why = f"{', '.join(self.secrets)}, a secret a report never holds"
+        elif self.absent:
+            why = f"-F {', '.join(self.absent)}, not found here"
+        else:
+            return ""
+        return (f"the report was probed with {why}: give kprobe fix the client settings the report was probed "
+                "with (-F FILE)")
 
 
 def _client_settings(use: Use, props: Sequence[str], prop_files: Sequence[str]) -> ClientSettings:
@@ -196,10 +197,11 @@ def _client_settings(use: Use, props: Sequence[str], prop_files: Sequence[str]) 
     files, pairs = given_client_settings(use.report.settings)
     # -b gives the bootstraps: a recorded bootstrap.servers would only repeat them
     kept = {str(k): str(v) for k, v in pairs.items() if k != "bootstrap.servers"}
+    found = [(f, os.path.isfile(f)) for f in files]
     return ClientSettings(props=tuple(f"{k}={v}" for k, v in kept.items() if v != REDACTED),
-                          files=tuple(f for f in files if os.path.isfile(f)),
+                          files=tuple(f for f, here in found if here),
                           secrets=tuple(sorted(k for k, v in kept.items() if v == REDACTED)),
-                          absent=tuple(f for f in files if not os.path.isfile(f)))
+                          absent=tuple(f for f, here in found if not here))
 
 
 def _mappings(use: Use, plan: Plan) -> list[str]:
