@@ -92,6 +92,42 @@ def broker_archive(java: str, classpath: str) -> Path:
     return paths.class_archive("lab", "broker", java, classpath)
 
 
+def storage_template(java: str, classpath: str) -> Path:
+    """Where the lab keeps the `bootstrap.checkpoint` a `kafka-storage format` wrote, for this JDK and these jars.
+
+    Why: `format` is a JVM of its own per node, about a second of CPU each, and for a lab without SCRAM
+    users what it writes is the same for every node and every lab of a Kafka version: that file (the
+    release's feature levels, no node or cluster in it) and a `meta.properties` naming the node, its
+    directory and the cluster. The first format of a Kafka version leaves its file here; later nodes get a
+    copy of it and their own `meta.properties` (`write_storage`), and start as a formatted node does.
+    """
+    return paths.class_archive("lab", "bootstrap", java, classpath).with_suffix(".checkpoint")
+
+
+def copyable_storage(properties: str) -> Path | None:
+    """The one log folder of a node whose storage a copy of the template makes, or None where `format` must run.
+
+    Only what the template was made for: static voters (a dynamic quorum's format writes the voters
+    into the log), one log folder that is also the metadata's, no unstable feature levels (they change
+    what the format chooses). SCRAM users are the caller's to rule out: their records go in the file.
+    """
+    settings = dict(line.split("=", 1) for line in properties.splitlines() if "=" in line and not line.startswith("#"))
+    folders = [f for f in settings.get("log.dirs", settings.get("log.dir", "")).split(",") if f]
+    if (len(folders) != 1 or "metadata.log.dir" in settings or not settings.get("controller.quorum.voters")
+            or any(key.startswith("unstable.") for key in settings)):
+        return None
+    return Path(folders[0])
+
+
+def write_storage(folder: Path, template: Path, node_id: int, cluster_id: str) -> None:
+    """A node's storage as `kafka-storage format` leaves it: the template's file and the node's `meta.properties`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, folder / "bootstrap.checkpoint")
+    (folder / "meta.properties").write_text(
+        f"#\n#written by kprobe's lab as kafka-storage format writes it\nnode.id={node_id}\n"
+        f"directory.id={new_cluster_id()}\nversion=1\ncluster.id={cluster_id}\n")
+
+
 class NativeLab(RunningLab):
     """A scenario running as local JVMs."""
 
@@ -201,6 +237,11 @@ class NativeLab(RunningLab):
         for mech in sorted(m for m in mechanisms if m and m.startswith("SCRAM-")):
             for user, password in self.passwords.items():
                 scram += ["--add-scram", f"{mech}=[name={user},password={password}]"]
+        folder = None if scram else copyable_storage((ndir / "server.properties").read_text())
+        template = storage_template(self.java, self.classpath)
+        if folder is not None and not archive and template.is_file():
+            write_storage(folder, template, node_id, self.cluster_id)
+            return
         main = ["kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(ndir / "server.properties"),
                 "--ignore-formatted", *scram]
         dump = None
@@ -216,6 +257,11 @@ class NativeLab(RunningLab):
                 raise LabError(f"formatting broker {node_id}'s storage failed: {' / '.join(tail)}")
             if dump is not None and self.archive is not None and dump.exists():
                 os.replace(dump, self.archive)  # whole or not at all: a JVM never maps a half-written one
+            if folder is not None and not template.is_file():
+                paths.remove_stray_dumps(template.parent, f".{template.name}.*")
+                kept = template.with_name(f".{template.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
+                shutil.copyfile(folder / "bootstrap.checkpoint", kept)
+                os.replace(kept, template)  # the next node finds all of it or none
         finally:
             if dump is not None:
                 dump.unlink(missing_ok=True)

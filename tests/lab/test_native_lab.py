@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
@@ -153,12 +154,24 @@ def test_teardown_leaves_no_jvm_and_no_port(tmp_path, monkeypatch):
     this test's own) is shut down first and leaves it whole, an archive of the broker's own classes."""
     from kprobe.lab import native
 
-    archive = tmp_path / "broker.jsa"
+    archive, template = tmp_path / "broker.jsa", tmp_path / "bootstrap.checkpoint"
     monkeypatch.setattr(native, "broker_archive", lambda java, classpath: archive)
+    monkeypatch.setattr(native, "storage_template", lambda java, classpath: template)
     # The dump's time is the machine's (seconds alone, more beside a loaded suite): this test is about what the
     # stop leaves, so it waits for the dump as long as a hang would take.
     monkeypatch.setattr(native, "ARCHIVE_WAIT_S", 60.0)
     lab = NativeLab(get_scenario("listeners")).start()
+    # The node was formatted by `kafka-storage format` (no template yet), which left its file as the template;
+    # a node written from it later has what format wrote, with a directory of its own.
+    data = lab.node_dir(0) / "data"
+    assert template.read_bytes() == (data / "bootstrap.checkpoint").read_bytes()
+    native.write_storage(tmp_path / "copy", template, 0, lab.cluster_id)
+    formatted, copied = (dict(line.split("=", 1) for line in (folder / "meta.properties").read_text().splitlines()
+                              if not line.startswith("#")) for folder in (data, tmp_path / "copy"))
+    assert formatted.pop("directory.id") != copied.pop("directory.id") and formatted == copied
+    assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["bootstrap.checkpoint", "meta.properties"]
+    shutil.rmtree(tmp_path / "copy")
+    template.unlink()
     assert lab._dump is not None and f"-XX:ArchiveClassesAtExit={lab._dump[1]}" in lab.processes[0].args
     node = lab.nodes[0]
     ports = [(rl.bind_ip, rl.port) for rl in node.listeners.values()]
@@ -198,7 +211,6 @@ def test_jars_are_cached_for_offline_starts(tmp_path, monkeypatch):
     assert (root / ".complete").exists()
     assert cp.endswith("*") and any((root / "libs").glob("kafka_2.13-*.jar"))
     # The second start needs no Maven at all: a PATH with java only still gets the classpath.
-    import shutil
 
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "java").symlink_to(shutil.which("java"))
