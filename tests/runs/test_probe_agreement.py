@@ -198,7 +198,8 @@ def cases_for(scenario: str, lab: Any) -> list[Case]:
         raise AssertionError(f"no agreement cases for scenario {scenario}")
     for case in out:
         case.java_file = scenario in JAVA_FILE_SCENARIOS
-        if case.props.get("security.protocol") in ("SSL", "SASL_SSL"):
+        tls = case.props.get("security.protocol") in ("SSL", "SASL_SSL")
+        if tls:
             # Seven JVMs starting at once, each loading the TLS stack for its first handshake, on two CPUs beside
             # the brokers: a working Java client took longer than 5 s to see its topic once (a loaded run), and a
             # working librdkafka client longer than 15 s in a CI run of 12 minutes. A working client stops at its
@@ -215,14 +216,13 @@ def cases_for(scenario: str, lab: Any) -> list[Case]:
         # one TLS case in CI waited past 2 s, BOOTSTRAP_UNREACHABLE where both clients, patient for 10 s and more,
         # got through. kprobe gets its default patience, as the clients get theirs, wherever no endpoint drops
         # connections (three-brokers' do, and kprobe waits each out: there its plaintext bootstraps took 4 to
-        # 190 ms in the same runs).
-        if not lab.scenario.blackholes:
-            case.timeout_s = 5
-        if case.props.get("security.protocol") in ("SSL", "SASL_SSL"):
-            # The Java client's own patience for a connection and its handshake (socket.connection.setup.timeout.ms,
-            # 10 s): in that CI run kprobe's TLS handshakes to the lab's broker waited 5.4 to 7.4 s, where the Java
-            # client, as patient as this, got through.
+        # 190 ms in the same runs). Over TLS, the Java client's own patience for a connection and its handshake
+        # (socket.connection.setup.timeout.ms, 10 s): in a CI run kprobe's TLS handshakes to the lab's broker waited
+        # 5.4 to 7.4 s, where the Java client, as patient as this, got through.
+        if tls:
             case.timeout_s = 10
+        elif not lab.scenario.blackholes:
+            case.timeout_s = 5
     return out
 
 
