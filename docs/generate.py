@@ -86,6 +86,12 @@ CLASSIC_PORTS = {("listeners", "LISTENER_FRED"): 9092, ("listeners", "LISTENER_B
                  ("port-forward", "PLAIN"): 9092}
 
 
+# A port as kprobe writes one: `host:PORT` (also `[::1]:PORT` and JSON's `"port": PORT`), `port PORT`,
+# `port A/B/C`, and the list of a NodePort shape's ports, "each with a port of its own (A, B)". A port
+# written another way stays a number, and the page then differs at every run: seen at once, never a flake.
+PORT_PLACES = re.compile(r'(:|\bports? |"port": |(?<=\d/)|(?<=own \()|(?<=\d, )(?=\d+(?:, \d+)*\)))(\d+)(?!\d)')
+
+
 def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -> str:
     """Everything that changes from run to run becomes a fixed name, so the pages are byte-stable.
 
@@ -116,8 +122,10 @@ def normalise(text: str, labs: list[Any], extra: dict[str, str] | None = None) -
         if forwards is not None:
             ports.update({port: str(forwards.specs[name].port or f"<{name} port>")
                           for name, port in forwards.ports.items()})
+    # Only where a port is written (PORT_PLACES): a lab's random port can be any number from 20000 up,
+    # and kprobe's own texts hold such numbers too (NodePorts' 30000-32767, a default of 30000 ms).
     # One pass, so a placeholder put in for one port is never read as another.
-    text = re.sub(r"(?<![\d.])\d+(?!\d)", lambda m: ports.get(int(m.group(0)), m.group(0)), text)
+    text = PORT_PLACES.sub(lambda m: m.group(1) + ports.get(int(m.group(2)), m.group(2)), text)
     text = re.sub(r"[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4} GMT", "<date>", text)
     text = re.sub(r"-?\d+(\.\d+)? days left", "<days> days left", text)
     text = re.sub(r"\(_ssl\.c:\d+\)", "(_ssl.c)", text)  # CPython's source line: moves between versions

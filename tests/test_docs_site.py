@@ -34,6 +34,25 @@ def test_generated_pages_are_fresh(lab_factory):
             raise AssertionError(f"docs/{name} is stale: run python docs/generate.py\n{diff[:6000]}")
 
 
+def test_a_lab_port_is_named_only_where_a_port_is_written():
+    """A lab draws its ports at random from 20000 up, so one can be a number kprobe's own texts hold.
+
+    Drawn as 30000, a listener's port must not turn the NodePort range "30000-32767" in a finding into
+    "<PLAIN port>-32767", nor a client's documented default of 30000 ms into a port.
+    """
+    from types import SimpleNamespace
+
+    node = SimpleNamespace(controller_port=31192, listeners={"PLAIN": SimpleNamespace(port=30000)})
+    lab = SimpleNamespace(cluster_id="abc", dns={}, nodes={1: node}, blackholes={}, impostors={},
+                          scenario=SimpleNamespace(name="kubernetes"))
+    text = ('node ports (30000-32767 by default); default 30000); "port": 30000, node-a:30000, [::1]:30000, '
+            "port 30000, port 31192/30000, each with a port of its own (30000, 31192)")
+    assert generate.normalise(text, [lab]) == (
+        'node ports (30000-32767 by default); default 30000); "port": <PLAIN port>, node-a:<PLAIN port>, '
+        "[::1]:<PLAIN port>, port <PLAIN port>, port <controller port>/<PLAIN port>, each with a port of its own "
+        "(<PLAIN port>, <controller port>)")
+
+
 def test_findings_examples_name_every_code():
     """Every code kprobe can emit is on the examples page, staged or listed as not stageable.
 
