@@ -44,7 +44,7 @@ from kprobe.errors import LabError
 from kprobe.lab.base import RenderedNode, RunningLab, render, server_properties
 from kprobe.lab.certs import CertFiles
 from kprobe.lab.jars import KAFKA_VERSION
-from kprobe.lab.native import new_cluster_id
+from kprobe.lab.native import HEAP_OPTS, PERFORMANCE_OPTS, new_cluster_id
 from kprobe.lab.scenarios import Scenario
 from kprobe.logs import logger
 
@@ -57,7 +57,6 @@ DATA_DIR = "/tmp/kraft-combined-logs"
 # The image's own place for key material: it exists in the image, so copying files there
 # needs no directory to be made first.
 SECRETS_DIR = "/etc/kafka/secrets"
-HEAP_OPTS = "-Xmx320m -Xms64m"
 LABEL = "kprobe.lab"
 STARTED = "Kafka Server started"
 # Environment variables the image passes to the JVM instead of turning into properties
@@ -212,7 +211,7 @@ def env_name(key: str) -> str:
 
 
 def environment(props: dict[str, str], cluster_id: str, lab_id: str = "") -> dict[str, str]:
-    """The container's environment: properties as `KAFKA_*`, the cluster id, a small heap.
+    """The container's environment: properties as `KAFKA_*`, the cluster id, the native lab's JVM options.
 
     CLUSTER_ID makes the image format the storage (and accept it as formatted on a restart).
     KAFKA_OPTS carries the lab marker, as `-Dkprobe.lab` does for native JVMs, and is set even
@@ -221,7 +220,8 @@ def environment(props: dict[str, str], cluster_id: str, lab_id: str = "") -> dic
     """
     env = {env_name(key): value for key, value in props.items()}
     env["CLUSTER_ID"] = cluster_id
-    env["KAFKA_HEAP_OPTS"] = HEAP_OPTS
+    env["KAFKA_HEAP_OPTS"] = " ".join(HEAP_OPTS)
+    env["KAFKA_JVM_PERFORMANCE_OPTS"] = " ".join(PERFORMANCE_OPTS)  # the image's format and broker JVMs alike
     env["KAFKA_OPTS"] = f"-D{LABEL}={lab_id or 'unknown'}"
     return env
 

@@ -32,6 +32,7 @@ from kprobe.lab.containers import (
     property_name,
 )
 from kprobe.lab.decoys import Blackhole, Impostor
+from kprobe.lab.native import HEAP_OPTS, PERFORMANCE_OPTS
 from kprobe.lab.scenarios import SCENARIOS, get_scenario
 
 DOCKER = docker_available()
@@ -126,7 +127,8 @@ def test_environment_follows_the_images_convention():
     assert env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].startswith("LISTENER_BOB:PLAINTEXT")
     assert env["KAFKA_LOG_DIRS"] == DATA_DIR
     assert env["CLUSTER_ID"] == "abc"
-    assert env["KAFKA_HEAP_OPTS"] == "-Xmx320m -Xms64m"
+    assert env["KAFKA_HEAP_OPTS"] == "-Xms64m -Xmx320m"
+    assert env["KAFKA_JVM_PERFORMANCE_OPTS"] == " ".join(PERFORMANCE_OPTS)
     assert env["KAFKA_OPTS"] == "-Dkprobe.lab=lab123"
 
 
@@ -154,7 +156,7 @@ def test_every_scenario_survives_the_trip_through_the_environment(name):
         props = container_properties(scenario, nodes, node_id, certs, passwords)
         env = environment(props, "cid", "lab")
         decoded = {property_name(k): v for k, v in env.items() if k.startswith("KAFKA_") and k not in (
-            "KAFKA_HEAP_OPTS", "KAFKA_OPTS")}
+            "KAFKA_HEAP_OPTS", "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_OPTS")}
         assert decoded == props
         for key, value in props.items():
             if key.endswith("ssl.keystore.location"):
@@ -257,6 +259,9 @@ def test_listeners_scenario_on_docker(engine):
         md = AdminClient({"bootstrap.servers": bootstrap, "client.id": "kprobe-test"}).list_topics(timeout=10)
         assert {(b.id, b.host, b.port) for b in md.brokers.values()} == {(0, "localhost", port)}
         assert md.cluster_id == lab.cluster_id
+        # The image hands the broker's JVM the native lab's options (its PID 1, after the start script's exec).
+        jvm = lab.containers[0].exec(["cat", "/proc/1/cmdline"]).output.decode().split("\0")
+        assert {*HEAP_OPTS, *PERFORMANCE_OPTS} <= set(jvm) and "kafka.Kafka" in jvm
         endpoints = [lab.real_endpoint(name) for name in lab.scenario.client_listeners]
         lab_id = lab.lab_id
     assert _labelled(lab_id) == ([], [])

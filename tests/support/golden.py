@@ -211,7 +211,9 @@ def views(lab: Any) -> list[tuple[str, str | None]]:
 
 # -- normalisation ------------------------------------------------------------------------------
 
-_PORT = re.compile(r"(?<![\d.])\d+(?!\d)")
+# A port where kprobe writes one (`host:PORT`, `port PORT`, `port A/B`, a NodePort shape's "(A, B)"), as
+# docs/generate.py's PORT_PLACES: a lab port drawn as 30000 must leave the NodePort range 30000-32767 alone.
+_PORT = re.compile(r'(:|\bports? |"port": |(?<=\d/)|(?<=own \()|(?<=\d, )(?=\d+(?:, \d+)*\)))(\d+)(?!\d)')
 _IPV4_PORT = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3}):(\d+)(?!\d)")
 _OPENSSL_DATE = re.compile(r"[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4} GMT")
 _DAYS_LEFT = re.compile(r"-?\d+(\.\d+)? days left")
@@ -289,7 +291,7 @@ class Normaliser:
         for literal, name in self.literals:
             text = text.replace(literal, name)
         text = _IPV4_PORT.sub(lambda m: f"{m.group(1)}:{self.port(m.group(1), int(m.group(2)))}", text)
-        text = _PORT.sub(lambda m: str(self.ports.get(int(m.group(0)), m.group(0))), text)
+        text = _PORT.sub(lambda m: m.group(1) + str(self.ports.get(int(m.group(2)), m.group(2))), text)
         # "the listener on port A/B/C": kprobe sorts the ports by number, and the lab draws its ports
         # at random, so their names come in a different order at each start: the names are sorted.
         text = _PORT_LIST.sub(lambda m: "/".join(sorted(m.group(0).split("/"))), text)
