@@ -358,7 +358,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
         def _choose(self, node: object) -> str | None:
             """The first unit `node` can run without a copy of what another worker holds, else the first left.
 
-            None when all that is left needs another worker's Spark session (`_spark_elsewhere`).
+            None when all that is left needs another worker's Spark session (`_spark_elsewhere`) or a lab
+            two other workers run already.
 
             Of the units left, one whose copies this worker already made comes first (a copy serves
             every unit after it).
@@ -372,8 +373,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
                 if (owners <= {node} and not any(self._stopped(node, h) for h in held)) or len(owners) > 1:
                     return scope
             mine = {h for h in self.started.get(node, set()) if not self._stopped(node, h)}
-            copyable = [s for s in self.workqueue if not self._spark_elsewhere(node, s)]
+            # Not a third copy of a lab: two workers already running it finish what needs it while this one
+            # idles, where a third start (2 to 6 s of CPU a lab) would only take CPU from them on two CPUs.
+            copyable = [s for s in self.workqueue if not self._spark_elsewhere(node, s)
+                        and all(len(self._running(h) - {node}) < 2 for h in self.holds.get(s, ()))]
             return next((s for s in copyable if mine.issuperset(self.holds.get(s, ()))), next(iter(copyable), None))
+
+        def _running(self, held: str) -> set[object]:
+            """The workers that have `held` (a lab or the Spark session) running and will use it again."""
+            return {n for n, labs in self.started.items() if held in labs and not self._stopped(n, held)}
 
         def _spark_elsewhere(self, node: object, scope: str) -> bool:
             """Whether the unit needs the Spark session of another worker that still runs tests.

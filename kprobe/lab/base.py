@@ -229,8 +229,10 @@ def server_properties(
         "broker.session.timeout.ms": "10000",
         "auto.create.topics.enable": "false",
         "log.segment.bytes": str(16 * 1024 * 1024),
-        "num.network.threads": "2",
-        "num.io.threads": "2",
+        # One network thread per listener and one request handler: a lab's clients are a few at a time, and
+        # each idle thread wakes several times a second (a sixth of an idle broker's CPU went to the second ones).
+        "num.network.threads": "1",
+        "num.io.threads": "1",
         "background.threads": "2",
         # The active controller's no-op record (KIP-835) every 5 s, not every 0.5 s: each one is
         # written, fetched by every other node and applied, a third of an idle lab's CPU. It feeds the metadata-lag
