@@ -260,6 +260,9 @@ make_kprobe_images() {
   local wheels=(-v "$DIR/wheels:/wheels:ro" --build-arg "PIP_INDEX_OPTIONS=--no-index --find-links /wheels")
   timed "build $PROBE" offline_build "${wheels[@]}" --target kprobe -t "$PROBE" -f docker/Dockerfile .
   timed "build $AGGREGATE" offline_build "${wheels[@]}" --target aggregate -t "$AGGREGATE" -f docker/Dockerfile .
+  # The images a changed kprobe replaced, now untagged: gigabytes after a day of builds. Only images nothing
+  # builds on go, so the layers the next build reuses (its cache) stay.
+  pod image prune --force >/dev/null
 }
 
 case ${1:-setup} in
