@@ -7,13 +7,17 @@ protocols, same inter-broker listener, same advertised hosts, bound where the la
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from kprobe.lab.scenarios import get_scenario
 
-DOCKER = Path(__file__).resolve().parent.parent / "docker"
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = ROOT / "docker"
 
 
 def _pairs(text: str) -> dict[str, str]:
@@ -104,12 +108,42 @@ def test_dockerfile_targets():
     # No pyspark unless asked: the install names the EXTRAS build argument, empty by default.
     assert [args for ins, args in stages["kprobe"] if ins == "ARG"] == ['EXTRAS=""', 'PIP_INDEX_OPTIONS=""']
     install = " ".join(args for ins, args in stages["kprobe"] if ins == "RUN")
-    assert "python3-venv" in install and "pip install" in install and "${PIP_INDEX_OPTIONS}" in install and "${EXTRAS:+[${EXTRAS}]}" in install and "spark" not in install
+    assert "python3-venv" in install and "--python /opt/kprobe/bin/python install" in install
+    assert "${PIP_INDEX_OPTIONS}" in install
+    assert 'requirements.py "$EXTRAS"' in install and "spark" not in install
     agg = dict(stages["aggregate"])
     assert agg["ENTRYPOINT"] == '["kprobe", "aggregate"]'
     runs = " ".join(args for ins, args in stages["aggregate"] if ins == "RUN")
-    assert "openjdk-17-jre-headless" in runs and "'.[spark]'" in runs and "maven" in runs
+    assert "openjdk-17-jre-headless" in runs and "requirements.py spark" in runs and "maven" in runs
     assert "HOME=/home/kprobe" in agg["ENV"].split()  # Maven and Spark cache jars under a writable home
+    for name, instructions in stages.items():
+        # The dependencies in a layer before kprobe's code, which comes in a layer of its own, installed alone;
+        # the venv keeps no pip (a throwaway environment's installs into it).
+        order = [(ins, args) for ins, args in instructions if ins in ("COPY", "RUN")]
+        assert "venv --without-pip /opt/kprobe" in " ".join(args for ins, args in order), name
+        code = order.index(("COPY", "kprobe ./kprobe"))
+        assert any("-r requirements.txt" in args for ins, args in order[:code]), name
+        assert [args for ins, args in order[code + 1:] if " install " in args] == [
+            args for ins, args in order[code + 1:] if "install --no-cache-dir --no-deps" in args] != [], name
+
+
+@pytest.mark.parametrize("extras", ["", "serve", "spark,serve"])
+def test_the_images_requirements_are_pyprojects(extras):
+    tomllib = pytest.importorskip("tomllib", reason="docker/requirements.py runs on the images' Python, 3.11")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    done = subprocess.run([sys.executable, str(DOCKER / "requirements.py"), extras], cwd=ROOT, capture_output=True,
+                          text=True, timeout=30, check=True)
+    named = [dep for name in extras.split(",") if name for dep in project["optional-dependencies"][name]]
+    assert done.stdout.splitlines() == project["dependencies"] + named
+
+
+def test_the_images_requirements_refuse_an_unknown_extra():
+    tomllib = pytest.importorskip("tomllib", reason="docker/requirements.py runs on the images' Python, 3.11")
+    known = ", ".join(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    done = subprocess.run([sys.executable, str(DOCKER / "requirements.py"), "serve,sparkk"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 1 and not done.stdout
+    assert done.stderr == f"no extra sparkk in pyproject.toml: give one of {known}\n"
 
 
 def test_compose_names_its_broker_image_through_a_variable():
