@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -25,8 +26,8 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "kprobe"
 
 
-def class_archive(folder: str, name: str, java: str, *facts: str) -> Path:
-    """Where a JVM's class-data archive (AppCDS) is kept: `<cache>/<folder>/<name>-<key>.jsa`.
+def class_archive(folder: str, name: str, java: str, *facts: str, files: Iterable[str] = ()) -> Path:
+    """Where a JVM's class-data archive (AppCDS) is kept: `<cache>/<folder>/<name>-<key>[-<files' key>].jsa`.
 
     The key names the JDK, its `java` (path and modification time) and its own base archive
     (modification time: a dynamic archive holds only over the base it was written on, which a
@@ -34,6 +35,12 @@ def class_archive(folder: str, name: str, java: str, *facts: str) -> Path:
     or other jars get an archive of their own. A JVM given one that does not match its own still
     starts, without it (-Xshare:auto, the default). For the lab's brokers and the aggregation's
     driver alike.
+
+    `files` are the class path's jars. The JVM maps an archive only while each jar has the size and
+    modification time it had when the archive was written, and a reinstall (a new venv, the same
+    PySpark in the same place) changes every time: an archive keyed without them would be refused
+    silently from then on, and never written again. Their second key names the archive apart, and
+    `drop_superseded` removes the one it replaces.
     """
     real = os.path.realpath(java)
     stamps = []
@@ -43,7 +50,32 @@ def class_archive(folder: str, name: str, java: str, *facts: str) -> Path:
         except OSError:
             stamps.append("?")
     key = hashlib.sha256("\0".join((real, *stamps, *facts)).encode()).hexdigest()[:16]
+    jars = []
+    for path in files:
+        try:
+            found = os.stat(path)
+        except OSError:
+            jars.append(f"{path}:?")
+        else:
+            jars.append(f"{path}:{found.st_size}:{found.st_mtime_ns}")
+    if jars:
+        key += "-" + hashlib.sha256("\0".join(jars).encode()).hexdigest()[:8]
     return cache_root() / folder / f"{name}-{key}.jsa"
+
+
+def drop_superseded(archive: Path) -> None:
+    """Remove the archives `archive` replaces: the same JDK and facts, jars of another install, or of
+    no install named at all (`<name>-<key>.jsa`, as kprobe named them before its jars' times counted).
+
+    Called once `archive` is in place. A JVM mapping one of them keeps its mapping (the file goes
+    when the last one ends).
+    """
+    stem, _, files_key = archive.stem.rpartition("-")
+    if not stem or len(files_key) != 8:
+        return
+    for older in [*archive.parent.glob(f"{stem}-????????.jsa"), archive.parent / f"{stem}.jsa"]:
+        if older != archive:
+            older.unlink(missing_ok=True)
 
 
 def remove_stray_dumps(folder: Path, pattern: str) -> None:

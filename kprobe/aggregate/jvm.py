@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kprobe.errors import KprobeError, UsageError
-from kprobe.paths import cache_root, class_archive, remove_stray_dumps
+from kprobe.paths import cache_root, class_archive, drop_superseded, remove_stray_dumps
 from kprobe.sanitize import safe
 
 if TYPE_CHECKING:
@@ -121,9 +121,10 @@ def _java() -> str | None:
 def driver_archive() -> Path | None:
     """Where the driver's archive is kept for this JDK and these jars; None without a `java` to name.
 
-    Keyed by the JDK, PySpark's version and its jars (kprobe.paths.class_archive), so another Spark
-    or JDK gets its own archive. A driver whose class path differs from the one the archive was
-    written with (other --jars, a SPARK_CONF_DIR) still starts, without it.
+    Keyed by the JDK, PySpark's version and its jars, each jar's size and time included
+    (kprobe.paths.class_archive), so another Spark, JDK or install gets its own archive. A driver
+    whose class path differs from the one the archive was written with (other --jars, a
+    SPARK_CONF_DIR) still starts, without it.
     """
     import pyspark
 
@@ -133,10 +134,10 @@ def driver_archive() -> Path | None:
     home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
     try:
         with os.scandir(os.path.join(home, "jars")) as found:
-            jars = sorted(f"{jar.name}:{jar.stat().st_size}" for jar in found)
+            jars = sorted(jar.path for jar in found)
     except OSError:
-        jars = ["no jars"]
-    return class_archive("aggregate", "driver", java, pyspark.__version__, home, *jars)
+        jars = []
+    return class_archive("aggregate", "driver", java, pyspark.__version__, home, files=jars)
 
 
 def archive_option() -> str:
@@ -168,6 +169,7 @@ def keep_archive(timeout: float = 60) -> bool:
     try:
         if let_driver_exit(timeout) and written.is_file() and written.stat().st_size:
             os.replace(written, archive)
+            drop_superseded(archive)  # an install's before, which no JVM maps any more
     except OSError:
         pass  # no archive this time; the next run writes one
     finally:

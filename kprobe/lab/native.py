@@ -78,7 +78,18 @@ def class_archive(java: str, classpath: str) -> Path:
     first `format` as that JVM exits. Brokers map it until they have their own (broker_archive).
     Keyed by the JDK and the class path (kprobe.paths.class_archive), so another Kafka version gets its own.
     """
-    return paths.class_archive("lab", "classes", java, classpath)
+    return paths.class_archive("lab", "classes", java, classpath, files=_jars(classpath))
+
+
+def _jars(classpath: str) -> list[str]:
+    """The jars of a class path, a `dir/*` entry (KPROBE_KAFKA_LIBS) as the JVM expands it."""
+    found: list[str] = []
+    for entry in classpath.split(os.pathsep):
+        if entry.endswith("*"):
+            found += sorted(str(jar) for jar in Path(entry[:-1] or ".").glob("*.jar"))
+        else:
+            found.append(entry)
+    return found
 
 
 def broker_archive(java: str, classpath: str) -> Path:
@@ -92,7 +103,7 @@ def broker_archive(java: str, classpath: str) -> Path:
     Kafka version has one broker write it: at that lab's stop, that broker alone is shut down
     (SIGTERM) and given ARCHIVE_WAIT_S to write it.
     """
-    return paths.class_archive("lab", "broker", java, classpath)
+    return paths.class_archive("lab", "broker", java, classpath, files=_jars(classpath))
 
 
 def storage_template(java: str, classpath: str) -> Path:
@@ -260,6 +271,7 @@ class NativeLab(RunningLab):
                 raise LabError(f"formatting broker {node_id}'s storage failed: {' / '.join(tail)}")
             if dump is not None and self.archive is not None and dump.exists():
                 os.replace(dump, self.archive)  # whole or not at all: a JVM never maps a half-written one
+                paths.drop_superseded(self.archive)
             if folder is not None and not template.is_file():
                 paths.remove_stray_dumps(template.parent, f".{template.name}.*")
                 kept = template.with_name(f".{template.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
@@ -397,6 +409,7 @@ class NativeLab(RunningLab):
                 proc.wait(timeout=ARCHIVE_WAIT_S)
                 if written.is_file() and written.stat().st_size and self.broker_archive is not None:
                     os.replace(written, self.broker_archive)  # a JVM never maps a half-written one
+                    paths.drop_superseded(self.broker_archive)
         except (OSError, subprocess.TimeoutExpired):
             pass  # killed below with the others
 

@@ -909,7 +909,14 @@ def test_a_light_driver_without_an_archive_writes_one_and_it_is_put_in_place_who
     script = f"import sys; sys.stdin.read(); open({str(written)!r}, 'wb').write(b'classes')"
     driver = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE)
     monkeypatch.setattr(SparkContext, "_gateway", type("Gateway", (), {"proc": driver}), raising=False)
+    # The archive of this Spark's previous install (its jars' times in its name's last part), which the JVM
+    # refuses now; and another Spark's, which it still maps.
+    superseded = archive.with_name(f"{archive.stem.rpartition('-')[0]}-00000000.jsa")
+    other_spark = archive.with_name("driver-0123456789abcdef-00000000.jsa")
+    for kept_before in (superseded, other_spark):
+        kept_before.write_bytes(b"classes before")
     jvm.keep_archive(timeout=30)
     assert driver.returncode == 0 and archive.read_bytes() == b"classes" and not written.exists()
+    assert not superseded.exists() and other_spark.exists()
     assert jvm.archive_option() == f"-XX:SharedArchiveFile={archive}"
     jvm.keep_archive()  # nothing asked for: nothing to do
