@@ -64,8 +64,8 @@ def class_archive(folder: str, name: str, java: str, *facts: str, files: Iterabl
 
 
 def drop_superseded(archive: Path) -> None:
-    """Remove the archives `archive` replaces: the same JDK and facts, jars of another install, or of
-    no install named at all (`<name>-<key>.jsa`, as kprobe named them before its jars' times counted).
+    """Remove the archives `archive` replaces: the same JDK and facts, with jars of another install in
+    their name, or with none (`<name>-<key>.jsa`: which install's jars it holds cannot be told).
 
     Called once `archive` is in place. A JVM mapping one of them keeps its mapping (the file goes
     when the last one ends).

@@ -30,11 +30,11 @@ def test_an_archive_in_place_removes_only_those_it_replaces(tmp_path, monkeypatc
     old = paths.class_archive("lab", "broker", "java", "cp", files=[str(jar)])
     other_family = paths.class_archive("lab", "broker", "java", "another cp", files=[str(jar)])
     unkeyed = paths.class_archive("lab", "classes", "java", "cp")
-    before_jars_counted = paths.class_archive("lab", "broker", "java", "cp")  # the same family, no jars in its name
+    jarless = paths.class_archive("lab", "broker", "java", "cp")  # the same family, no jars in its name
     os.utime(jar, ns=(1, 1))
     new = paths.class_archive("lab", "broker", "java", "cp", files=[str(jar)])
     old.parent.mkdir(parents=True)
-    for archive in (old, other_family, unkeyed, before_jars_counted, new):
+    for archive in (old, other_family, unkeyed, jarless, new):
         archive.write_bytes(b"archive")
     writing = old.with_name(f".{new.name}.{os.getpid()}")  # another process's archive on its way
     writing.write_bytes(b"half")
