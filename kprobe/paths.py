@@ -63,6 +63,16 @@ def class_archive(folder: str, name: str, java: str, *facts: str, files: Iterabl
     return cache_root() / folder / f"{name}-{key}.jsa"
 
 
+def put_archive(written: Path, archive: Path) -> None:
+    """Put an archive a JVM wrote under a name of its own in place whole, and drop the ones it replaces.
+
+    Renamed, never copied: a JVM never maps a half-written archive. Every writer of an archive goes
+    through here, so none leaves the archive of a previous install behind (`drop_superseded`).
+    """
+    os.replace(written, archive)
+    drop_superseded(archive)
+
+
 def drop_superseded(archive: Path) -> None:
     """Remove the archives `archive` replaces: the same JDK and facts, with jars of another install in
     their name, or with none (`<name>-<key>.jsa`: which install's jars it holds cannot be told).

@@ -34,11 +34,14 @@ def test_an_archive_in_place_removes_only_those_it_replaces(tmp_path, monkeypatc
     os.utime(jar, ns=(1, 1))
     new = paths.class_archive("lab", "broker", "java", "cp", files=[str(jar)])
     old.parent.mkdir(parents=True)
-    for archive in (old, other_family, unkeyed, jarless, new):
+    for archive in (old, other_family, unkeyed, jarless):
         archive.write_bytes(b"archive")
-    writing = old.with_name(f".{new.name}.{os.getpid()}")  # another process's archive on its way
+    writing = old.with_name(f".{new.name}.{os.getpid() + 1}")  # another process's archive on its way
     writing.write_bytes(b"half")
-    paths.drop_superseded(new)
+    written = old.with_name(f".{new.name}.{os.getpid()}")  # this process's, whole
+    written.write_bytes(b"archive")
+    paths.put_archive(written, new)
+    assert new.read_bytes() == b"archive" and not written.exists()
     assert sorted(p.name for p in old.parent.iterdir()) == sorted(
         p.name for p in (other_family, unkeyed, new, writing))
     paths.drop_superseded(unkeyed)  # no jars in its key: nothing it could replace

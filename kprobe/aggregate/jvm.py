@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kprobe.errors import KprobeError, UsageError
-from kprobe.paths import cache_root, class_archive, drop_superseded, remove_stray_dumps
+from kprobe.paths import cache_root, class_archive, put_archive, remove_stray_dumps
 from kprobe.sanitize import safe
 
 if TYPE_CHECKING:
@@ -168,8 +168,7 @@ def keep_archive(timeout: float = 60) -> bool:
     (written, archive), _dump = _dump, None
     try:
         if let_driver_exit(timeout) and written.is_file() and written.stat().st_size:
-            os.replace(written, archive)
-            drop_superseded(archive)  # an install's before, which no JVM maps any more
+            put_archive(written, archive)
     except OSError:
         pass  # no archive this time; the next run writes one
     finally:

@@ -270,8 +270,7 @@ class NativeLab(RunningLab):
                 tail = (done.stdout + done.stderr).strip().splitlines()[-2:]
                 raise LabError(f"formatting broker {node_id}'s storage failed: {' / '.join(tail)}")
             if dump is not None and self.archive is not None and dump.exists():
-                os.replace(dump, self.archive)  # whole or not at all: a JVM never maps a half-written one
-                paths.drop_superseded(self.archive)
+                paths.put_archive(dump, self.archive)
             if folder is not None and not template.is_file():
                 paths.remove_stray_dumps(template.parent, f".{template.name}.*")
                 kept = template.with_name(f".{template.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
@@ -408,8 +407,7 @@ class NativeLab(RunningLab):
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=ARCHIVE_WAIT_S)
                 if written.is_file() and written.stat().st_size and self.broker_archive is not None:
-                    os.replace(written, self.broker_archive)  # a JVM never maps a half-written one
-                    paths.drop_superseded(self.broker_archive)
+                    paths.put_archive(written, self.broker_archive)
         except (OSError, subprocess.TimeoutExpired):
             pass  # killed below with the others
 

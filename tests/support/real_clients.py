@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kprobe.lab.native import class_archive
-from kprobe.paths import cache_root, drop_superseded
+from kprobe.paths import cache_root, put_archive
 
 JAVA_CLIENT = r"""
 import java.time.Duration;
@@ -301,8 +301,7 @@ def _keep_archive(dump: Path, full_classpath: str, *, whole: bool) -> None:
     """Put a dumped archive in place whole (a JVM never maps a half-written one), or drop what a killed run left."""
     try:
         if whole and dump.exists() and dump.stat().st_size > 0:
-            os.replace(dump, _archive_path(full_classpath))
-            drop_superseded(_archive_path(full_classpath))
+            put_archive(dump, _archive_path(full_classpath))
         else:
             dump.unlink(missing_ok=True)  # a client killed at its time limit exits before its dump is complete
     finally:
